@@ -1,0 +1,50 @@
+# clproj: the two commands are `make demo` and `make test`; each sets everything up first.
+# Set-up is idempotent and quick once done: system packages are checked with one dpkg
+# query, the venv is rebuilt only when setup.py changes, native parts only when their
+# sources change.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMPS := .stamps
+NATIVE_SOURCES := $(wildcard native/*.py native/shim/*.c native/shim/*.h native/oclgrind_plugin/*.cpp native/oclgrind_plugin/*.h) setup.py intercept/shim_runtime.py
+# Two PoCL drivers (one thread vs all cores) form a genuinely heterogeneous local pair.
+export POCL_DEVICES ?= pthread basic
+
+.PHONY: setup system venv build demo test lint bench clean
+
+setup: system venv build
+
+system:
+	@scripts/ensure-system-deps.sh
+
+venv: $(STAMPS)/venv
+
+$(STAMPS)/venv: setup.py pyproject.toml
+	@mkdir -p $(STAMPS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel cffi
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@ $(STAMPS)/build
+
+build: $(STAMPS)/build
+
+$(STAMPS)/build: $(STAMPS)/venv $(NATIVE_SOURCES)
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+demo: setup
+	$(BIN)/clproj devices
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: setup
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so

@@ -1,0 +1,1 @@
+"""Benchmark applications, the ground-truth timing harness and the project's benchmarks."""

@@ -1,0 +1,71 @@
+"""Console output shared by every subcommand: tables, JSON and progress bars.
+
+Tables and progress go through rich; progress bars draw on stderr so that ``--json``
+output on stdout stays machine-readable.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+T = TypeVar("T")
+
+# Piped output (tests, logs, `| less`) gets wide tables instead of wrapped cells.
+stdout = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+stderr = Console(stderr=True)
+
+
+def emit_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON on stdout (numpy scalars become plain numbers)."""
+
+    def default(o: Any) -> Any:
+        if hasattr(o, "tolist"):
+            return o.tolist()
+        if isinstance(o, bytes):
+            return o.hex()
+        raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+    sys.stdout.write(json.dumps(obj, indent=2, default=default) + "\n")
+
+
+def print_table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
+) -> None:
+    """Print a readable table; numbers are right-aligned."""
+    rows = [list(r) for r in rows]
+    table = Table(title=title, show_lines=False, header_style="bold")
+    for i, col in enumerate(columns):
+        numeric = bool(rows) and all(
+            isinstance(r[i], (int, float)) for r in rows if r[i] is not None
+        )
+        table.add_column(col, justify="right" if numeric else "left")
+    for r in rows:
+        table.add_row(
+            *["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in r]
+        )
+    stdout.print(table)
+
+
+def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+    """Iterate with a progress bar on stderr (hidden when stderr is not a terminal)."""
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        disable=not stderr.is_terminal,
+    ) as progress:
+        if total is None and hasattr(items, "__len__"):
+            total = len(items)  # type: ignore[arg-type]
+        task = progress.add_task(description, total=total)
+        for item in items:
+            yield item
+            progress.advance(task)

@@ -1,0 +1,1 @@
+"""OpenCL device discovery, device profiles (spec sheets + measured curves) and NVML data."""

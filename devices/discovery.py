@@ -1,0 +1,125 @@
+"""Enumerate the OpenCL devices visible to this process, in one stable order.
+
+Every command that takes ``--device N`` means index N of :func:`list_devices`, so the
+order (platforms as the ICD loader returns them, devices within each platform) is part
+of the interface. The same list is printed by ``clproj devices``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from clproj.errors import ClprojError
+
+NO_DEVICE_FIX = (
+    "install an OpenCL implementation, e.g. `apt-get install pocl-opencl-icd` (or run `make setup`), "
+    "and check that /etc/OpenCL/vendors or OCL_ICD_VENDORS lists it"
+)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What OpenCL says about one device: enough to identify it and size work for it."""
+
+    index: int
+    platform: str
+    name: str
+    vendor: str
+    type: str  # "CPU", "GPU", "ACCELERATOR", "OTHER"
+    compute_units: int
+    clock_mhz: int
+    global_mem_bytes: int
+    local_mem_bytes: int
+    max_work_group_size: int
+    driver_version: str
+    opencl_version: str
+    pci_bus_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _type_name(cl_type: int) -> str:
+    import pyopencl as cl
+
+    for flag, name in (
+        (cl.device_type.GPU, "GPU"),
+        (cl.device_type.CPU, "CPU"),
+        (cl.device_type.ACCELERATOR, "ACCELERATOR"),
+    ):
+        if cl_type & flag:
+            return name
+    return "OTHER"
+
+
+def _pci_bus_id(dev: Any) -> str | None:
+    """The PCI address of an NVIDIA device (cl_nv_device_attribute_query), if exposed."""
+    try:
+        bus = dev.get_info(0x4008)  # CL_DEVICE_PCI_BUS_ID_NV
+        slot = dev.get_info(0x4009)  # CL_DEVICE_PCI_SLOT_ID_NV
+    except Exception:
+        return None
+    return f"{int(bus):02x}:{int(slot) >> 3:02x}.{int(slot) & 7}"
+
+
+def opencl_devices() -> list[Any]:
+    """All pyopencl device objects, in the order of :func:`list_devices`."""
+    try:
+        import pyopencl as cl
+
+        platforms = cl.get_platforms()
+    except Exception as exc:  # pyopencl raises LogicError/RuntimeError when no ICD is found
+        raise ClprojError(f"no OpenCL platform found ({exc})", NO_DEVICE_FIX) from exc
+    devices = []
+    for platform in platforms:
+        try:
+            devices.extend(platform.get_devices())
+        except Exception:
+            continue  # a platform with no devices of any type
+    if not devices:
+        raise ClprojError("OpenCL platforms exist but expose no device", NO_DEVICE_FIX)
+    return devices
+
+
+def describe(index: int, dev: Any) -> DeviceInfo:
+    return DeviceInfo(
+        index=index,
+        platform=dev.platform.name.strip(),
+        name=dev.name.strip(),
+        vendor=dev.vendor.strip(),
+        type=_type_name(dev.type),
+        compute_units=int(dev.max_compute_units),
+        clock_mhz=int(dev.max_clock_frequency),
+        global_mem_bytes=int(dev.global_mem_size),
+        local_mem_bytes=int(dev.local_mem_size),
+        max_work_group_size=int(dev.max_work_group_size),
+        driver_version=dev.driver_version.strip(),
+        opencl_version=dev.version.strip(),
+        pci_bus_id=_pci_bus_id(dev) if "NVIDIA" in dev.vendor.upper() else None,
+    )
+
+
+def list_devices() -> list[DeviceInfo]:
+    return [describe(i, d) for i, d in enumerate(opencl_devices())]
+
+
+def select_device(spec: str | int | None) -> Any:
+    """The pyopencl device named by ``spec``: an index, or a substring of its name.
+
+    ``None`` picks device 0. An unknown spec raises with the list of valid choices.
+    """
+    devices = opencl_devices()
+    if spec is None:
+        return devices[0]
+    text = str(spec)
+    if text.isdigit():
+        i = int(text)
+        if 0 <= i < len(devices):
+            return devices[i]
+    else:
+        matches = [d for d in devices if text.lower() in d.name.lower()]
+        if len(matches) == 1:
+            return matches[0]
+    choices = ", ".join(f"{i}: {d.name.strip()}" for i, d in enumerate(devices))
+    raise ClprojError(f"no single OpenCL device matches {text!r}", f"use one of: {choices}")

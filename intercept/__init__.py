@@ -1,0 +1,1 @@
+"""Interception of unmodified OpenCL applications (LD_PRELOAD shim) and launch records."""

@@ -1,0 +1,50 @@
+"""cffi embedding build of the LD_PRELOAD shim (``intercept/_shim*.so``).
+
+The C part (``native/shim/*.c``) exports the OpenCL entry points, forwards each call to
+the real implementation found with ``dlsym(RTLD_NEXT, ...)`` and keeps the hot path in C.
+Python (``intercept/shim_runtime.py``) is reached through ``extern "Python"`` callbacks
+only where it pays: recording launches, summaries at exit.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sysconfig
+
+import cffi
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHIM_DIR = os.path.join(HERE, "shim")
+
+ffibuilder = cffi.FFI()
+
+with open(os.path.join(SHIM_DIR, "shim_api.h")) as f:
+    ffibuilder.cdef(f.read())
+with open(os.path.join(SHIM_DIR, "embedding_api.h")) as f:
+    ffibuilder.embedding_api(f.read())
+
+ffibuilder.embedding_init_code(
+    """
+    from intercept._shim import ffi, lib
+    from intercept.shim_runtime import install as _clproj_install
+    _clproj_install(ffi, lib)
+    """
+)
+
+ffibuilder.set_source(
+    "intercept._shim",
+    '#include "shim.h"\n',
+    sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
+    include_dirs=[SHIM_DIR],
+    # A C application has no Python in it: the shim must pull libpython in itself.
+    libraries=["dl", "pthread", f"python{sysconfig.get_config_var('LDVERSION')}"],
+    library_dirs=[sysconfig.get_config_var("LIBDIR")],
+    extra_link_args=[f"-Wl,-rpath,{sysconfig.get_config_var('LIBDIR')}"],
+    py_limited_api=False,
+    extra_compile_args=["-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"],
+    define_macros=[("CL_TARGET_OPENCL_VERSION", "300")],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

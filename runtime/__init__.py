@@ -1,0 +1,1 @@
+"""Projection model, ranking, broker/node routing, partition advisor and further models."""

@@ -1,0 +1,74 @@
+"""Build and install clproj.
+
+Two native parts are built here, never by hand:
+
+* the LD_PRELOAD interception shim, a cffi *embedding* library declared in
+  ``native/build_shim.py`` (``cffi_modules``);
+* the Oclgrind statistics plugin (C++), compiled by ``native/build_plugin.py`` from
+  our ``build_ext`` step, because Oclgrind loads it with ``dlopen`` and it must not
+  depend on Python.
+
+Both land inside the Python packages (``intercept/`` and ``miniemu/``), so an editable
+install (``pip install -e .``) and a wheel find them the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "native"))
+
+
+class BuildExtWithPlugin(build_ext):
+    """Standard cffi extension build, plus the Oclgrind plugin."""
+
+    def run(self) -> None:
+        super().run()
+        import build_plugin  # native/build_plugin.py
+
+        target_dir = "miniemu" if self.inplace else os.path.join(self.build_lib, "miniemu")
+        build_plugin.build(os.path.join(target_dir, build_plugin.PLUGIN_FILENAME))
+
+
+setup(
+    name="clproj",
+    version="0.1.0",
+    description="Online performance projection and routing of OpenCL kernels across heterogeneous devices",
+    python_requires=">=3.10",
+    packages=[
+        "clproj",
+        "intercept",
+        "miniemu",
+        "devices",
+        "runtime",
+        "benchmarks",
+        "benchmarks.apps",
+    ],
+    package_data={
+        "miniemu": ["*.so"],
+        "intercept": ["*.so"],
+        "devices": ["profiles/*.json"],
+        "benchmarks.apps": ["*.cl", "c_hosts/*.c"],
+    },
+    install_requires=[
+        "pyopencl>=2024.1",
+        "cffi>=1.16",
+        "numpy>=1.24",
+        "nvidia-ml-py>=12.535",
+        "pyzmq>=25.0",
+        "msgpack>=1.0.5",
+        "rich>=13.0",
+    ],
+    extras_require={
+        "dev": ["pytest>=7.4", "ruff>=0.4", "matplotlib>=3.7", "scikit-learn>=1.3"],
+    },
+    setup_requires=["cffi>=1.16"],
+    cffi_modules=["native/build_shim.py:ffibuilder"],
+    cmdclass={"build_ext": BuildExtWithPlugin},
+    entry_points={"console_scripts": ["clproj=clproj.cli:main"]},
+    zip_safe=False,
+)

@@ -1,0 +1,61 @@
+"""Shared fixtures. Like pyopencl's own suite, device-level tests run once per device.
+
+``cl_device`` is parametrised over every OpenCL device visible (with ``make test`` that is
+PoCL's ``pthread`` and ``basic`` drivers; on a GPU machine the GPU too). Oclgrind is not
+registered as an ICD, so the emulator never appears here by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+# Two PoCL drivers give a heterogeneous pair even when pytest is run by hand.
+os.environ.setdefault("POCL_DEVICES", "pthread basic")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _device_ids() -> list[tuple[int, str]]:
+    try:
+        from devices.discovery import list_devices
+
+        return [(d.index, d.name) for d in list_devices()]
+    except Exception:
+        return []
+
+
+DEVICES = _device_ids()
+
+
+@pytest.fixture(params=[i for i, _ in DEVICES], ids=[f"{i}:{n[:24]}" for i, n in DEVICES])
+def cl_device(request: pytest.FixtureRequest):
+    from devices.discovery import opencl_devices
+
+    return opencl_devices()[request.param]
+
+
+@pytest.fixture
+def cl_context(cl_device):
+    import pyopencl as cl
+
+    return cl.Context([cl_device])
+
+
+@pytest.fixture
+def cl_queue(cl_context):
+    import pyopencl as cl
+
+    return cl.CommandQueue(cl_context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> str:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def python_exe() -> str:
+    return sys.executable

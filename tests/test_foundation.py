@@ -1,0 +1,85 @@
+"""The foundation: CLI, device discovery, doctor and the native builds."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import sys
+
+import pytest
+
+from clproj import native
+from clproj.cli import build_parser, main
+from devices.discovery import list_devices, select_device
+
+
+def clproj(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "clproj.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_help_lists_subcommands():
+    text = build_parser().format_help()
+    for cmd in ("devices", "doctor"):
+        assert cmd in text
+
+
+def test_devices_json_lists_pocl_cpu():
+    out = clproj("devices", "--json")
+    assert out.returncode == 0, out.stderr
+    devices = json.loads(out.stdout)["devices"]
+    assert any(d["type"] == "CPU" and "Portable" in d["platform"] for d in devices)
+    for d in devices:
+        assert d["compute_units"] >= 1 and d["global_mem_bytes"] > 0
+
+
+def test_devices_table_has_every_device():
+    out = clproj("devices")
+    assert out.returncode == 0, out.stderr
+    for d in list_devices():
+        assert d.name[:10] in out.stdout
+
+
+def test_two_pocl_drivers_are_visible():
+    names = [d.name for d in list_devices()]
+    assert any(n.startswith("pthread") for n in names) and any(n.startswith("basic") for n in names)
+
+
+def test_select_device_by_index_and_name():
+    assert select_device(0).name == list_devices()[0].name
+    assert "basic" in select_device("basic").name
+
+
+def test_select_device_unknown_names_the_choices(capsys):
+    assert main(["devices", "--json"]) == 0
+    from clproj.errors import ClprojError
+
+    with pytest.raises(ClprojError) as err:
+        select_device("no-such-device")
+    assert "use one of" in str(err.value)
+
+
+def test_doctor_passes_here():
+    out = clproj("doctor", "--json")
+    report = json.loads(out.stdout)
+    failed = [c for c in report["checks"] if c["required"] and not c["ok"]]
+    assert not failed, failed
+    assert out.returncode == 0
+
+
+def test_doctor_reports_fix_for_missing_dependency(monkeypatch):
+    from clproj import doctor
+
+    monkeypatch.setattr(
+        doctor, "_oclgrind", lambda: (_ for _ in ()).throw(RuntimeError("oclgrind not on PATH"))
+    )
+    monkeypatch.setattr(doctor.CHECKS[4], "probe", doctor._oclgrind)
+    result = {r["check"]: r for r in doctor.run_checks()}["Oclgrind"]
+    assert not result["ok"] and "apt-get install -y oclgrind" in result["fix"]
+
+
+def test_native_parts_are_built_and_load():
+    ctypes.CDLL(native.oclgrind_plugin())
+    assert native.shim_library().endswith(".so")
