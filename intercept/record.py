@@ -1,0 +1,489 @@
+"""Launch records: one kernel launch, self-contained and replayable (docs/formats.md §1).
+
+A record is a msgpack map in ``DIR/records/<id>.clrec``; buffer snapshots live in a
+content-addressed blob store ``DIR/blobs/<sha256>`` so that identical inputs (the same
+matrix passed to a thousand launches) are stored once. Records made in memory
+(:func:`from_arrays`) keep their blobs in memory; saving copies them to the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import re
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from clproj.errors import ClprojError
+
+FORMAT = "clproj.launch-record"
+VERSION = 1
+
+RECORDS_SUBDIR = "records"
+BLOBS_SUBDIR = "blobs"
+SUFFIX = ".clrec"
+
+ARG_KINDS = ("scalar", "buffer", "local", "null", "unsupported")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class ArgRecord:
+    """One kernel argument as the application set it."""
+
+    index: int
+    kind: str  # "scalar" | "buffer" | "local" | "null" | "unsupported"
+    data: bytes | None = None  # scalar bytes
+    size: int | None = None  # buffer or local size in bytes
+    flags: int | None = None  # cl_mem_flags of a buffer
+    blob: str | None = None  # sha256 of pre-launch buffer content
+    what: str | None = None  # for unsupported: "image", "pipe", "svm", "sampler"
+    origin: int | None = None  # sub-buffer: byte offset in its parent
+    parent: int | None = None  # sub-buffer: size of the parent buffer
+
+    def to_map(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index, "kind": self.kind}
+        if self.kind == "scalar":
+            out["bytes"] = self.data
+        elif self.kind == "buffer":
+            out.update(size=self.size, flags=self.flags, blob=self.blob)
+            if self.origin is not None:
+                out.update(origin=self.origin, parent=self.parent)
+        elif self.kind == "local":
+            out["size"] = self.size
+        elif self.kind == "unsupported":
+            out["what"] = self.what
+        return out
+
+    @classmethod
+    def from_map(cls, m: dict[str, Any]) -> ArgRecord:
+        kind = m.get("kind")
+        if kind not in ARG_KINDS:
+            raise ValueError(f"args[].kind: unknown kind {kind!r}")
+        return cls(
+            index=int(m["index"]),
+            kind=kind,
+            data=m.get("bytes"),
+            size=m.get("size"),
+            flags=m.get("flags"),
+            blob=m.get("blob"),
+            what=m.get("what"),
+            origin=m.get("origin"),
+            parent=m.get("parent"),
+        )
+
+
+class BlobStore:
+    """Content-addressed store ``DIR/blobs/<sha256>``: identical data is written once."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, BLOBS_SUBDIR)
+
+    def put(self, data: bytes) -> str:
+        sha = sha256(data)
+        target = os.path.join(self.path, sha)
+        if os.path.exists(target):
+            return sha
+        os.makedirs(self.path, exist_ok=True)
+        # Write to a temporary file then rename: concurrent writers (threads of the
+        # recorded app) never expose a half-written blob under its final name.
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return sha
+
+    def get(self, sha: str) -> bytes:
+        target = os.path.join(self.path, sha)
+        try:
+            with open(target, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise ClprojError(
+                f"blob {sha} is missing from {self.path}",
+                "copy the record directory together with its blobs/ folder",
+            ) from None
+        if sha256(data) != sha:
+            raise ClprojError(
+                f"blob {sha} in {self.path} is corrupt (content hash differs)",
+                "record the launch again",
+            )
+        return data
+
+    def has(self, sha: str) -> bool:
+        return os.path.exists(os.path.join(self.path, sha))
+
+
+class LocalArg:
+    """Marker for a ``__local`` argument of ``nbytes`` bytes in :func:`from_arrays`."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+
+    def __repr__(self) -> str:
+        return f"LocalArg({self.nbytes})"
+
+
+@dataclass
+class LaunchRecord:
+    """One launch: program, kernel, arguments (with buffer snapshots), NDRange, device."""
+
+    kernel: str
+    source: str | None
+    options: str
+    args: list[ArgRecord]
+    work_dim: int
+    global_size: list[int]
+    local_size: list[int] | None
+    global_offset: list[int] | None = None
+    device: dict = field(default_factory=dict)  # name, vendor, type, driver
+    binary_kind: str | None = None  # None | "il" | "binary"
+    measured_time_ns: int | None = None
+    outputs: dict[int, str] | None = None  # arg index -> blob sha of post-launch content
+    emulatable: bool = True
+    not_emulatable_reason: str | None = None
+    id: str = ""
+    created: float = 0.0
+    # Where blob contents come from: a directory with a blob store, and/or in-memory blobs.
+    store_dir: str | None = field(default=None, repr=False, compare=False)
+    blobs: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    path: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def program_hash(self) -> str:
+        return program_hash(self.source, self.options)
+
+    @property
+    def signature(self) -> str:
+        return signature(
+            self.program_hash,
+            self.kernel,
+            self.work_dim,
+            self.global_size,
+            self.local_size,
+            [a.data or b"" for a in self.args if a.kind == "scalar"],
+        )
+
+    def blob(self, sha: str) -> bytes:
+        if sha in self.blobs:
+            return self.blobs[sha]
+        if self.store_dir is None:
+            raise ClprojError(f"blob {sha} is not available: the record has no blob store")
+        return BlobStore(self.store_dir).get(sha)
+
+    def arg(self, index: int) -> ArgRecord:
+        for a in self.args:
+            if a.index == index:
+                return a
+        raise KeyError(index)
+
+    def buffer_bytes(self, index: int) -> bytes:
+        """Pre-launch content of buffer argument ``index`` (zeros if none was snapshotted)."""
+        a = self.arg(index)
+        if a.kind != "buffer":
+            raise ClprojError(f"argument {index} of {self.kernel} is {a.kind}, not a buffer")
+        if a.blob is None:
+            return bytes(a.size or 0)
+        return self.blob(a.blob)
+
+    def output_bytes(self, index: int) -> bytes | None:
+        """Post-launch content of buffer argument ``index``, if it was recorded."""
+        if not self.outputs or index not in self.outputs:
+            return None
+        return self.blob(self.outputs[index])
+
+    def to_map(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "id": self.id,
+            "created": self.created,
+            "program": {
+                "source": self.source,
+                "binary_kind": self.binary_kind,
+                "options": self.options,
+                "hash": self.program_hash,
+            },
+            "kernel": self.kernel,
+            "args": [a.to_map() for a in self.args],
+            "work_dim": self.work_dim,
+            "global_offset": self.global_offset,
+            "global_size": list(self.global_size),
+            "local_size": None if self.local_size is None else list(self.local_size),
+            "device": dict(self.device),
+            "measured_time_ns": self.measured_time_ns,
+            "outputs": None
+            if self.outputs is None
+            else {str(k): v for k, v in self.outputs.items()},
+            "emulatable": self.emulatable,
+            "not_emulatable_reason": self.not_emulatable_reason,
+            "signature": self.signature,
+        }
+
+
+def program_hash(source: str | None, options: str) -> str:
+    h = hashlib.sha256()
+    h.update((source or "").encode())
+    h.update(b"\0")
+    h.update((options or "").encode())
+    return h.hexdigest()
+
+
+def signature(
+    prog_hash: str,
+    kernel: str,
+    work_dim: int,
+    global_size: list[int],
+    local_size: list[int] | None,
+    scalars: list[bytes],
+) -> str:
+    """Key of "the first launch of each distinct kernel" (same recipe as the C shim)."""
+    h = hashlib.sha256()
+    h.update(prog_hash.encode())
+    h.update(b"\0" + kernel.encode() + b"\0")
+    h.update(repr((work_dim, list(global_size), local_size and list(local_size))).encode())
+    for s in scalars:
+        h.update(len(s).to_bytes(4, "little") + s)
+    return h.hexdigest()
+
+
+_seq_lock = threading.Lock()
+_seq = itertools.count(1)
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def new_id(kernel: str, directory: str | None = None) -> str:
+    """``<kernel>-<seq>``: seq is unique within this process and within ``directory``."""
+    name = _SAFE.sub("_", kernel)[:80] or "kernel"
+    with _seq_lock:
+        n = next(_seq)
+        pid = os.getpid()
+        rid = f"{name}-{pid}{n:05d}"
+        if directory is not None:
+            while os.path.exists(os.path.join(directory, RECORDS_SUBDIR, rid + SUFFIX)):
+                n = next(_seq)
+                rid = f"{name}-{pid}{n:05d}"
+    return rid
+
+
+def save(record: LaunchRecord, directory: str) -> str:
+    """Write the record and its blobs under ``directory``; returns the record file path."""
+    store = BlobStore(directory)
+    shas = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
+    shas += list((record.outputs or {}).values())
+    for sha in shas:
+        if not store.has(sha):
+            store.put(record.blob(sha))
+    if not record.id:
+        record.id = new_id(record.kernel, directory)
+    if not record.created:
+        record.created = time.time()
+    rdir = os.path.join(directory, RECORDS_SUBDIR)
+    os.makedirs(rdir, exist_ok=True)
+    path = os.path.join(rdir, record.id + SUFFIX)
+    payload = msgpack.packb(record.to_map(), use_bin_type=True)
+    fd, tmp = tempfile.mkstemp(dir=rdir, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    record.store_dir = directory
+    record.path = path
+    return path
+
+
+def _bad(path: str, what: str) -> ClprojError:
+    return ClprojError(
+        f"{path} is not a valid launch record: {what}",
+        "record the launch again with `clproj run --record DIR -- ...`",
+    )
+
+
+def load(path: str) -> LaunchRecord:
+    """Read a record file; the error names the field that is wrong."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ClprojError(f"cannot read launch record {path}: {exc.strerror}") from None
+    try:
+        m = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except Exception as exc:
+        raise _bad(path, f"corrupt msgpack ({exc})") from None
+    if not isinstance(m, dict):
+        raise _bad(path, "top level is not a map")
+    if m.get("format") != FORMAT:
+        raise _bad(path, f"field 'format' is {m.get('format')!r}, expected {FORMAT!r}")
+    version = m.get("version")
+    if not isinstance(version, int) or version != VERSION:
+        raise ClprojError(
+            f"{path}: field 'version' is {version!r}; this clproj reads version {VERSION}",
+            "use the clproj version that wrote the record, or record the launch again",
+        )
+    field_name = "?"
+    try:
+        field_name = "program"
+        prog = m["program"]
+        source, options, binary_kind = (
+            prog["source"],
+            prog.get("options") or "",
+            prog.get("binary_kind"),
+        )
+        if source is not None and not isinstance(source, str):
+            raise ValueError("program.source is not a string")
+        field_name = "kernel"
+        kernel = m["kernel"]
+        if not isinstance(kernel, str):
+            raise ValueError("not a string")
+        field_name = "args"
+        args = [ArgRecord.from_map(a) for a in m["args"]]
+        field_name = "work_dim"
+        work_dim = int(m["work_dim"])
+        if not 1 <= work_dim <= 3:
+            raise ValueError(f"work_dim {work_dim} not in 1..3")
+        field_name = "global_size"
+        gsz = [int(x) for x in m["global_size"]]
+        if len(gsz) != work_dim:
+            raise ValueError("length differs from work_dim")
+        field_name = "local_size"
+        lsz = None if m.get("local_size") is None else [int(x) for x in m["local_size"]]
+        field_name = "global_offset"
+        goff = None if m.get("global_offset") is None else [int(x) for x in m["global_offset"]]
+        field_name = "outputs"
+        outputs = None if m.get("outputs") is None else {int(k): v for k, v in m["outputs"].items()}
+        field_name = "device"
+        device = dict(m.get("device") or {})
+        field_name = "measured_time_ns"
+        mt = m.get("measured_time_ns")
+        mt = None if mt is None else int(mt)
+    except Exception as exc:
+        raise _bad(path, f"field '{field_name}': {exc}") from None
+    rec = LaunchRecord(
+        kernel=kernel,
+        source=source,
+        options=options,
+        args=args,
+        work_dim=work_dim,
+        global_size=gsz,
+        local_size=lsz,
+        global_offset=goff,
+        device=device,
+        binary_kind=binary_kind,
+        measured_time_ns=mt,
+        outputs=outputs,
+        emulatable=bool(m.get("emulatable", True)),
+        not_emulatable_reason=m.get("not_emulatable_reason"),
+        id=str(m.get("id", "")),
+        created=float(m.get("created", 0.0)),
+    )
+    # records/<id>.clrec -> the store is the directory above records/
+    rdir = os.path.dirname(os.path.abspath(path))
+    rec.store_dir = os.path.dirname(rdir) if os.path.basename(rdir) == RECORDS_SUBDIR else rdir
+    rec.path = path
+    return rec
+
+
+def list_records(directory: str) -> list[str]:
+    """Record file paths under ``directory`` (or its ``records/``), oldest first."""
+    rdir = os.path.join(directory, RECORDS_SUBDIR)
+    if not os.path.isdir(rdir):
+        rdir = directory
+    if not os.path.isdir(rdir):
+        raise ClprojError(
+            f"{directory} is not a record directory", "pass the --record DIR of `clproj run`"
+        )
+    paths = [os.path.join(rdir, n) for n in os.listdir(rdir) if n.endswith(SUFFIX)]
+    return sorted(paths, key=lambda p: (os.path.getmtime(p), p))
+
+
+def from_arrays(
+    source: str,
+    kernel: str,
+    args: list,
+    global_size,
+    local_size=None,
+    *,
+    options: str = "",
+    global_offset=None,
+    device=None,
+) -> LaunchRecord:
+    """An in-memory record from numpy data (tests, benchmarks, the emulator's own inputs).
+
+    ``np.ndarray`` -> buffer (a snapshot of its bytes), numpy scalar -> scalar bytes,
+    ``LocalArg(n)`` -> ``__local`` of n bytes, ``None`` -> null.
+    """
+    import numpy as np
+
+    gsz = [int(x) for x in (global_size if hasattr(global_size, "__len__") else [global_size])]
+    lsz = None
+    if local_size is not None:
+        lsz = [int(x) for x in (local_size if hasattr(local_size, "__len__") else [local_size])]
+    recs: list[ArgRecord] = []
+    blobs: dict[str, bytes] = {}
+    for i, a in enumerate(args):
+        if a is None:
+            recs.append(ArgRecord(i, "null"))
+        elif isinstance(a, LocalArg):
+            recs.append(ArgRecord(i, "local", size=a.nbytes))
+        elif isinstance(a, np.ndarray):
+            data = np.ascontiguousarray(a).tobytes()
+            sha = sha256(data)
+            blobs[sha] = data
+            recs.append(ArgRecord(i, "buffer", size=len(data), flags=1, blob=sha))  # READ_WRITE
+        elif isinstance(a, np.generic):
+            recs.append(ArgRecord(i, "scalar", data=a.tobytes()))
+        elif isinstance(a, (bytes, bytearray)):
+            recs.append(ArgRecord(i, "scalar", data=bytes(a)))
+        else:
+            raise ClprojError(
+                f"argument {i} of {kernel}: cannot record {type(a).__name__}",
+                "pass numpy arrays, numpy scalars (np.int32(3)), LocalArg(n) or None",
+            )
+    dev: dict = {}
+    if device is not None:
+        dev = device if isinstance(device, dict) else device_info(device)
+    return LaunchRecord(
+        kernel=kernel,
+        source=source,
+        options=options,
+        args=recs,
+        work_dim=len(gsz),
+        global_size=gsz,
+        local_size=lsz,
+        global_offset=None if global_offset is None else [int(x) for x in global_offset],
+        device=dev,
+        id=new_id(kernel),
+        created=time.time(),
+        blobs=blobs,
+    )
+
+
+def device_info(device) -> dict:
+    """``name``/``vendor``/``type``/``driver`` of a pyopencl device."""
+    import pyopencl as cl
+
+    return {
+        "name": device.name.strip(),
+        "vendor": device.vendor.strip(),
+        "type": cl.device_type.to_string(device.type),
+        "driver": device.driver_version.strip(),
+    }

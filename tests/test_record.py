@@ -1,0 +1,99 @@
+"""Launch record format: round trip, content addressing, errors on bad files."""
+
+from __future__ import annotations
+
+import os
+
+import msgpack
+import numpy as np
+import pytest
+
+from clproj.errors import ClprojError
+from intercept import record as R
+
+SRC = "__kernel void axpy(float a, __global const float *x, __global float *y) { int i = get_global_id(0); y[i] = a * x[i] + y[i]; }"
+
+
+def _rec(n=64):
+    x = np.arange(n, dtype=np.float32)
+    y = np.ones(n, dtype=np.float32)
+    return R.from_arrays(
+        SRC, "axpy", [np.float32(2.0), x, y], n, 16, options="-cl-fast-relaxed-math"
+    )
+
+
+def test_round_trip(tmp_path):
+    rec = _rec()
+    rec.device = {"name": "d", "vendor": "v", "type": "CPU", "driver": "1"}
+    rec.measured_time_ns = 1234
+    rec.outputs = {2: rec.args[2].blob}
+    path = R.save(rec, str(tmp_path))
+    assert path.endswith(".clrec") and os.path.dirname(path) == str(tmp_path / "records")
+    back = R.load(path)
+    assert back.kernel == "axpy" and back.source == SRC and back.options == "-cl-fast-relaxed-math"
+    assert back.global_size == [64] and back.local_size == [16] and back.work_dim == 1
+    assert [a.kind for a in back.args] == ["scalar", "buffer", "buffer"]
+    assert back.args[0].data == np.float32(2.0).tobytes()
+    assert back.buffer_bytes(1) == np.arange(64, dtype=np.float32).tobytes()
+    assert back.output_bytes(2) == np.ones(64, dtype=np.float32).tobytes()
+    assert back.output_bytes(1) is None
+    assert back.measured_time_ns == 1234 and back.device["name"] == "d"
+    assert back.signature == rec.signature and back.program_hash == rec.program_hash
+    assert R.list_records(str(tmp_path)) == [path]
+    m = msgpack.unpackb(open(path, "rb").read(), raw=False)
+    assert m["format"] == R.FORMAT and m["version"] == 1 and m["signature"] == rec.signature
+
+
+def test_local_null_and_signature():
+    a = R.from_arrays(SRC, "k", [R.LocalArg(256), None, np.int32(3)], (8, 8), None)
+    assert [x.kind for x in a.args] == ["local", "null", "scalar"] and a.args[0].size == 256
+    assert a.local_size is None and a.work_dim == 2
+    b = R.from_arrays(SRC, "k", [R.LocalArg(256), None, np.int32(4)], (8, 8), None)
+    c = R.from_arrays(SRC, "k", [R.LocalArg(256), None, np.int32(3)], (8, 8), None)
+    assert a.signature != b.signature and a.signature == c.signature
+    with pytest.raises(ClprojError):
+        R.from_arrays(SRC, "k", [object()], 8)
+
+
+def test_content_addressing(tmp_path):
+    r1, r2 = _rec(), _rec()
+    R.save(r1, str(tmp_path))
+    R.save(r2, str(tmp_path))
+    blobs = os.listdir(tmp_path / "blobs")
+    assert len(blobs) == 2  # x and y, shared by both records
+    assert len(R.list_records(str(tmp_path))) == 2
+    store = R.BlobStore(str(tmp_path))
+    assert store.put(b"abc") == store.put(b"abc") and store.get(R.sha256(b"abc")) == b"abc"
+
+
+def test_errors(tmp_path):
+    path = R.save(_rec(), str(tmp_path))
+    m = msgpack.unpackb(open(path, "rb").read(), raw=False)
+    bad = tmp_path / "bad.clrec"
+
+    def write(obj):
+        bad.write_bytes(msgpack.packb(obj, use_bin_type=True))
+
+    write({**m, "version": 2})
+    with pytest.raises(ClprojError, match="'version'"):
+        R.load(str(bad))
+    write({**m, "format": "something"})
+    with pytest.raises(ClprojError, match="'format'"):
+        R.load(str(bad))
+    write({**m, "work_dim": 7})
+    with pytest.raises(ClprojError, match="'work_dim'"):
+        R.load(str(bad))
+    write({k: v for k, v in m.items() if k != "args"})
+    with pytest.raises(ClprojError, match="'args'"):
+        R.load(str(bad))
+    bad.write_bytes(b"\xc1\xc1garbage")
+    with pytest.raises(ClprojError, match="corrupt"):
+        R.load(str(bad))
+    # a corrupted blob is detected by its hash
+    rec = R.load(path)
+    blob = tmp_path / "blobs" / rec.args[1].blob
+    blob.write_bytes(b"xx")
+    with pytest.raises(ClprojError, match="corrupt"):
+        rec.buffer_bytes(1)
+    with pytest.raises(ClprojError):
+        R.list_records(str(tmp_path / "nope"))
