@@ -8,6 +8,7 @@ the post-launch content of every buffer is returned.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from clproj.errors import ClprojError
@@ -95,10 +96,8 @@ def replay(record: LaunchRecord, device=None, *, check_outputs: bool = False) ->
     event = cl.enqueue_nd_range_kernel(queue, kernel, gsz, lsz, global_work_offset=off)
     event.wait()
     time_ns = None
-    try:
+    with contextlib.suppress(cl.Error):
         time_ns = int(event.profile.end - event.profile.start)
-    except cl.Error:
-        pass
     outputs: dict[int, bytes] = {}
     for index, buf in buffers.items():
         host = np.empty(buf.size, dtype=np.uint8)

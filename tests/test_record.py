@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -40,7 +41,7 @@ def test_round_trip(tmp_path):
     assert back.measured_time_ns == 1234 and back.device["name"] == "d"
     assert back.signature == rec.signature and back.program_hash == rec.program_hash
     assert R.list_records(str(tmp_path)) == [path]
-    m = msgpack.unpackb(open(path, "rb").read(), raw=False)
+    m = msgpack.unpackb(Path(path).read_bytes(), raw=False)
     assert m["format"] == R.FORMAT and m["version"] == 1 and m["signature"] == rec.signature
 
 
@@ -68,7 +69,7 @@ def test_content_addressing(tmp_path):
 
 def test_errors(tmp_path):
     path = R.save(_rec(), str(tmp_path))
-    m = msgpack.unpackb(open(path, "rb").read(), raw=False)
+    m = msgpack.unpackb(Path(path).read_bytes(), raw=False)
     bad = tmp_path / "bad.clrec"
 
     def write(obj):
