@@ -1,30 +1,387 @@
 #include "stats_plugin.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
+#include <llvm/IR/Function.h>
+#include <llvm/IR/Instructions.h>
+
+#include <oclgrind/Kernel.h>
 #include <oclgrind/KernelInvocation.h>
+#include <oclgrind/Memory.h>
+#include <oclgrind/WorkGroup.h>
+#include <oclgrind/WorkItem.h>
 
 namespace clproj {
+
+namespace {
+
+thread_local WorkerState t_state;
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string size3(const oclgrind::Size3 &s) {
+  std::ostringstream o;
+  o << "[" << s.x << "," << s.y << "," << s.z << "]";
+  return o.str();
+}
+
+uint32_t linearLocalId(const oclgrind::WorkItem *wi, const WorkerState &st) {
+  oclgrind::Size3 l = wi->getLocalID();
+  return static_cast<uint32_t>(l.x + st.gsx * (l.y + st.gsy * l.z));
+}
+
+// Transactions for a run of accesses of one warp-level instruction instance.
+// [begin, end) are sorted by lid; every access touches segments addr/S .. (addr+size-1)/S.
+void countTransactions(const Access *begin, const Access *end, Stats &stats, int store,
+                       std::vector<uint64_t> &scratch) {
+  for (int w = 0; w < kNumWarps; ++w) {
+    const Access *a = begin;
+    while (a != end) {
+      uint32_t warp = a->lid / kWarps[w];
+      const Access *b = a;
+      while (b != end && b->lid / kWarps[w] == warp) ++b;
+      for (int s = 0; s < kNumSegments; ++s) {
+        scratch.clear();
+        for (const Access *x = a; x != b; ++x)
+          for (uint64_t seg = x->addr / kSegments[s]; seg <= (x->addr + x->size - 1) / kSegments[s];
+               ++seg)
+            scratch.push_back(seg);
+        std::sort(scratch.begin(), scratch.end());
+        stats.trans[store][w][s] +=
+            std::unique(scratch.begin(), scratch.end()) - scratch.begin();
+      }
+      a = b;
+    }
+  }
+}
+
+// Bank conflicts for a run of local accesses of one instruction instance.
+// Degree of a warp-level request = max over banks of distinct 4-byte words in that bank.
+void countBanks(const Access *begin, const Access *end, Stats &stats,
+                std::vector<uint64_t> &scratch) {
+  for (int k = 0; k < kNumBankCounts; ++k) {
+    const unsigned banks = kBanks[k];
+    const Access *a = begin;
+    while (a != end) {
+      uint32_t warp = a->lid / banks;
+      const Access *b = a;
+      while (b != end && b->lid / banks == warp) ++b;
+      scratch.clear();
+      for (const Access *x = a; x != b; ++x)
+        for (uint64_t word = x->addr / 4; word <= (x->addr + x->size - 1) / 4; ++word)
+          scratch.push_back(word);
+      std::sort(scratch.begin(), scratch.end());
+      scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+      unsigned perBank[32] = {};
+      unsigned degree = 1;
+      for (uint64_t word : scratch) degree = std::max(degree, ++perBank[word % banks]);
+      stats.bank_req[k] += 1;
+      stats.bank_wave[k] += degree;
+      a = b;
+    }
+  }
+}
+
+}  // namespace
+
+void Stats::add(const Stats &o) {
+  work_items += o.work_items;
+  for (int i = 0; i < NUM_CLASSES; ++i) inst[i] += o.inst[i];
+  gload_bytes += o.gload_bytes;
+  gstore_bytes += o.gstore_bytes;
+  gload_acc += o.gload_acc;
+  gstore_acc += o.gstore_acc;
+  for (int d = 0; d < 2; ++d)
+    for (int w = 0; w < kNumWarps; ++w)
+      for (int s = 0; s < kNumSegments; ++s) trans[d][w][s] += o.trans[d][w][s];
+  lload_bytes += o.lload_bytes;
+  lstore_bytes += o.lstore_bytes;
+  lacc += o.lacc;
+  for (int k = 0; k < kNumBankCounts; ++k) {
+    bank_req[k] += o.bank_req[k];
+    bank_wave[k] += o.bank_wave[k];
+  }
+  br_total += o.br_total;
+  for (int w = 0; w < kNumWarps; ++w) {
+    br_warp[w] += o.br_warp[w];
+    br_div[w] += o.br_div[w];
+  }
+  barriers += o.barriers;
+  atom_global += o.atom_global;
+  atom_local += o.atom_local;
+}
+
+std::string Stats::json() const {
+  std::ostringstream o;
+  o << "{\"work_items\":" << work_items << ",\"instructions\":{";
+  for (int i = 0; i < NUM_CLASSES; ++i) o << (i ? "," : "") << '"' << kClassNames[i] << "\":" << inst[i];
+  o << "},\"global\":{\"load_bytes\":" << gload_bytes << ",\"store_bytes\":" << gstore_bytes
+    << ",\"load_accesses\":" << gload_acc << ",\"store_accesses\":" << gstore_acc
+    << ",\"transactions\":{";
+  for (int d = 0; d < 2; ++d) {
+    o << (d ? "," : "") << (d ? "\"store\":{" : "\"load\":{");
+    for (int w = 0; w < kNumWarps; ++w) {
+      o << (w ? "," : "") << '"' << kWarps[w] << "\":{";
+      for (int s = 0; s < kNumSegments; ++s)
+        o << (s ? "," : "") << '"' << kSegments[s] << "\":" << trans[d][w][s];
+      o << "}";
+    }
+    o << "}";
+  }
+  o << "},\"atomic_accesses\":" << atom_global << "},\"local\":{\"load_bytes\":" << lload_bytes
+    << ",\"store_bytes\":" << lstore_bytes << ",\"accesses\":" << lacc << ",\"bank\":{";
+  for (int k = 0; k < kNumBankCounts; ++k)
+    o << (k ? "," : "") << '"' << kBanks[k] << "\":{\"requests\":" << bank_req[k]
+      << ",\"wavefronts\":" << bank_wave[k] << "}";
+  o << "}},\"branches\":{\"total\":" << br_total << ",\"warp_level\":{";
+  for (int w = 0; w < kNumWarps; ++w) o << (w ? "," : "") << '"' << kWarps[w] << "\":" << br_warp[w];
+  o << "},\"divergent\":{";
+  for (int w = 0; w < kNumWarps; ++w) o << (w ? "," : "") << '"' << kWarps[w] << "\":" << br_div[w];
+  o << "}},\"barriers\":" << barriers << ",\"atomics\":{\"global\":" << atom_global
+    << ",\"local\":" << atom_local << "}}";
+  return o.str();
+}
 
 StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(context) {
   const char *out = std::getenv("CLPROJ_STATS_OUT");
   if (out != nullptr) output_path_ = out;
+  const char *stop = std::getenv("CLPROJ_STATS_STOP_AFTER_GROUPS");
+  if (stop != nullptr) stop_after_groups_ = std::strtoull(stop, nullptr, 10);
 }
 
-void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *, const llvm::Instruction *,
-                                      const oclgrind::TypedValue &) {
-  instructions_.fetch_add(1, std::memory_order_relaxed);
+WorkerState &StatsPlugin::state() { return t_state; }
+
+void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
+                                      const llvm::Instruction *instruction,
+                                      const oclgrind::TypedValue &result) {
+  WorkerState &st = state();
+  auto it = st.cache.find(instruction);
+  if (it == st.cache.end()) it = st.cache.emplace(instruction, classify(instruction)).first;
+  const InstInfo &info = it->second;
+  if (info.cls == IGNORED) return;
+  st.stats.inst[info.cls] += info.lanes;
+  if (info.cls == BARRIER) st.stats.barriers++;
+  if (info.conditional) {
+    st.stats.br_total++;
+    const llvm::Value *cond = nullptr;
+    if (auto *br = llvm::dyn_cast<llvm::BranchInst>(instruction))
+      cond = br->getCondition();
+    else if (auto *sw = llvm::dyn_cast<llvm::SwitchInst>(instruction))
+      cond = sw->getCondition();
+    uint64_t taken = cond ? workItem->getOperand(cond).getUInt() : 0;
+    st.branches.push_back({instruction, 0, linearLocalId(workItem, st), taken});
+  }
 }
 
-void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *) { instructions_ = 0; }
+void StatsPlugin::recordAccess(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
+                               size_t address, size_t size, bool store) {
+  if (workItem == nullptr || size == 0) return;
+  unsigned space = memory->getAddressSpace();
+  if (space == oclgrind::AddrSpacePrivate) return;
+  WorkerState &st = state();
+  const bool local = space == oclgrind::AddrSpaceLocal;
+  Stats &s = st.stats;
+  if (local) {
+    (store ? s.lstore_bytes : s.lload_bytes) += size;
+    s.lacc++;
+  } else {
+    (store ? s.gstore_bytes : s.gload_bytes) += size;
+    (store ? s.gstore_acc : s.gload_acc)++;
+  }
+  // The dynamic instance is assigned at group end from the per-lane callback order.
+  st.accesses.push_back({workItem->getCurrentInstruction(), 0, linearLocalId(workItem, st), address,
+                         static_cast<uint32_t>(size),
+                         static_cast<uint8_t>((local ? 2 : 0) + (store ? 1 : 0))});
+}
 
-void StatsPlugin::kernelEnd(const oclgrind::KernelInvocation *) {
+void StatsPlugin::memoryLoad(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
+                             size_t address, size_t size) {
+  recordAccess(memory, workItem, address, size, false);
+}
+
+void StatsPlugin::memoryStore(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
+                              size_t address, size_t size, const uint8_t *) {
+  recordAccess(memory, workItem, address, size, true);
+}
+
+void StatsPlugin::memoryAtomicStore(const oclgrind::Memory *memory,
+                                    const oclgrind::WorkItem *workItem, oclgrind::AtomicOp,
+                                    size_t, size_t) {
+  // Every atomic operation notifies one atomic store (read-modify-writes notify a load too).
+  if (workItem == nullptr) return;
+  unsigned space = memory->getAddressSpace();
+  if (space == oclgrind::AddrSpaceLocal)
+    state().stats.atom_local++;
+  else if (space != oclgrind::AddrSpacePrivate)
+    state().stats.atom_global++;
+}
+
+void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  generation_.fetch_add(1);
+  invocation_ = inv;
+  sum_ = Stats();
+  groups_ = 0;
+  group_lines_.clear();
+  const oclgrind::Kernel *kernel = inv->getKernel();
+  kernel_name_ = kernel->getName();
+  local_bytes_ = kernel->getLocalMemorySize();
+  std::ostringstream o;
+  o << "\"kernel\":" << jsonString(kernel_name_) << ",\"work_dim\":" << inv->getWorkDim()
+    << ",\"global_size\":" << size3(inv->getGlobalSize())
+    << ",\"local_size\":" << size3(inv->getLocalSize())
+    << ",\"global_offset\":" << size3(inv->getGlobalOffset())
+    << ",\"num_groups\":" << size3(inv->getNumGroups());
+  launch_json_ = o.str();
+  PrivateEstimate est = estimatePrivate(kernel->getFunction());
+  std::ostringstream p;
+  p << "\"private\":{\"alloca_bytes\":" << est.alloca_bytes
+    << ",\"max_live_bytes\":" << est.max_live_bytes
+    << ",\"max_live_values\":" << est.max_live_values << ",\"ssa_values\":" << est.ssa_values
+    << ",\"bytes_per_work_item\":" << est.alloca_bytes + est.max_live_bytes << "}";
+  private_json_ = p.str();
+}
+
+void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
+  WorkerState &st = state();
+  uint64_t gen = generation_.load();
+  if (st.generation != gen) {  // new launch: instruction pointers may have been reused
+    st.cache.clear();
+    st.generation = gen;
+  }
+  oclgrind::Size3 gs = group->getGroupSize();
+  st.gsx = gs.x;
+  st.gsy = gs.y;
+  size_t n = gs.x * gs.y * gs.z;
+  st.lanes = n;
+  st.accesses.clear();
+  st.branches.clear();
+  st.stats = Stats();
+  st.stats.work_items = n;
+}
+
+void StatsPlugin::workGroupComplete(const oclgrind::WorkGroup *group) {
+  WorkerState &st = state();
+  Stats &s = st.stats;
+  std::vector<uint64_t> scratch;
+
+  // Memory: group accesses by (kind, instruction, per-lane dynamic instance), then by lid.
+  // Work-items run one after another (up to each barrier), so each lane's records are in
+  // its own execution order: the n-th record of (lane, instruction) is dynamic instance n.
+  {
+    std::vector<std::unordered_map<const llvm::Instruction *, uint32_t>> next(st.lanes);
+    for (Access &a : st.accesses) a.instance = next[a.lid][a.inst]++;
+    for (auto &m : next) m.clear();
+    for (BranchRec &b : st.branches) b.instance = next[b.lid][b.inst]++;
+  }
+  std::sort(st.accesses.begin(), st.accesses.end(), [](const Access &a, const Access &b) {
+    if (a.kind != b.kind) return a.kind < b.kind;
+    if (a.inst != b.inst) return a.inst < b.inst;
+    if (a.instance != b.instance) return a.instance < b.instance;
+    return a.lid < b.lid;
+  });
+  for (size_t i = 0; i < st.accesses.size();) {
+    size_t j = i;
+    const Access &a = st.accesses[i];
+    while (j < st.accesses.size() && st.accesses[j].kind == a.kind && st.accesses[j].inst == a.inst &&
+           st.accesses[j].instance == a.instance)
+      ++j;
+    if (a.kind < 2)
+      countTransactions(&st.accesses[i], &st.accesses[0] + j, s, a.kind, scratch);
+    else
+      countBanks(&st.accesses[i], &st.accesses[0] + j, s, scratch);
+    i = j;
+  }
+
+  // Branches: a warp-level branch instance diverges when its lanes disagree.
+  std::sort(st.branches.begin(), st.branches.end(), [](const BranchRec &a, const BranchRec &b) {
+    if (a.inst != b.inst) return a.inst < b.inst;
+    if (a.instance != b.instance) return a.instance < b.instance;
+    return a.lid < b.lid;
+  });
+  for (size_t i = 0; i < st.branches.size();) {
+    size_t j = i;
+    while (j < st.branches.size() && st.branches[j].inst == st.branches[i].inst &&
+           st.branches[j].instance == st.branches[i].instance)
+      ++j;
+    for (int w = 0; w < kNumWarps; ++w) {
+      size_t a = i;
+      while (a < j) {
+        uint32_t warp = st.branches[a].lid / kWarps[w];
+        size_t b = a;
+        bool divergent = false;
+        while (b < j && st.branches[b].lid / kWarps[w] == warp) {
+          if (st.branches[b].taken != st.branches[a].taken) divergent = true;
+          ++b;
+        }
+        s.br_warp[w]++;
+        if (divergent) s.br_div[w]++;
+        a = b;
+      }
+    }
+    i = j;
+  }
+
+  uint64_t local_alloc = group->getLocalMemory() ? group->getLocalMemory()->getTotalAllocated() : 0;
+  std::ostringstream line;
+  line << "{\"type\":\"group\",\"kernel\":" << jsonString(kernel_name_)
+       << ",\"group_id\":" << size3(group->getGroupID()) << ",\"group_index\":" << group->getGroupIndex()
+       << ",\"group_size\":" << size3(group->getGroupSize()) << ",\"stats\":" << s.json() << "}\n";
+
+  std::lock_guard<std::mutex> lock(m_mutex);
+  sum_.add(s);
+  groups_++;
+  local_bytes_ = std::max<uint64_t>(local_bytes_, local_alloc);
+  group_lines_ += line.str();
+  st.accesses.clear();
+  st.accesses.shrink_to_fit();
+  st.branches.clear();
+  st.branches.shrink_to_fit();
+  if (stop_after_groups_ != 0 && groups_ >= stop_after_groups_) {
+    flush(true);
+    std::fflush(nullptr);
+    std::_Exit(0);  // single mode: the rest of the launch is not needed
+  }
+}
+
+void StatsPlugin::flush(bool stopped_early) {
   if (output_path_.empty()) return;
   FILE *f = std::fopen(output_path_.c_str(), "a");
   if (f == nullptr) return;
-  std::fprintf(f, "{\"instructions\": %llu}\n", instructions_.load());
+  std::fputs(group_lines_.c_str(), f);
+  std::fprintf(f,
+               "{\"type\":\"kernel\",\"format\":\"clproj.plugin-stats\",\"version\":1,%s,"
+               "\"groups_emulated\":%llu,\"stopped_early\":%s,\"local_bytes_per_group\":%llu,%s,"
+               "\"sum\":%s}\n",
+               launch_json_.c_str(), static_cast<unsigned long long>(groups_),
+               stopped_early ? "true" : "false", static_cast<unsigned long long>(local_bytes_),
+               private_json_.c_str(), sum_.json().c_str());
   std::fclose(f);
+  group_lines_.clear();
+}
+
+void StatsPlugin::kernelEnd(const oclgrind::KernelInvocation *) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  flush(false);
+  invocation_ = nullptr;
 }
 
 }  // namespace clproj

@@ -1,23 +1,146 @@
 // StatsPlugin: device-independent kernel statistics collected while Oclgrind runs.
+//
+// Output (JSON lines appended to $CLPROJ_STATS_OUT, format "clproj.plugin-stats" v1,
+// documented in docs/miniemu.md): one {"type":"group",...} object per emulated
+// work-group, then one {"type":"kernel",...} object per kernel launch.
+//
+// Thread safety: Oclgrind may run work-groups on several worker threads. Everything
+// touched while a group runs lives in a thread_local WorkerState; at workGroupComplete
+// the group's statistics are finalised on that thread and merged into the kernel totals
+// under m_mutex. Kernel-level state is reset in kernelBegin, so nothing leaks from one
+// launch to the next.
 #pragma once
+#include <array>
 #include <atomic>
+#include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <oclgrind/Plugin.h>
 
+namespace llvm {
+class Function;
+}
+
 namespace clproj {
+
+// Instruction classes: same keys and order as docs/formats.md.
+enum InstClass : uint8_t {
+  FP32_ADD, FP32_MUL, FP32_FMA, FP32_DIV,
+  FP64_ADD, FP64_MUL, FP64_FMA, FP64_DIV,
+  INT_ADD, INT_MUL, INT_DIV, SPECIAL, CONVERSION, COMPARE_SELECT,
+  BRANCH, BARRIER, ATOMIC, MEMORY_GLOBAL, MEMORY_LOCAL, MEMORY_PRIVATE, OTHER,
+  NUM_CLASSES,
+  IGNORED = 255,  // debug/lifetime intrinsics: not executed on a device
+};
+extern const char *const kClassNames[NUM_CLASSES];
+
+constexpr int kNumWarps = 4;      // 8, 16, 32, 64
+constexpr int kNumSegments = 3;   // 32, 64, 128 B
+constexpr int kNumBankCounts = 2; // 16, 32 banks of 4 B
+constexpr unsigned kWarps[kNumWarps] = {8, 16, 32, 64};
+constexpr unsigned kSegments[kNumSegments] = {32, 64, 128};
+constexpr unsigned kBanks[kNumBankCounts] = {16, 32};
+
+struct InstInfo {
+  uint8_t cls = OTHER;
+  uint8_t lanes = 1;
+  bool conditional = false;  // conditional br or switch: divergence is tracked
+};
+
+// Statistics of one work-group (or a sum of groups).
+struct Stats {
+  uint64_t work_items = 0;
+  std::array<uint64_t, NUM_CLASSES> inst{};
+  uint64_t gload_bytes = 0, gstore_bytes = 0, gload_acc = 0, gstore_acc = 0;
+  uint64_t trans[2][kNumWarps][kNumSegments] = {};  // [load/store][warp][segment]
+  uint64_t lload_bytes = 0, lstore_bytes = 0, lacc = 0;
+  uint64_t bank_req[kNumBankCounts] = {}, bank_wave[kNumBankCounts] = {};
+  uint64_t br_total = 0, br_warp[kNumWarps] = {}, br_div[kNumWarps] = {};
+  uint64_t barriers = 0;
+  uint64_t atom_global = 0, atom_local = 0;
+  void add(const Stats &o);
+  std::string json() const;
+};
+
+// One work-item memory access (global/constant or local), kept until group end.
+struct Access {
+  const llvm::Instruction *inst;
+  uint32_t instance;  // how many times this work-item executed inst before
+  uint32_t lid;       // linear local id
+  uint64_t addr;
+  uint32_t size;
+  uint8_t kind;  // 0 global load, 1 global store, 2 local load, 3 local store
+};
+
+struct BranchRec {
+  const llvm::Instruction *inst;
+  uint32_t instance;
+  uint32_t lid;
+  uint64_t taken;
+};
+
+struct WorkerState {
+  uint64_t generation = 0;
+  std::unordered_map<const llvm::Instruction *, InstInfo> cache;
+  size_t gsx = 1, gsy = 1;
+  size_t lanes = 0;
+  std::vector<Access> accesses;
+  std::vector<BranchRec> branches;
+  Stats stats;
+};
 
 class StatsPlugin : public oclgrind::Plugin {
  public:
   explicit StatsPlugin(const oclgrind::Context *context);
+  bool isThreadSafe() const override { return true; }
+
   void instructionExecuted(const oclgrind::WorkItem *workItem, const llvm::Instruction *instruction,
                            const oclgrind::TypedValue &result) override;
+  void memoryLoad(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
+                  size_t address, size_t size) override;
+  void memoryStore(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
+                   size_t address, size_t size, const uint8_t *storeData) override;
+  void memoryAtomicStore(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
+                         oclgrind::AtomicOp op, size_t address, size_t size) override;
   void kernelBegin(const oclgrind::KernelInvocation *kernelInvocation) override;
   void kernelEnd(const oclgrind::KernelInvocation *kernelInvocation) override;
+  void workGroupBegin(const oclgrind::WorkGroup *workGroup) override;
+  void workGroupComplete(const oclgrind::WorkGroup *workGroup) override;
 
  private:
-  std::atomic<unsigned long long> instructions_{0};
+  WorkerState &state();
+  void recordAccess(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
+                    size_t address, size_t size, bool store);
+  void flush(bool stopped_early);  // caller holds m_mutex
+
   std::string output_path_;
+  uint64_t stop_after_groups_ = 0;  // 0: never; else _Exit after writing N groups
+  std::atomic<uint64_t> generation_{0};
+
+  std::mutex m_mutex;  // guards everything below
+  const oclgrind::KernelInvocation *invocation_ = nullptr;
+  std::string kernel_name_;
+  std::string launch_json_;
+  Stats sum_;
+  uint64_t groups_ = 0;
+  uint64_t local_bytes_ = 0;
+  std::string group_lines_;
+  std::string private_json_;
 };
+
+// Static estimate of private state per work-item (liveness.cpp).
+struct PrivateEstimate {
+  uint64_t alloca_bytes = 0;
+  uint64_t max_live_bytes = 0;
+  uint64_t max_live_values = 0;
+  uint64_t ssa_values = 0;
+};
+PrivateEstimate estimatePrivate(const llvm::Function *function);
+
+// Instruction classification (classify.cpp).
+InstInfo classify(const llvm::Instruction *instruction);
 
 }  // namespace clproj
