@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class App:
     description: str = ""
     paper: bool = False
     stresses: str = ""
-    sizes: dict[str, int | tuple] = {}
+    sizes: ClassVar[dict[str, int | tuple]] = {}
     requires: tuple[str, ...] = ()  # OpenCL extensions the device must report
     rtol: float = 0.0
     atol: float = 0.0

@@ -7,6 +7,8 @@ kept because that is what the paper projected.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from benchmarks.apps import aes_ref
@@ -18,7 +20,7 @@ class FloydWarshall(App):
     description = "all-pairs shortest paths, one launch per intermediate node"
     paper = True
     stresses = "many small launches; global memory with row/column broadcast"
-    sizes = {"paper": 192, "small": 32}
+    sizes: ClassVar[dict[str, int | tuple]] = {"paper": 192, "small": 32}
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
         assert n % 16 == 0, "FloydWarshall: nodes must be a multiple of 16"
@@ -63,7 +65,7 @@ class FastWalsh(App):
     description = "fast Walsh-Hadamard transform, one launch per butterfly width"
     paper = True
     stresses = "strided global memory whose stride doubles per launch"
-    sizes = {"paper": 1048576, "small": 4096}
+    sizes: ClassVar[dict[str, int | tuple]] = {"paper": 1048576, "small": 4096}
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
         assert n & (n - 1) == 0 and n >= 512, "FastWalsh: size must be a power of two >= 512"
@@ -96,7 +98,7 @@ class FastWalsh(App):
 
 class _MatMul(App):
     paper = True
-    sizes = {"paper": 1024, "small": 64}
+    sizes: ClassVar[dict[str, int | tuple]] = {"paper": 1024, "small": 64}
     rtol = 1e-4
     atol_rel = 1e-5
 
@@ -145,7 +147,7 @@ class Reduction(App):
     description = "sum of 32-bit integers by multi-stage tree reduction in local memory"
     paper = True
     stresses = "coalesced global reads, local-memory tree with barriers, shrinking launches"
-    sizes = {"paper": 1048576, "small": 8192}
+    sizes: ClassVar[dict[str, int | tuple]] = {"paper": 1048576, "small": 8192}
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
         data = rng.integers(0, 1000, size=n, dtype=np.uint32)
@@ -179,7 +181,7 @@ class NBody(App):
     description = "one all-pairs N-body step, positions tiled through local memory"
     paper = True
     stresses = "compute bound: fp32 FMA and rsqrt, local-memory broadcast"
-    sizes = {"paper": 32768, "small": 1024}
+    sizes: ClassVar[dict[str, int | tuple]] = {"paper": 32768, "small": 1024}
     rtol = 1e-3
     atol_rel = 1e-4
 
@@ -247,7 +249,7 @@ class AESEncrypt(App):
     description = "AES-128 ECB encryption of a 1536x512-byte image, one block per work-item"
     paper = True
     stresses = "integer/bitwise ops, data-dependent local-memory (S-box) gathers"
-    sizes = {"paper": (1536, 512), "small": (128, 64)}
+    sizes: ClassVar[dict[str, int | tuple]] = {"paper": (1536, 512), "small": (128, 64)}
     KEY = bytes(range(16))
 
     def _plan(self, size: tuple, rng: np.random.Generator) -> Plan:
@@ -286,7 +288,7 @@ class TransposeLmem(App):
     description = "matrix transpose through 16x16 local-memory tiles"
     paper = True
     stresses = "coalesced global read and write, local-memory bank conflicts (unpadded tile)"
-    sizes = {"paper": 1024, "small": 64}
+    sizes: ClassVar[dict[str, int | tuple]] = {"paper": 1024, "small": 64}
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
         assert n % 16 == 0, "Transpose: n must be a multiple of 16"

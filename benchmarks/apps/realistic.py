@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from benchmarks.apps.base import App, Launch, Plan, load_source
@@ -16,7 +18,7 @@ class Stencil2D(App):
     description = "Jacobi sweeps of a 5-point stencil, ping-ponging two grids"
     paper = False
     stresses = "neighbour reuse through caches; bandwidth bound; repeated launches"
-    sizes = {"default": (2048, 10), "small": (64, 4)}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": (2048, 10), "small": (64, 4)}
     rtol = 1e-5
     atol = 1e-6
 
@@ -55,7 +57,7 @@ class SpmvCsr(App):
     description = "sparse matrix-vector product (CSR, one row per work-item), 1-32 nonzeros per row"
     paper = False
     stresses = "irregular gathers, uneven per-work-item loop lengths (divergence)"
-    sizes = {"default": 1 << 17, "small": 1024}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 17, "small": 1024}
     rtol = 1e-4
     atol = 1e-5
 
@@ -100,7 +102,7 @@ class Histogram256(App):
     description = "256-bin byte histogram: local atomics per group, then global atomics"
     paper = False
     stresses = "local-memory atomics with skewed (contended) bins"
-    sizes = {"default": 1 << 24, "small": 1 << 14}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 24, "small": 1 << 14}
     per_item = 64
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
@@ -129,7 +131,7 @@ class BlackScholes(App):
     description = "Black-Scholes European call and put prices"
     paper = False
     stresses = "special functions (exp, log, sqrt) and streaming memory"
-    sizes = {"default": 1 << 20, "small": 4096}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 20, "small": 4096}
     rtol = 1e-4
     atol = 2e-3
     RATE, VOL = 0.02, 0.30
@@ -186,7 +188,7 @@ class Convolution2D(App):
     description = "2-D 7x7 convolution, filter in constant memory, zero outside the image"
     paper = False
     stresses = "constant-memory broadcast, cache reuse of neighbouring pixels, boundary branches"
-    sizes = {"default": (2048, 2048), "small": (64, 48)}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": (2048, 2048), "small": (64, 48)}
     rtol = 1e-4
     atol = 1e-4
     R = 3
@@ -231,7 +233,7 @@ class TransposeNaive(App):
     description = "matrix transpose without local memory"
     paper = False
     stresses = "uncoalesced (column-strided) global writes"
-    sizes = {"default": 1024, "small": 64}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1024, "small": 64}
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
         a = rng.random((n, n), dtype=np.float32)
@@ -258,7 +260,7 @@ class VecAdd(App):
     description = "c = a + b over float vectors"
     paper = False
     stresses = "streaming global-memory bandwidth"
-    sizes = {"default": 1 << 22, "small": 1 << 12}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 22, "small": 1 << 12}
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
         assert n % 256 == 0

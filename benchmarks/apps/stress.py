@@ -7,6 +7,8 @@ way the hardware does, not only that it gets the average right.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from benchmarks.apps.base import App, Launch, Plan, load_source
@@ -14,7 +16,7 @@ from benchmarks.apps.base import App, Launch, Plan, load_source
 
 class StridedCopy(App):
     paper = False
-    sizes = {"default": 1 << 22, "small": 1 << 14}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 22, "small": 1 << 14}
     stride = 1
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
@@ -62,7 +64,7 @@ class CopyStrided(StridedCopy):
 
 class LocalBanks(App):
     paper = False
-    sizes = {"default": 1 << 18, "small": 1 << 11}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 18, "small": 1 << 11}
     bank_stride = 1
     iters = 256
     rtol = 1e-4
@@ -112,7 +114,7 @@ class LocalConflict(LocalBanks):
 
 class Branches(App):
     paper = False
-    sizes = {"default": 1 << 20, "small": 1 << 12}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 20, "small": 1 << 12}
     shift = 0
     iters = 256
     rtol = 1e-4
@@ -170,7 +172,7 @@ class SpecialFunctions(App):
     description = "loop of sin, cos, exp, log and sqrt per work-item"
     paper = False
     stresses = "special-function (transcendental) throughput"
-    sizes = {"default": 1 << 18, "small": 1 << 11}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 18, "small": 1 << 11}
     iters = 64
     rtol = 1e-4
     atol_rel = 1e-5
@@ -201,7 +203,7 @@ class Fp64Fma(App):
     description = "two independent double-precision multiply-add chains per work-item"
     paper = False
     stresses = "fp64 arithmetic throughput"
-    sizes = {"default": 1 << 18, "small": 1 << 11}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 18, "small": 1 << 11}
     requires = ("cl_khr_fp64",)
     iters = 512
     rtol = 1e-12
@@ -232,7 +234,7 @@ class AtomicContention(App):
     description = "every work-item atomically adds into one of 8 global counters"
     paper = False
     stresses = "global atomics on a few contended addresses"
-    sizes = {"default": 1 << 20, "small": 1 << 12}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": 1 << 20, "small": 1 << 12}
     nbins = 8
 
     def _plan(self, n: int, rng: np.random.Generator) -> Plan:
@@ -257,7 +259,10 @@ class PointerChase(App):
     description = "each work-item follows a chain of dependent loads through a random permutation"
     paper = False
     stresses = "memory latency: a sequential dependent loop per work-item, few work-items"
-    sizes = {"default": (1 << 22, 4096, 1024), "small": (1 << 14, 256, 64)}
+    sizes: ClassVar[dict[str, int | tuple]] = {
+        "default": (1 << 22, 4096, 1024),
+        "small": (1 << 14, 256, 64),
+    }
 
     def _plan(self, size: tuple, rng: np.random.Generator) -> Plan:
         n, items, steps = size
@@ -289,7 +294,7 @@ class TinyLaunch(App):
     description = "a 64-work-item increment launched many times in a row"
     paper = False
     stresses = "launch overhead (almost no work per launch)"
-    sizes = {"default": (64, 100), "small": (64, 10)}
+    sizes: ClassVar[dict[str, int | tuple]] = {"default": (64, 100), "small": (64, 10)}
 
     def _plan(self, size: tuple, rng: np.random.Generator) -> Plan:
         n, reps = size
