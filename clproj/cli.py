@@ -17,7 +17,9 @@ from clproj.console import stderr
 from clproj.errors import ClprojError
 
 COMMAND_MODULES = [
+    "miniemu.cli",
     "devices.cli",
+    "benchmarks.cli",
     "clproj.doctor",
 ]
 

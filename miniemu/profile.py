@@ -1,0 +1,203 @@
+"""Kernel profiles (docs/formats.md section 2) and the scaling from emulated groups to the NDRange.
+
+Scaling rule (docs/miniemu.md): every counter is extensive in work-items, so
+
+    total     = sum(emulated groups) * total_work_items / emulated_work_items
+    per_group = total / num_groups
+
+In ``full`` mode the factor is 1 and ``total`` is exact. Partial groups (global size not a
+multiple of the local size) are weighted by their work-items, never counted as full groups.
+``local.bytes_per_group`` and ``private_bytes_per_work_item`` are properties of a group and
+a work-item: they are copied into both structures, not scaled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from clproj.errors import ClprojError
+from miniemu.backend import RawEmulation
+
+FORMAT = "clproj.kernel-profile"
+VERSION = 1
+# Relative first-vs-last difference (per work-item) above which a launch is data-dependent.
+DATA_DEPENDENT_THRESHOLD = 0.05
+_NOT_SCALED = ("bytes_per_group", "private_bytes_per_work_item")
+
+
+def _map(stats: Any, fn) -> Any:
+    if isinstance(stats, dict):
+        return {k: (v if k in _NOT_SCALED else _map(v, fn)) for k, v in stats.items()}
+    if isinstance(stats, (int, float)):
+        return fn(stats)
+    return stats
+
+
+def add_stats(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Element-wise sum of two statistics structures (missing keys count as 0)."""
+    out: dict[str, Any] = {}
+    for k in list(a) + [k for k in b if k not in a]:  # keep the plugin's key order
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) or isinstance(vb, dict):
+            out[k] = add_stats(va or {}, vb or {})
+        else:
+            out[k] = (va or 0) + (vb or 0)
+    return out
+
+
+def scale_stats(stats: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Multiply every counter by ``factor``, rounding to whole counts."""
+    return _map(stats, lambda v: round(v * factor))
+
+
+def instructions_total(stats: dict[str, Any]) -> int:
+    return int(sum(stats.get("instructions", {}).values()))
+
+
+def _metrics(stats: dict[str, Any]) -> dict[str, float]:
+    """Per-work-item quantities compared between groups to detect data dependence."""
+    wi = max(1, int(stats.get("work_items", 1)))
+    g, loc = stats.get("global", {}), stats.get("local", {})
+    return {
+        "instructions": instructions_total(stats) / wi,
+        "global load bytes": g.get("load_bytes", 0) / wi,
+        "global store bytes": g.get("store_bytes", 0) / wi,
+        "local accesses": loc.get("accesses", 0) / wi,
+        "branches": stats.get("branches", {}).get("total", 0) / wi,
+        "atomics": sum(stats.get("atomics", {}).values()) / wi,
+    }
+
+
+def group_difference(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, str]:
+    """Largest relative per-work-item difference between two groups, and in what."""
+    ma, mb = _metrics(a), _metrics(b)
+    worst, what = 0.0, "instructions"
+    for k in ma:
+        hi = max(ma[k], mb[k])
+        if hi > 0:
+            d = abs(ma[k] - mb[k]) / hi
+            if d > worst:
+                worst, what = d, k
+    return worst, what
+
+
+@dataclass
+class KernelProfile:
+    """Device-independent statistics of one launch (format ``clproj.kernel-profile`` v1)."""
+
+    kernel: str
+    signature: str
+    launch: dict[str, Any]
+    emulation: dict[str, Any]
+    per_group: dict[str, Any]
+    total: dict[str, Any]
+    groups: list[dict[str, Any]] = field(default_factory=list, repr=False)  # raw, not serialised
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "kernel": self.kernel,
+            "signature": self.signature,
+            "launch": self.launch,
+            "emulation": self.emulation,
+            "per_group": self.per_group,
+            "total": self.total,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KernelProfile:
+        if d.get("format") != FORMAT:
+            raise ClprojError(
+                f"field format is {d.get('format')!r}, not {FORMAT!r}",
+                "pass a kernel profile written by `clproj emulate --json`",
+            )
+        if not isinstance(d.get("version"), int) or d["version"] > VERSION:
+            raise ClprojError(
+                f"field version is {d.get('version')!r}; this clproj reads kernel profiles up to version {VERSION}",
+                "upgrade clproj or re-emulate the record",
+            )
+        for key in ("kernel", "launch", "emulation", "per_group", "total"):
+            if key not in d:
+                raise ClprojError(f"kernel profile lacks field {key!r}", "re-emulate the record")
+        return cls(
+            kernel=d["kernel"],
+            signature=d.get("signature", ""),
+            launch=d["launch"],
+            emulation=d["emulation"],
+            per_group=d["per_group"],
+            total=d["total"],
+        )
+
+
+def build_profile(
+    raw: RawEmulation, kernel: str, signature: str, local_size_was_null: bool
+) -> KernelProfile:
+    """Scale the emulated groups of ``raw`` to the whole NDRange and attach flags."""
+    if not raw.groups:
+        raise ClprojError(
+            f"the emulator ran no work-group of {kernel}", "check the NDRange of the record"
+        )
+    num_groups = math.prod(raw.num_groups)
+    group_size = math.prod(raw.local_size)
+    total_wi = math.prod(raw.global_size)
+    summed: dict[str, Any] = {}
+    for g in raw.groups:
+        summed = add_stats(summed, g.stats)
+    emulated_wi = sum(g.work_items for g in raw.groups)
+    total = scale_stats(summed, total_wi / emulated_wi)
+    per_group = scale_stats(total, 1.0 / num_groups)
+    for s in (total, per_group):
+        s.setdefault("local", {})["bytes_per_group"] = raw.local_bytes_per_group
+        s["private_bytes_per_work_item"] = raw.private_bytes_per_work_item
+
+    flags: list[str] = []
+    confidence = "high"
+    partial = any(gs % ls for gs, ls in zip(raw.global_size, raw.local_size, strict=True))
+    if local_size_was_null:
+        flags.append(f"local size was NULL: the emulator chose {raw.local_size}")
+    if partial:
+        flags.append("partial work-groups: scaled per work-item")
+    if len(raw.groups) >= 2:
+        diff, what = group_difference(raw.groups[0].stats, raw.groups[-1].stats)
+        if diff > DATA_DEPENDENT_THRESHOLD:
+            flags.append(
+                f"data-dependent: first and last group differ by {diff:.0%} in {what} per work-item"
+            )
+            if raw.mode != "full":
+                confidence = "low" if diff > 0.2 else "medium"
+    elif raw.mode == "single" and num_groups > 1:
+        flags.append("single work-group: data dependence not checked (use --mode quick)")
+        confidence = "medium"
+    errors = [line for line in raw.log.splitlines() if line.strip()]
+    if errors:
+        flags.append(f"emulator reported: {errors[0].strip()[:200]}")
+        confidence = "low"
+
+    launch = {
+        "work_dim": raw.work_dim,
+        "global_size": raw.global_size,
+        "local_size": raw.local_size,
+        "local_size_was_null": local_size_was_null,
+        "num_groups": num_groups,
+        "num_groups_per_dim": raw.num_groups,
+        "group_size": group_size,
+        "work_items": total_wi,
+    }
+    emulation = {
+        "mode": raw.mode,
+        "emulator": raw.emulator,
+        "groups_emulated": len(raw.groups),
+        "work_items_emulated": emulated_wi,
+        "wall_s": round(raw.wall_s, 4),
+        "confidence": confidence,
+        "flags": flags,
+        "emulated_group_ids": [g.group_id[: raw.work_dim] for g in raw.groups][:16],
+        "private_estimate": raw.private_detail,
+    }
+    groups = [
+        {"group_id": g.group_id, "work_items": g.work_items, "stats": g.stats} for g in raw.groups
+    ]
+    return KernelProfile(kernel, signature, launch, emulation, per_group, total, groups)
