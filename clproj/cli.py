@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "miniemu.cli",
     "devices.cli",
     "benchmarks.cli",
+    "benchmarks.cli",
     "clproj.doctor",
 ]
 
