@@ -20,7 +20,6 @@ COMMAND_MODULES = [
     "miniemu.cli",
     "devices.cli",
     "benchmarks.cli",
-    "benchmarks.cli",
     "clproj.doctor",
 ]
 
