@@ -1,34 +1,171 @@
 """Python side of the preloaded shim: started by cffi inside the intercepted process.
 
-Everything here runs inside somebody else's application, so every callback catches its
-own exceptions: a failure is logged once and the OpenCL call it belongs to is unaffected.
+The C side counts and times every launch itself; Python is only reached at launches that
+are recorded (``clproj_py_pre_launch`` snapshots the inputs on the app's own queue,
+``clproj_py_post_launch`` reads the outputs with ``--verify``, writes the record and calls
+the hooks of :mod:`intercept.hooks`). Everything here runs inside somebody else's
+application, so every callback catches its own exceptions: a failure is logged once and
+the OpenCL call it belongs to is passed through unchanged.
+
+Fault injection for tests: ``CLPROJ_FAULT=start`` makes start-up fail,
+``CLPROJ_FAULT=launch`` makes every recorded launch raise.
 """
 
 from __future__ import annotations
 
-import atexit
+import itertools
 import os
 import sys
-from collections import Counter
+import tempfile
+import threading
+import time
 
-_launches: Counter[str] = Counter()
-_reported_errors: set[str] = set()
+_reported: set[str] = set()
+_lock = threading.Lock()
+_pending: dict[int, object] = {}
+_handles = itertools.count(1)
+
+# OpenCL constants (no OpenCL headers in Python)
+CL_DEVICE_TYPE_NAMES = {1: "DEFAULT", 2: "CPU", 4: "GPU", 8: "ACCELERATOR", 16: "CUSTOM"}
+CL_DEVICE_NAME, CL_DEVICE_VENDOR, CL_DRIVER_VERSION = 0x102B, 0x102C, 0x102D
+CL_MEM_READ_ONLY = 1 << 2
+KINDS = {0: "scalar", 1: "buffer", 2: "local", 3: "null", 4: "unsupported"}
 
 
 def _log_once(key: str, message: str) -> None:
-    if key not in _reported_errors:
-        _reported_errors.add(key)
+    if key not in _reported:
+        _reported.add(key)
         print(f"clproj: {message}", file=sys.stderr)
+
+
+def record_dir() -> str:
+    d = os.environ.get("CLPROJ_RECORD_DIR")
+    if not d:
+        d = os.path.join(tempfile.gettempdir(), f"clproj-records-{os.getpid()}")
+        os.environ["CLPROJ_RECORD_DIR"] = d
+    return d
+
+
+def _device_info(ffi, lib, device) -> dict:
+    if device == ffi.NULL:
+        return {}
+    buf = ffi.new("char[]", 512)
+    out = {}
+    for key, param in (("name", CL_DEVICE_NAME), ("vendor", CL_DEVICE_VENDOR), ("driver", CL_DRIVER_VERSION)):
+        lib.clproj_device_str(device, param, buf, 512)
+        out[key] = ffi.string(buf).decode(errors="replace").strip()
+    t = int(lib.clproj_device_type(device))
+    out["type"] = " | ".join(n for bit, n in CL_DEVICE_TYPE_NAMES.items() if t & bit) or str(t)
+    return out
+
+
+def _read(ffi, lib, L, mem, size: int, wait: bool) -> bytes:
+    buf = ffi.new("unsigned char[]", max(1, size))
+    err = lib.clproj_read_mem(
+        L.queue, mem, size, buf, L.n_wait if wait else 0, L.wait if wait else ffi.NULL
+    )
+    if err != 0:
+        raise RuntimeError(f"clEnqueueReadBuffer returned {err}")
+    return bytes(ffi.buffer(buf, size))
+
+
+def pre_launch(ffi, lib, L):
+    """Build the record and snapshot every buffer argument before the launch runs."""
+    from intercept.record import ArgRecord, LaunchRecord, new_id, sha256
+
+    if os.environ.get("CLPROJ_FAULT") == "launch":
+        raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
+    args = []
+    blobs: dict[str, bytes] = {}
+    for i in range(L.nargs):
+        a = L.args[i]
+        kind = KINDS.get(a.kind, "null")
+        if kind == "scalar":
+            args.append(ArgRecord(i, kind, data=bytes(ffi.buffer(a.data, a.size))))
+        elif kind == "buffer":
+            data = _read(ffi, lib, L, a.mem, int(a.size), wait=True)
+            sha = sha256(data)
+            blobs[sha] = data
+            r = ArgRecord(i, kind, size=int(a.size), flags=int(a.flags), blob=sha)
+            if a.parent_size:
+                r.origin, r.parent = int(a.origin), int(a.parent_size)
+            args.append(r)
+        elif kind == "local":
+            args.append(ArgRecord(i, kind, size=int(a.size)))
+        elif kind == "unsupported":
+            what = ffi.string(a.what).decode() if a.what != ffi.NULL else "unsupported"
+            args.append(ArgRecord(i, kind, what=what))
+        else:
+            args.append(ArgRecord(i, "null"))
+    dim = int(L.work_dim)
+    name = ffi.string(L.kernel_name).decode()
+    reason = ffi.string(L.not_emulatable).decode() if L.not_emulatable != ffi.NULL else None
+    rec = LaunchRecord(
+        kernel=name,
+        source=ffi.string(L.source).decode(errors="replace") if L.source != ffi.NULL else None,
+        options=ffi.string(L.options).decode(errors="replace"),
+        args=args,
+        work_dim=dim,
+        global_size=[int(L.global_size[d]) for d in range(dim)],
+        local_size=[int(L.local_size[d]) for d in range(dim)] if L.has_local else None,
+        global_offset=[int(L.offset[d]) for d in range(dim)] if L.has_offset else None,
+        device=_device_info(ffi, lib, L.device),
+        binary_kind=ffi.string(L.binary_kind).decode() if L.binary_kind != ffi.NULL else None,
+        emulatable=reason is None,
+        not_emulatable_reason=reason,
+        id=new_id(name, record_dir()),
+        created=time.time(),
+        blobs=blobs,
+    )
+    with _lock:
+        handle = next(_handles)
+        _pending[handle] = rec
+    return handle
+
+
+def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
+    """Store the outputs (--verify) and the measured time, write the record, run hooks."""
+    from intercept import hooks
+    from intercept.record import save, sha256
+
+    with _lock:
+        rec = _pending.pop(handle, None)
+    if rec is None or err != 0:
+        return
+    rec.measured_time_ns = None if time_ns < 0 else int(time_ns)
+    if L.verify:
+        rec.outputs = {}
+        for a in rec.args:
+            if a.kind == "buffer":
+                data = _read(ffi, lib, L, L.args[a.index].mem, int(a.size), wait=False)
+                sha = sha256(data)
+                rec.blobs[sha] = data
+                rec.outputs[a.index] = sha
+    save(rec, record_dir())
+    hooks.notify(rec)
 
 
 def install(ffi, lib) -> None:
     """Register the ``extern "Python"`` callbacks of the shim."""
 
-    @ffi.def_extern(onerror=lambda *exc: _log_once("launch", f"internal error: {exc[1]!r}"))
-    def clproj_py_on_launch(queue, kernel, work_dim, offset, global_size, local_size, err):
-        _launches["clEnqueueNDRangeKernel"] += 1
+    def onerror(key):
+        def handler(exc_type, exc, tb):
+            _log_once(key, f"internal error ({key}), the launch passes through unchanged: {exc!r}")
 
-    if os.environ.get("CLPROJ_SUMMARY", "1") != "0":
-        atexit.register(
-            lambda: print(f"clproj: {sum(_launches.values())} kernel launches", file=sys.stderr)
-        )
+        return handler
+
+    @ffi.def_extern(onerror=onerror("start"))
+    def clproj_py_start():
+        if os.environ.get("CLPROJ_FAULT") == "start":
+            raise RuntimeError("injected fault (CLPROJ_FAULT=start)")
+        import intercept.record  # noqa: F401  (fail here, once, rather than at each launch)
+
+        return 1
+
+    @ffi.def_extern(onerror=onerror("record"))
+    def clproj_py_pre_launch(L):
+        return pre_launch(ffi, lib, L)
+
+    @ffi.def_extern(onerror=onerror("record"))
+    def clproj_py_post_launch(handle, L, err, time_ns):
+        post_launch(ffi, lib, handle, L, err, time_ns)

@@ -19,8 +19,12 @@ SHIM_DIR = os.path.join(HERE, "shim")
 
 ffibuilder = cffi.FFI()
 
+# cdef: the plain struct declarations shared with C, then the callbacks and helpers.
+_CDEF_TYPES = "typedef int32_t cl_int;\ntypedef uint32_t cl_uint;\n"
+with open(os.path.join(SHIM_DIR, "launch_types.h")) as f:
+    _cdef = _CDEF_TYPES + f.read()
 with open(os.path.join(SHIM_DIR, "shim_api.h")) as f:
-    ffibuilder.cdef(f.read())
+    ffibuilder.cdef(_cdef + f.read())
 with open(os.path.join(SHIM_DIR, "embedding_api.h")) as f:
     ffibuilder.embedding_api(f.read())
 

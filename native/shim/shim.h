@@ -3,8 +3,18 @@
  * per-call work minimal; Python callbacks are declared in shim_api.h. */
 #ifndef CLPROJ_SHIM_H
 #define CLPROJ_SHIM_H
+#define CL_USE_DEPRECATED_OPENCL_1_0_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_1_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#define CL_USE_DEPRECATED_OPENCL_2_0_APIS
 #include <CL/cl.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "launch_types.h"
+
+enum { CLPROJ_ARG_SCALAR = 0, CLPROJ_ARG_BUFFER = 1, CLPROJ_ARG_LOCAL = 2, CLPROJ_ARG_NULL = 3,
+       CLPROJ_ARG_UNSUPPORTED = 4, CLPROJ_ARG_UNSET = 5 };
 
 /* Resolve the next definition of an OpenCL symbol (the real ICD loader). */
 void *clproj_real(const char *name);
@@ -12,5 +22,109 @@ void *clproj_real(const char *name);
 /* Thread-local guard: non-zero while the shim itself is calling OpenCL, so those
  * calls are forwarded untouched and never recurse into the shim. */
 extern __thread int clproj_in_shim;
+
+/* Python callbacks (defined by cffi from shim_api.h). */
+int clproj_py_start(void);
+int clproj_py_pre_launch(clproj_launch *);
+void clproj_py_post_launch(int, clproj_launch *, int32_t, int64_t);
+
+int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t n_wait,
+                        void *const *wait);
+int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);
+uint64_t clproj_device_type(void *device);
+void clproj_log(const char *msg);
+
+/* REAL(fn, fail): cached pointer real_fn to the real implementation of fn; runs
+ * `fail` (a return statement) when no implementation exists. */
+#define REAL(fn, fail)                                                        \
+    static __typeof__(&fn) real_##fn = NULL;                                  \
+    if (real_##fn == NULL) real_##fn = (__typeof__(&fn))clproj_real(#fn);     \
+    if (real_##fn == NULL) fail
+#define FAIL_INT return CL_OUT_OF_HOST_MEMORY
+#define FAIL_PTR                                                              \
+    do {                                                                      \
+        if (errcode_ret) *errcode_ret = CL_OUT_OF_HOST_MEMORY;                \
+        return NULL;                                                          \
+    } while (0)
+
+/* ---- tracking (track.c) ---- */
+typedef struct prog_info {
+    int refs; /* app references + kernels + in-flight launches */
+    int app_refs;
+    char *source;      /* NULL for IL/binary */
+    char *options;     /* options of the last build/compile/link */
+    const char *binary_kind;
+    const char *reason; /* not-emulatable reason or NULL */
+    uint64_t hash;
+} prog_info;
+
+typedef struct {
+    int kind;
+    size_t size;
+    unsigned char *data; /* scalar copy (owned) */
+    void *mem;
+    const char *what;
+    int addr; /* 0 unknown, 1 global/constant, 2 local, 3 private */
+} karg;
+
+typedef struct kern_info {
+    int app_refs;
+    char *name;
+    prog_info *prog;
+    cl_uint nargs;
+    karg *args;
+    int uses_svm;
+    int stat_idx;
+    void *stat_device;
+} kern_info;
+
+typedef struct {
+    int kind; /* CLPROJ_ARG_BUFFER or CLPROJ_ARG_UNSUPPORTED */
+    int app_refs;
+    size_t size;
+    cl_mem_flags flags;
+    size_t origin, parent_size;
+    const char *what;
+} mem_info;
+
+typedef struct {
+    int app_refs;
+    cl_device_id device;
+    int added_profiling;
+} queue_info;
+
+typedef struct {
+    char mode[16];
+    int recording;  /* record dir configured */
+    int which_all;  /* 1: every launch; 0: first of each signature */
+    char **kernel_filter; /* NULL-terminated, or NULL */
+    int verify;
+    int timing;
+    int disabled;
+} shim_config;
+
+extern shim_config clproj_cfg;
+void clproj_lock(void);
+void clproj_unlock(void);
+void clproj_init(void);
+
+/* pointer maps (all accessed under clproj_lock) */
+typedef struct ptrmap ptrmap;
+void *pm_get(ptrmap *m, const void *key);
+void pm_put(ptrmap *m, const void *key, void *val);
+void *pm_del(ptrmap *m, const void *key);
+void *pm_put_replace(ptrmap *m, const void *key, void *val); /* returns the old value */
+extern ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *clproj_samplers,
+    *clproj_signatures;
+
+void prog_unref(prog_info *p); /* under lock */
+void kern_free(kern_info *k);
+uint64_t fnv(uint64_t h, const void *data, size_t n);
+int stats_index(const char *kernel, cl_device_id device); /* under lock */
+void stats_launch(int idx);
+void stats_add_time(int idx, uint64_t ns);
+void pending_add(cl_event ev, int stat_idx);
+void pending_harvest(int block);
+void clproj_once_log(const char *key, const char *msg);
 
 #endif

@@ -1,9 +1,10 @@
-/* Functions shared between C and Python (cffi cdef). */
-typedef int32_t cl_int;
-typedef uint32_t cl_uint;
-typedef struct _cl_command_queue *cl_command_queue;
-typedef struct _cl_kernel *cl_kernel;
-typedef struct _cl_event *cl_event;
+/* Python callbacks (reached only at recorded launches) and C helpers Python calls. */
+extern "Python+C" int clproj_py_start(void);
+extern "Python+C" int clproj_py_pre_launch(clproj_launch *);
+extern "Python+C" void clproj_py_post_launch(int, clproj_launch *, int32_t, int64_t);
 
-extern "Python+C" void clproj_py_on_launch(cl_command_queue, cl_kernel, cl_uint, const size_t *,
-                                         const size_t *, const size_t *, cl_int);
+int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t n_wait,
+                        void *const *wait);
+int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);
+uint64_t clproj_device_type(void *device);
+void clproj_log(const char *msg);

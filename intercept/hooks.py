@@ -1,0 +1,55 @@
+"""Hooks called with every launch record the shim writes (inside the intercepted app).
+
+This is the plug-in point for ``--mode project``: the projection package registers a
+function taking a :class:`intercept.record.LaunchRecord` (already saved, so ``record.path``
+is set). Hooks are named in ``CLPROJ_HOOKS`` as ``module:function`` (comma-separated) and
+imported the first time a record is written. A hook runs in the application's thread at
+a recorded launch, so it must be quick (hand heavy work to a thread or subprocess); its
+exceptions are logged once and never reach the application.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+
+from intercept.record import LaunchRecord
+
+Hook = Callable[[LaunchRecord], None]
+_hooks: list[Hook] = []
+_loaded = False
+_failed: set[str] = set()
+
+
+def register(fn: Hook) -> Hook:
+    """Call ``fn(record)`` for every record written from now on (usable as a decorator)."""
+    _hooks.append(fn)
+    return fn
+
+
+def _load_env_hooks() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for spec in filter(None, os.environ.get("CLPROJ_HOOKS", "").split(",")):
+        module, _, name = spec.strip().partition(":")
+        try:
+            register(getattr(importlib.import_module(module), name or "on_record"))
+        except Exception as exc:  # a broken hook must not break the app
+            print(f"clproj: cannot load hook {spec}: {exc!r}", file=sys.stderr)
+
+
+def notify(record: LaunchRecord) -> None:
+    """Run every hook on ``record``; failures are logged once per hook."""
+    _load_env_hooks()
+    for fn in list(_hooks):
+        try:
+            fn(record)
+        except Exception as exc:
+            key = getattr(fn, "__qualname__", repr(fn))
+            if key not in _failed:
+                _failed.add(key)
+                print(f"clproj: hook {key} failed: {exc!r}", file=sys.stderr)

@@ -1,0 +1,241 @@
+/* clEnqueueNDRangeKernel / clEnqueueTask: count and time every launch in C; call
+ * Python only for the launches that are recorded. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define PASS (clproj_in_shim || clproj_cfg.disabled)
+
+static int py_state = 0; /* 0: not started, 1: running, -1: failed (never retried) */
+
+static int python_ready(void) {
+    if (py_state == 0) {
+        int saved = clproj_in_shim;
+        clproj_in_shim = 1;
+        int ok = clproj_py_start() == 1;
+        clproj_in_shim = saved;
+        __atomic_store_n(&py_state, ok ? 1 : -1, __ATOMIC_RELEASE);
+        if (!ok)
+            clproj_once_log("pystart", "recording disabled: the Python side of the shim failed "
+                                       "to start (calls pass through unchanged)");
+    }
+    return py_state == 1;
+}
+
+static int name_selected(const char *name) {
+    if (!clproj_cfg.kernel_filter) return 1;
+    for (char **p = clproj_cfg.kernel_filter; *p; p++)
+        if (strcmp(*p, name) == 0) return 1;
+    return 0;
+}
+
+/* Signature of a launch: program hash + kernel + NDRange shape + scalar arguments. */
+static uint64_t launch_signature(kern_info *ki, cl_uint dim, const size_t *gsz, const size_t *lsz) {
+    uint64_t h = ki->prog ? ki->prog->hash : 0;
+    h = fnv(h, ki->name, strlen(ki->name));
+    h = fnv(h, &dim, sizeof dim);
+    h = fnv(h, gsz, dim * sizeof *gsz);
+    if (lsz) h = fnv(h, lsz, dim * sizeof *lsz);
+    else h = fnv(h, "null", 4);
+    for (cl_uint i = 0; i < ki->nargs; i++)
+        if (ki->args[i].kind == CLPROJ_ARG_SCALAR) h = fnv(h, ki->args[i].data, ki->args[i].size);
+    return h | 1;
+}
+
+/* Snapshot of everything Python needs (under the lock; Python runs without it). */
+static clproj_launch *build_launch(kern_info *ki, cl_command_queue q, cl_device_id dev,
+                                   cl_kernel k, cl_uint dim, const size_t *off, const size_t *gsz,
+                                   const size_t *lsz, cl_uint nw, const cl_event *wl) {
+    static __thread char reason[160];
+    clproj_launch *L = calloc(1, sizeof *L);
+    L->queue = q;
+    L->kernel = k;
+    L->device = dev;
+    L->kernel_name = strdup(ki->name);
+    prog_info *p = ki->prog;
+    if (p) p->refs++;
+    L->source = p ? p->source : NULL;
+    L->options = strdup(p && p->options ? p->options : "");
+    L->binary_kind = p ? p->binary_kind : "binary";
+    L->not_emulatable = p ? p->reason : "not emulatable: program not seen by the shim";
+    L->work_dim = dim;
+    for (cl_uint i = 0; i < dim && i < 3; i++) {
+        L->global_size[i] = gsz[i];
+        if (lsz) L->local_size[i] = lsz[i];
+        if (off) L->offset[i] = off[i];
+    }
+    L->has_local = lsz != NULL;
+    L->has_offset = off != NULL;
+    L->nargs = ki->nargs;
+    L->args = calloc(ki->nargs ? ki->nargs : 1, sizeof *L->args);
+    for (cl_uint i = 0; i < ki->nargs; i++) {
+        karg *a = &ki->args[i];
+        clproj_arg *o = &L->args[i];
+        o->kind = a->kind == CLPROJ_ARG_UNSET ? CLPROJ_ARG_NULL : a->kind;
+        o->size = a->size;
+        o->what = a->what;
+        if (a->kind == CLPROJ_ARG_SCALAR) {
+            unsigned char *d = malloc(a->size ? a->size : 1);
+            memcpy(d, a->data, a->size);
+            o->data = d;
+        } else if (a->kind == CLPROJ_ARG_BUFFER) {
+            mem_info *mi = pm_get(clproj_mems, a->mem);
+            o->mem = a->mem;
+            if (mi) {
+                o->size = mi->size;
+                o->flags = mi->flags;
+                o->origin = mi->origin;
+                o->parent_size = mi->parent_size;
+            }
+        } else if (a->kind == CLPROJ_ARG_UNSUPPORTED && !L->not_emulatable) {
+            snprintf(reason, sizeof reason, "not emulatable: %s argument %u",
+                     a->what ? a->what : "unsupported", i);
+            L->not_emulatable = reason;
+        }
+    }
+    if (ki->uses_svm && !L->not_emulatable)
+        L->not_emulatable = "not emulatable: SVM pointers passed with clSetKernelExecInfo";
+    if (L->not_emulatable) L->not_emulatable = strdup(L->not_emulatable);
+    L->n_wait = nw;
+    L->wait = (void *const *)wl;
+    L->verify = clproj_cfg.verify;
+    return L;
+}
+
+static void free_launch(clproj_launch *L, prog_info *p) {
+    for (uint32_t i = 0; i < L->nargs; i++) free((void *)L->args[i].data);
+    free(L->args);
+    free((void *)L->kernel_name);
+    free((void *)L->options);
+    free((void *)L->not_emulatable);
+    clproj_lock();
+    prog_unref(p);
+    clproj_unlock();
+    free(L);
+}
+
+typedef cl_int (*ndrange_fn)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *,
+                             const size_t *, cl_uint, const cl_event *, cl_event *);
+typedef cl_int (*task_fn)(cl_command_queue, cl_kernel, cl_uint, const cl_event *, cl_event *);
+
+static cl_int forward(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uint dim,
+                      const size_t *off, const size_t *gsz, const size_t *lsz, cl_uint nw,
+                      const cl_event *wl, cl_event *ev) {
+    return task ? task(q, k, nw, wl, ev) : nd(q, k, dim, off, gsz, lsz, nw, wl, ev);
+}
+
+static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uint dim,
+                     const size_t *off, const size_t *gsz, const size_t *lsz, cl_uint nw,
+                     const cl_event *wl, cl_event *ev) {
+    static const size_t one[1] = {1};
+    const size_t *rgsz = task ? one : gsz, *rlsz = task ? one : lsz;
+    cl_uint rdim = task ? 1 : dim;
+    clproj_lock();
+    kern_info *ki = clproj_kernels ? pm_get(clproj_kernels, k) : NULL;
+    queue_info *qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
+    cl_device_id dev = qi ? qi->device : NULL;
+    int stat = -1, record = 0, timing = clproj_cfg.timing && qi != NULL;
+    if (ki) {
+        if (ki->stat_idx < 0 || ki->stat_device != dev) {
+            ki->stat_idx = stats_index(ki->name, dev);
+            ki->stat_device = dev;
+        }
+        stat = ki->stat_idx;
+        if (clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
+            name_selected(ki->name)) {
+            if (clproj_cfg.which_all) {
+                record = 1;
+            } else {
+                uint64_t sig = launch_signature(ki, rdim, rgsz, rlsz);
+                if (!pm_get(clproj_signatures, (void *)(uintptr_t)sig)) {
+                    pm_put(clproj_signatures, (void *)(uintptr_t)sig, (void *)1);
+                    record = 1;
+                }
+            }
+        }
+    }
+    clproj_launch *L = NULL;
+    prog_info *prog = NULL;
+    if (record) {
+        L = build_launch(ki, q, dev, k, rdim, task ? NULL : off, rgsz, rlsz, nw, wl);
+        prog = ki->prog;
+    }
+    clproj_unlock();
+
+    if (!L) {
+        cl_event own = NULL;
+        cl_event *evp = ev ? ev : (timing ? &own : NULL);
+        cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
+        if (err == CL_SUCCESS) {
+            stats_launch(stat);
+            if (timing && *evp) {
+                if (ev) {
+                    REAL(clRetainEvent, return err);
+                    clproj_in_shim = 1;
+                    real_clRetainEvent(*ev);
+                    clproj_in_shim = 0;
+                }
+                pending_add(*evp, stat);
+            }
+        }
+        return err;
+    }
+
+    /* A recorded launch: inputs are read before it, the launch is waited for (its time
+     * is measured, its outputs read with --verify), then Python writes the record. */
+    int handle = 0;
+    clproj_in_shim = 1;
+    if (python_ready()) handle = clproj_py_pre_launch(L);
+    clproj_in_shim = 0;
+    cl_event own = NULL;
+    cl_event *evp = ev ? ev : &own;
+    cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
+    int64_t time_ns = -1;
+    if (err == CL_SUCCESS) {
+        stats_launch(stat);
+        REAL(clWaitForEvents, return err);
+        REAL(clGetEventProfilingInfo, return err);
+        REAL(clReleaseEvent, return err);
+        clproj_in_shim = 1;
+        if (real_clWaitForEvents(1, evp) == CL_SUCCESS) {
+            cl_ulong t0 = 0, t1 = 0;
+            if (real_clGetEventProfilingInfo(*evp, CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+                                             NULL) == CL_SUCCESS &&
+                real_clGetEventProfilingInfo(*evp, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                                             NULL) == CL_SUCCESS &&
+                t1 >= t0) {
+                time_ns = (int64_t)(t1 - t0);
+                stats_add_time(stat, (uint64_t)time_ns);
+            }
+        }
+        if (own) real_clReleaseEvent(own);
+        clproj_in_shim = 0;
+    }
+    if (handle > 0) {
+        clproj_in_shim = 1;
+        clproj_py_post_launch(handle, L, err, time_ns);
+        clproj_in_shim = 0;
+    }
+    free_launch(L, prog);
+    return err;
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k,
+                                                       cl_uint dim, const size_t *off,
+                                                       const size_t *gsz, const size_t *lsz,
+                                                       cl_uint nw, const cl_event *wl,
+                                                       cl_event *ev) {
+    REAL(clEnqueueNDRangeKernel, FAIL_INT);
+    if (PASS) return real_clEnqueueNDRangeKernel(q, k, dim, off, gsz, lsz, nw, wl, ev);
+    return launch(real_clEnqueueNDRangeKernel, NULL, q, k, dim, off, gsz, lsz, nw, wl, ev);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clEnqueueTask(cl_command_queue q, cl_kernel k, cl_uint nw,
+                                              const cl_event *wl, cl_event *ev) {
+    REAL(clEnqueueTask, FAIL_INT);
+    if (PASS) return real_clEnqueueTask(q, k, nw, wl, ev);
+    return launch(NULL, real_clEnqueueTask, q, k, 1, NULL, NULL, NULL, nw, wl, ev);
+}

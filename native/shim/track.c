@@ -1,0 +1,369 @@
+/* Object tracking, per-kernel statistics, pending profiling events, summary at exit.
+ * One global mutex guards every table; it is never held while calling OpenCL or Python. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+shim_config clproj_cfg;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+void clproj_lock(void) { pthread_mutex_lock(&lock); }
+void clproj_unlock(void) { pthread_mutex_unlock(&lock); }
+
+/* ---- open-addressing pointer map ---- */
+struct ptrmap {
+    size_t cap, used, live;
+    const void **keys; /* NULL empty, TOMB deleted */
+    void **vals;
+};
+static const char tomb_c;
+#define TOMB ((const void *)&tomb_c)
+
+static ptrmap *pm_new(void) {
+    ptrmap *m = calloc(1, sizeof *m);
+    m->cap = 64;
+    m->keys = calloc(m->cap, sizeof *m->keys);
+    m->vals = calloc(m->cap, sizeof *m->vals);
+    return m;
+}
+static size_t pm_hash(const void *k) {
+    uint64_t x = (uint64_t)(uintptr_t)k;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+    return (size_t)x;
+}
+static void pm_grow(ptrmap *m) {
+    size_t oc = m->cap;
+    const void **ok = m->keys;
+    void **ov = m->vals;
+    m->cap = m->live * 4 > oc ? oc * 2 : oc;
+    m->keys = calloc(m->cap, sizeof *m->keys);
+    m->vals = calloc(m->cap, sizeof *m->vals);
+    m->used = m->live = 0;
+    for (size_t i = 0; i < oc; i++)
+        if (ok[i] && ok[i] != TOMB) pm_put(m, ok[i], ov[i]);
+    free(ok);
+    free(ov);
+}
+void *pm_get(ptrmap *m, const void *key) {
+    size_t mask = m->cap - 1, i = pm_hash(key) & mask;
+    while (m->keys[i]) {
+        if (m->keys[i] == key) return m->vals[i];
+        i = (i + 1) & mask;
+    }
+    return NULL;
+}
+void pm_put(ptrmap *m, const void *key, void *val) {
+    if ((m->used + 1) * 2 > m->cap) pm_grow(m);
+    size_t mask = m->cap - 1, i = pm_hash(key) & mask, tomb = (size_t)-1;
+    while (m->keys[i]) {
+        if (m->keys[i] == key) { m->vals[i] = val; return; }
+        if (m->keys[i] == TOMB && tomb == (size_t)-1) tomb = i;
+        i = (i + 1) & mask;
+    }
+    if (tomb != (size_t)-1) i = tomb; else m->used++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->live++;
+}
+void *pm_put_replace(ptrmap *m, const void *key, void *val) {
+    void *old = pm_del(m, key);
+    pm_put(m, key, val);
+    return old;
+}
+void *pm_del(ptrmap *m, const void *key) {
+    size_t mask = m->cap - 1, i = pm_hash(key) & mask;
+    while (m->keys[i]) {
+        if (m->keys[i] == key) {
+            void *v = m->vals[i];
+            m->keys[i] = TOMB;
+            m->vals[i] = NULL;
+            m->live--;
+            return v;
+        }
+        i = (i + 1) & mask;
+    }
+    return NULL;
+}
+static void pm_free_all(ptrmap *m, void (*fn)(void *)) {
+    if (!m) return;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i] && m->keys[i] != TOMB && fn) fn(m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    free(m);
+}
+
+ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *clproj_samplers,
+    *clproj_signatures;
+
+uint64_t fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
+}
+
+void prog_unref(prog_info *p) {
+    if (p && --p->refs == 0) {
+        free(p->source);
+        free(p->options);
+        free(p);
+    }
+}
+void kern_free(kern_info *k) {
+    for (cl_uint i = 0; i < k->nargs; i++) free(k->args[i].data);
+    free(k->args);
+    free(k->name);
+    prog_unref(k->prog);
+    free(k);
+}
+
+/* ---- once-only log ---- */
+void clproj_once_log(const char *key, const char *msg) {
+    static char seen[32][48];
+    static int n = 0;
+    clproj_lock();
+    for (int i = 0; i < n; i++)
+        if (strcmp(seen[i], key) == 0) { clproj_unlock(); return; }
+    if (n < 32) snprintf(seen[n++], sizeof seen[0], "%s", key);
+    clproj_unlock();
+    fprintf(stderr, "clproj: %s\n", msg);
+}
+void clproj_log(const char *msg) { fprintf(stderr, "clproj: %s\n", msg); }
+
+/* ---- per-kernel statistics ---- */
+#define MAX_STATS 1024
+typedef struct {
+    char kernel[128];
+    char device[96];
+    void *dev;
+    uint64_t launches, timed, total_ns;
+} kstat;
+static kstat stats[MAX_STATS];
+static int nstats = 0;
+
+int stats_index(const char *kernel, cl_device_id device) {
+    for (int i = 0; i < nstats; i++)
+        if (stats[i].dev == device && strcmp(stats[i].kernel, kernel) == 0) return i;
+    if (nstats >= MAX_STATS) return -1;
+    kstat *s = &stats[nstats];
+    snprintf(s->kernel, sizeof s->kernel, "%s", kernel);
+    s->dev = device;
+    s->device[0] = 0; /* name resolved outside the lock at exit */
+    return nstats++;
+}
+void stats_launch(int idx) {
+    if (idx >= 0) __atomic_add_fetch(&stats[idx].launches, 1, __ATOMIC_RELAXED);
+}
+void stats_add_time(int idx, uint64_t ns) {
+    if (idx < 0) return;
+    __atomic_add_fetch(&stats[idx].timed, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&stats[idx].total_ns, ns, __ATOMIC_RELAXED);
+}
+
+/* ---- pending profiling events (observe mode timing) ---- */
+#define MAX_PENDING 8192
+#define HARVEST_AT 128
+typedef struct { cl_event ev; int stat; } pend;
+static pend pending[MAX_PENDING];
+static int npending = 0;
+static pthread_mutex_t harvest_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void pending_add(cl_event ev, int stat_idx) {
+    int full = 0, harvest = 0;
+    clproj_lock();
+    if (npending < MAX_PENDING) {
+        pending[npending].ev = ev;
+        pending[npending].stat = stat_idx;
+        npending++;
+        harvest = npending >= HARVEST_AT;
+    } else {
+        full = 1;
+    }
+    clproj_unlock();
+    if (full) {
+        REAL(clReleaseEvent, return);
+        real_clReleaseEvent(ev);
+        clproj_once_log("pending", "too many kernels in flight; some launches are not timed");
+    }
+    if (harvest) pending_harvest(0);
+}
+
+/* Collect the times of completed events (all of them when block is set). */
+void pending_harvest(int block) {
+    REAL(clGetEventInfo, return);
+    REAL(clGetEventProfilingInfo, return);
+    REAL(clReleaseEvent, return);
+    REAL(clWaitForEvents, return);
+    if (pthread_mutex_trylock(&harvest_lock) != 0) {
+        if (!block) return;
+        pthread_mutex_lock(&harvest_lock);
+    }
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    clproj_lock();
+    int n = npending;
+    pend *batch = malloc(sizeof(pend) * (n ? n : 1));
+    memcpy(batch, pending, sizeof(pend) * n);
+    npending = 0;
+    clproj_unlock();
+    int keep = 0;
+    for (int i = 0; i < n; i++) {
+        cl_int status = CL_QUEUED;
+        if (block) real_clWaitForEvents(1, &batch[i].ev);
+        if (real_clGetEventInfo(batch[i].ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                &status, NULL) != CL_SUCCESS)
+            status = -1;
+        if (status == CL_COMPLETE) {
+            cl_ulong t0 = 0, t1 = 0;
+            if (real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_START, sizeof t0,
+                                             &t0, NULL) == CL_SUCCESS &&
+                real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                                             NULL) == CL_SUCCESS &&
+                t1 >= t0)
+                stats_add_time(batch[i].stat, t1 - t0);
+            real_clReleaseEvent(batch[i].ev);
+        } else if (status < 0) {
+            real_clReleaseEvent(batch[i].ev); /* failed command: no time */
+        } else {
+            batch[keep++] = batch[i];
+        }
+    }
+    if (keep) {
+        clproj_lock();
+        int room = MAX_PENDING - npending;
+        if (keep > room) keep = room;
+        memmove(pending + keep, pending, sizeof(pend) * npending);
+        memcpy(pending, batch, sizeof(pend) * keep);
+        npending += keep;
+        clproj_unlock();
+    }
+    free(batch);
+    clproj_in_shim = saved;
+    pthread_mutex_unlock(&harvest_lock);
+}
+
+/* ---- helpers called from Python ---- */
+int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t n_wait,
+                        void *const *wait) {
+    REAL(clEnqueueReadBuffer, FAIL_INT);
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    cl_int err = real_clEnqueueReadBuffer((cl_command_queue)queue, (cl_mem)mem, CL_TRUE, 0, size,
+                                          dst, n_wait, (const cl_event *)wait, NULL);
+    clproj_in_shim = saved;
+    return err;
+}
+int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n) {
+    REAL(clGetDeviceInfo, FAIL_INT);
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    cl_int err = real_clGetDeviceInfo((cl_device_id)device, param, n, buf, NULL);
+    clproj_in_shim = saved;
+    if (err != CL_SUCCESS && n) buf[0] = 0;
+    if (n) buf[n - 1] = 0;
+    return err;
+}
+uint64_t clproj_device_type(void *device) {
+    cl_device_type t = 0;
+    REAL(clGetDeviceInfo, return 0);
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    real_clGetDeviceInfo((cl_device_id)device, CL_DEVICE_TYPE, sizeof t, &t, NULL);
+    clproj_in_shim = saved;
+    return t;
+}
+
+/* ---- configuration and exit ---- */
+static void at_exit(void);
+static char **split_list(const char *s) {
+    if (!s || !*s) return NULL;
+    size_t n = 2;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    char **out = calloc(n, sizeof *out);
+    char *copy = strdup(s), *save = NULL;
+    size_t i = 0;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) out[i++] = strdup(t);
+    free(copy);
+    return out;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void init_once(void) {
+    const char *v;
+    memset(&clproj_cfg, 0, sizeof clproj_cfg);
+    v = getenv("CLPROJ_MODE");
+    snprintf(clproj_cfg.mode, sizeof clproj_cfg.mode, "%s", v && *v ? v : "observe");
+    v = getenv("CLPROJ_RECORD_DIR");
+    clproj_cfg.recording = (v && *v) || strcmp(clproj_cfg.mode, "project") == 0;
+    v = getenv("CLPROJ_RECORD_WHICH");
+    clproj_cfg.which_all = v && strcmp(v, "all") == 0;
+    if (v && strcmp(v, "none") == 0) clproj_cfg.recording = 0;
+    clproj_cfg.kernel_filter = split_list(getenv("CLPROJ_RECORD_KERNELS"));
+    v = getenv("CLPROJ_VERIFY");
+    clproj_cfg.verify = v && strcmp(v, "1") == 0;
+    v = getenv("CLPROJ_TIMING");
+    clproj_cfg.timing = !(v && strcmp(v, "0") == 0);
+    v = getenv("CLPROJ_DISABLE");
+    clproj_cfg.disabled = v && strcmp(v, "1") == 0;
+    clproj_programs = pm_new();
+    clproj_kernels = pm_new();
+    clproj_mems = pm_new();
+    clproj_queues = pm_new();
+    clproj_samplers = pm_new();
+    clproj_signatures = pm_new();
+    /* Registered at the first OpenCL call: runs before the drivers' own destructors. */
+    atexit(at_exit);
+}
+void clproj_init(void) { pthread_once(&once, init_once); }
+
+static void free_prog(void *p) { prog_unref(p); /* the table's reference */ }
+static void free_kern(void *k) { kern_free(k); }
+
+static void write_summary(void) {
+    const char *path = getenv("CLPROJ_SUMMARY_FILE");
+    const char *quiet = getenv("CLPROJ_SUMMARY");
+    FILE *f = NULL;
+    if (path && *path) f = fopen(path, "w");
+    else if (!(quiet && strcmp(quiet, "0") == 0)) f = stderr;
+    if (!f) return;
+    if (f == stderr) fprintf(f, "clproj: %-32s %10s %14s %12s  %s\n", "kernel", "launches",
+                             "total_ms", "mean_us", "device");
+    for (int i = 0; i < nstats; i++) {
+        kstat *s = &stats[i];
+        clproj_device_str(s->dev, CL_DEVICE_NAME, s->device, sizeof s->device);
+        if (f == stderr) {
+            double mean = s->timed ? (double)s->total_ns / s->timed / 1e3 : 0.0;
+            fprintf(f, "clproj: %-32s %10llu %14.3f %12.3f  %s\n", s->kernel,
+                    (unsigned long long)s->launches, s->total_ns / 1e6, mean, s->device);
+        } else {
+            fprintf(f, "%s\t%s\t%llu\t%llu\t%llu\n", s->kernel, s->device,
+                    (unsigned long long)s->launches, (unsigned long long)s->timed,
+                    (unsigned long long)s->total_ns);
+        }
+    }
+    if (f != stderr) fclose(f);
+}
+
+static void at_exit(void) {
+    pending_harvest(1);
+    write_summary();
+    clproj_lock();
+    pm_free_all(clproj_kernels, free_kern);
+    pm_free_all(clproj_programs, free_prog);
+    pm_free_all(clproj_mems, free);
+    pm_free_all(clproj_queues, free);
+    pm_free_all(clproj_samplers, NULL);
+    pm_free_all(clproj_signatures, NULL);
+    clproj_kernels = clproj_programs = clproj_mems = clproj_queues = clproj_samplers =
+        clproj_signatures = NULL;
+    if (clproj_cfg.kernel_filter) {
+        for (char **p = clproj_cfg.kernel_filter; *p; p++) free(*p);
+        free(clproj_cfg.kernel_filter);
+        clproj_cfg.kernel_filter = NULL;
+    }
+    clproj_cfg.disabled = 1; /* calls made by other exit handlers pass straight through */
+    clproj_unlock();
+}
