@@ -32,6 +32,9 @@ class BuildExtWithPlugin(build_ext):
 
         target_dir = "miniemu" if self.inplace else os.path.join(self.build_lib, "miniemu")
         build_plugin.build(os.path.join(target_dir, build_plugin.PLUGIN_FILENAME))
+        import build_c_hosts  # native/build_c_hosts.py: plain-C OpenCL benchmark hosts
+
+        build_c_hosts.build(build_c_hosts.DEFAULT_OUT)
 
 
 setup(
@@ -52,7 +55,7 @@ setup(
         "miniemu": ["*.so"],
         "intercept": ["*.so"],
         "devices": ["profiles/*.json"],
-        "benchmarks.apps": ["*.cl", "c_hosts/*.c"],
+        "benchmarks.apps": ["*.cl", "c_hosts/*.c", "c_hosts/*.h"],
     },
     install_requires=[
         "pyopencl>=2024.1",
