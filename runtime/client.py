@@ -1,0 +1,904 @@
+"""Client API of the virtual OpenCL platform: what the shim's route mode calls into.
+
+Why the client keeps state: it is the only party that always survives a node failure, so
+it owns the truth about every buffer: where its current content is valid (a set of
+device ids and/or a host copy), a *checkpoint* (host copies of all buffers at one
+consistent point) and a *log* of every state-changing command since then (writes, fills,
+copies, launches). When a node dies the broker says so (``node_lost``); the client then
+rebuilds every buffer on a surviving device from the checkpoint, replays the log there
+and re-issues the reads that were lost, so in-flight launches are re-executed elsewhere
+and the app still sees correct data. Kernels are assumed deterministic given their
+inputs (OpenCL kernels with atomics-order-dependent results are the exception; they are
+replayed too, with the same caveat as any re-execution).
+
+Placement: a launch without an explicit device asks the broker (``place``) with the bytes
+that would have to move to each device; the answer is cached per kernel key and asked
+again every 16 launches, every 0.25 s, or when the broker's epoch changes (a projection
+arrived, a node came or went). So a launch costs one message, not two. Buffers move only
+when a launch on another device needs them (read from a device holding them, written to
+the target); writes of buffers not yet used by any kernel stay on the host until then.
+
+Event semantics: every enqueue returns a :class:`RemoteEvent`; non-blocking launches,
+reads and writes return at once; ``wait()``/``finish()`` pump replies. Non-blocking
+writes copy the host data immediately (the copy doubles as the replay log entry), so the
+app may reuse its memory at once, which OpenCL allows only after the event completes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from clproj.errors import ClprojError
+from runtime import protocol
+from runtime.keys import Keys, load, make_client, needs_curve
+
+log = logging.getLogger("clproj.client")
+
+MEM_READ_WRITE = 1
+MEM_WRITE_ONLY = 2
+MEM_READ_ONLY = 4
+REASK_LAUNCHES = 16
+REASK_S = 0.25
+
+
+class RemoteError(ClprojError):
+    """A command failed on its node (build error, bad argument, OpenCL error)."""
+
+
+@dataclass(frozen=True)
+class RemoteDevice:
+    id: str
+    node: str
+    name: str
+    peak_flops: float
+    profile: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LocalMemory:
+    """A ``__local`` kernel argument of ``size`` bytes (clSetKernelArg with NULL value)."""
+
+    size: int
+
+
+@dataclass(eq=False)
+class RemoteBuffer:
+    h: int
+    size: int
+    flags: int
+    valid: set[str] = field(default_factory=set)
+    allocated: set[str] = field(default_factory=set)
+    host: Any = None  # bytes / memoryview with the current content, when host_valid
+    host_valid: bool = False
+    released: bool = False
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self.flags & MEM_READ_ONLY)
+
+
+@dataclass(eq=False)
+class RemoteProgram:
+    h: int
+    source: str
+    options: str
+    hash: str
+    built_on: set[str] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class RemoteKernel:
+    program: RemoteProgram
+    name: str
+    args: dict[int, Any] = field(default_factory=dict)
+
+    def set_arg(self, index: int, value: Any) -> None:
+        """RemoteBuffer, LocalMemory, None, bytes, or a numpy scalar/array (raw bytes)."""
+        if isinstance(value, (RemoteBuffer, LocalMemory)) or value is None:
+            self.args[index] = value
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            self.args[index] = bytes(value)
+        elif hasattr(value, "tobytes"):
+            self.args[index] = value.tobytes()
+        else:
+            raise TypeError(f"unsupported kernel argument type {type(value).__name__}")
+
+    def set_args(self, *values: Any) -> None:
+        for i, v in enumerate(values):
+            self.set_arg(i, v)
+
+
+@dataclass(eq=False)
+class _Req:
+    dev: str | None
+    op: str
+    on_done: Any = None  # callable(data frame or None)
+    done: bool = False
+    err: str | None = None
+    reissue: Any = None  # callable(target device) for a lost read
+
+
+class RemoteEvent:
+    """A cl_event of the virtual platform: completes when all its requests replied."""
+
+    def __init__(self, platform: RemotePlatform, reqs: Sequence[_Req]) -> None:
+        self._p = platform
+        self._reqs = list(reqs)
+
+    @property
+    def complete(self) -> bool:
+        self._p._pump(0)
+        return all(r.done for r in self._reqs)
+
+    def wait(self) -> None:
+        self._p._wait(self._reqs)
+
+
+@dataclass
+class _KeyState:
+    count: int = 0
+    dev: str | None = None
+    epoch: int = -1
+    asked_at: float = 0.0
+    since_ask: int = 0
+    reason: str = ""
+
+
+class RemotePlatform:
+    """The virtual platform: devices of every live node behind one broker.
+
+    ``broker``: endpoint (tcp://host:port, ipc://path, inproc://name). ``curve``:
+    "auto" (on for tcp), "on", "off". ``keys``: loaded member keys (else loaded from
+    ``keys_dir``/$CLPROJ_KEYS when CURVE is on). ``log_limit_bytes``/``log_limit_ops``:
+    when the replay log grows past either, the client takes a checkpoint (reads every
+    buffer back), bounding both memory and recovery time.
+    """
+
+    def __init__(
+        self,
+        broker: str,
+        curve: str = "auto",
+        keys: Keys | None = None,
+        keys_dir: str | None = None,
+        ctx: zmq.Context | None = None,
+        timeout_s: float = 60.0,
+        log_limit_bytes: int = 256 * 2**20,
+        log_limit_ops: int = 4096,
+        wait_devices_s: float = 10.0,
+    ) -> None:
+        self.ctx = ctx or zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        protocol.secure_socket_options(self.sock)
+        self.sock.setsockopt(zmq.ROUTING_ID, b"c" + os.urandom(15))
+        self.sock.setsockopt(zmq.SNDHWM, 10000)
+        self.sock.setsockopt(zmq.RCVHWM, 10000)
+        self.sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        if needs_curve(broker, curve):
+            make_client(self.sock, keys or load(keys_dir, "member"))
+        self.sock.connect(broker)
+        self.timeout_s = timeout_s
+        self.log_limit_bytes = log_limit_bytes
+        self.log_limit_ops = log_limit_ops
+        self._rid = 0
+        self._handle = 0
+        self._pending: dict[int, _Req] = {}
+        self._broker_replies: dict[int, dict[str, Any]] = {}
+        self._welcome: dict[str, Any] | None = None
+        self.epoch = 0
+        self.devices: dict[str, RemoteDevice] = {}
+        self.dead: set[str] = set()
+        self.buffers: dict[int, RemoteBuffer] = {}
+        self._keys: dict[str, _KeyState] = {}
+        self.default_device: str | None = None
+        self._ckpt: dict[int, Any] = {}
+        self._log: list[tuple[Any, ...]] = []
+        self._log_bytes = 0
+        self._log_refs: set[int] = set()
+        self._recovering = False
+        self._lost_queue: set[str] = set()
+        self.recoveries = 0
+        self.placements: list[tuple[str, str, str]] = []  # (key, device, reason), recent
+        self.refresh_devices(wait_s=wait_devices_s)
+
+    # ---- messaging -------------------------------------------------------------------
+    def _next_id(self) -> int:
+        self._rid += 1
+        return self._rid
+
+    def _pump(self, timeout_ms: int) -> bool:
+        """Receive and dispatch what has arrived (waiting up to ``timeout_ms`` for the first)."""
+        if not self.sock.poll(timeout_ms):
+            return False
+        got = False
+        for _ in range(10000):
+            try:
+                frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            got = True
+            try:
+                h, data = protocol.decode(frames)
+            except protocol.ProtocolError as exc:
+                log.warning("client dropped a malformed message: %s", exc)
+                continue
+            self._dispatch(h, data)
+        return got
+
+    def _dispatch(self, h: dict[str, Any], data: list[Any]) -> None:
+        t = h["t"]
+        if t == "reply":
+            req = self._pending.pop(h["id"], None)
+            if req is None:
+                return
+            if h["ok"]:
+                if req.on_done is not None:
+                    req.on_done(data[0] if data else None)
+                req.done = True
+            elif str(h.get("err", "")).startswith("gone"):
+                self._pending[h["id"]] = req
+                self._lost({req.dev} if req.dev else set())
+            else:
+                req.err = h.get("err") or "failed"
+                req.done = True
+        elif t == "error":
+            req = self._pending.get(h["id"])
+            if req is not None and h["err"].startswith("gone") and req.dev in self.dead:
+                # sent to a device already recovered from: the replay covered it
+                self._pending.pop(h["id"])
+                if req.reissue is not None:
+                    nr = req.reissue(self._default_target())
+                    nr.on_done, req.on_done = req.on_done, None
+                    self._chain(req, nr)
+                else:
+                    req.done = True
+            elif req is not None and h["err"].startswith("gone"):
+                self._lost({req.dev} if req.dev else set())
+            elif req is not None:
+                self._pending.pop(h["id"])
+                req.err, req.done = h["err"], True
+            else:
+                self._broker_replies[h["id"]] = h
+        elif t == "node_lost":
+            self.epoch = max(self.epoch, h["epoch"])
+            self._lost({d for d in h["devices"] if isinstance(d, str)})
+        elif t == "welcome":
+            self._welcome = h
+        elif t in ("placed", "status_reply"):
+            self._broker_replies[h["id"]] = h
+
+    def _chain(self, old: _Req, new: _Req) -> None:
+        """Complete ``old`` when its re-issued ``new`` completes."""
+        inner = new.on_done
+
+        def done(frame: Any) -> None:
+            if inner is not None:
+                inner(frame)
+            old.done = True
+
+        new.on_done = done
+
+    def _wait(self, reqs: Iterable[_Req]) -> None:
+        reqs = list(reqs)
+        deadline = time.monotonic() + self.timeout_s
+        while not all(r.done for r in reqs):
+            if time.monotonic() > deadline:
+                raise ClprojError(
+                    f"no reply from the cluster within {self.timeout_s:g}s",
+                    "check `clproj status`: is the broker up, is any node alive?",
+                )
+            self._pump(50)
+        for r in reqs:
+            if r.err:
+                err, r.err = r.err, None
+                raise RemoteError(f"{r.op} on {r.dev}: {err}")
+
+    def _broker_call(self, t: str, **fields: Any) -> dict[str, Any]:
+        rid = self._next_id()
+        self.sock.send(protocol.pack(t, id=rid, **fields))
+        deadline = time.monotonic() + self.timeout_s
+        while rid not in self._broker_replies:
+            if time.monotonic() > deadline:
+                raise ClprojError(
+                    f"broker did not answer {t!r} within {self.timeout_s:g}s",
+                    "check that `clproj broker` runs at that address with the same keys",
+                )
+            self._pump(50)
+        h = self._broker_replies.pop(rid)
+        if h["t"] == "error":
+            raise ClprojError(f"broker: {h['err']}", "start a node: `clproj node --broker ADDR`")
+        return h
+
+    def _cmd(
+        self,
+        dev: str,
+        op: str,
+        a: dict[str, Any],
+        data: Any = None,
+        on_done: Any = None,
+        reissue: Any = None,
+    ) -> _Req:
+        rid = self._next_id()
+        req = _Req(dev, op, on_done, reissue=reissue)
+        self._pending[rid] = req
+        header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
+        if data is None:
+            self.sock.send(header)
+        else:
+            self.sock.send_multipart([header, data], copy=False)
+        return req
+
+    # ---- devices ---------------------------------------------------------------------
+    def refresh_devices(self, wait_s: float = 10.0) -> list[RemoteDevice]:
+        """Ask the broker for the live devices (waits up to ``wait_s`` for at least one)."""
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        while True:
+            self._welcome = None
+            self.sock.send(
+                protocol.pack("hello", client=self.sock.getsockopt(zmq.ROUTING_ID).hex())
+            )
+            t_end = (
+                min(deadline, time.monotonic() + 2.0)
+                if wait_s > 0
+                else time.monotonic() + self.timeout_s
+            )
+            while self._welcome is None and time.monotonic() < t_end:
+                self._pump(50)
+            if self._welcome is not None:
+                self.epoch = max(self.epoch, self._welcome["epoch"])
+                devs = {}
+                for d in self._welcome["devices"]:
+                    if (
+                        isinstance(d, dict)
+                        and isinstance(d.get("id"), str)
+                        and d["id"] not in self.dead
+                    ):
+                        devs[d["id"]] = RemoteDevice(
+                            d["id"],
+                            str(d.get("node")),
+                            str(d.get("name")),
+                            float(d.get("peak_flops") or 0),
+                            d.get("profile") or {},
+                        )
+                self.devices = devs
+                if devs:
+                    return list(devs.values())
+            if time.monotonic() >= deadline:
+                if self._welcome is None:
+                    raise ClprojError(
+                        "broker did not answer", "start `clproj broker` or check --broker/keys"
+                    )
+                raise ClprojError(
+                    "no live device in the cluster", "start `clproj node --broker ADDR`"
+                )
+            time.sleep(0.1)
+
+    def _live(self) -> list[str]:
+        return [d for d in self.devices if d not in self.dead]
+
+    # ---- objects ---------------------------------------------------------------------
+    def _new_handle(self) -> int:
+        self._handle += 1
+        return self._handle
+
+    def create_buffer(
+        self, size: int, flags: int = MEM_READ_WRITE, hostbuf: Any = None
+    ) -> RemoteBuffer:
+        """clCreateBuffer. Allocation on a device happens when the buffer is first used there."""
+        if size <= 0:
+            raise ClprojError("buffer size must be positive", "pass the size in bytes")
+        b = RemoteBuffer(self._new_handle(), int(size), int(flags))
+        if hostbuf is not None:
+            data = bytes(memoryview(hostbuf).cast("B"))
+            if len(data) != size:
+                raise ClprojError(
+                    f"host buffer has {len(data)} bytes, not {size}",
+                    "pass a host buffer of the buffer's size",
+                )
+            b.host, b.host_valid = data, True
+            self._ckpt[b.h] = data
+        else:
+            self._ckpt[b.h] = None
+        self.buffers[b.h] = b
+        return b
+
+    def create_program(self, source: str, options: str = "") -> RemoteProgram:
+        digest = hashlib.sha256((source + "\0" + options).encode()).hexdigest()
+        return RemoteProgram(self._new_handle(), source, options, digest)
+
+    def build_program(self, prog: RemoteProgram, device: str | None = None) -> None:
+        """clBuildProgram: build now on one device so build errors surface at the call."""
+        self._ensure_built(prog, device or self._default_target())
+
+    def create_kernel(self, prog: RemoteProgram, name: str) -> RemoteKernel:
+        return RemoteKernel(prog, name)
+
+    def kernel_key(self, kernel: RemoteKernel, gsize: Sequence[int]) -> str:
+        """The placement key: program hash + kernel name + global size (see docs/cluster.md)."""
+        return f"{kernel.program.hash[:16]}:{kernel.name}:{'x'.join(str(int(g)) for g in gsize)}"
+
+    def _ensure_built(self, prog: RemoteProgram, dev: str) -> None:
+        if dev in prog.built_on:
+            return
+        req = self._cmd(dev, "prog_build", {"h": prog.h, "src": prog.source, "opts": prog.options})
+        self._wait([req])
+        if dev not in self.dead:
+            prog.built_on.add(dev)
+        else:
+            self._ensure_built(prog, self._default_target())
+
+    def _ensure_on(self, b: RemoteBuffer, dev: str) -> list[_Req]:
+        """Make ``b``'s current content valid on ``dev`` (moving it if needed)."""
+        if dev in b.valid:
+            return []
+        if not b.host_valid and b.valid:
+            self._fetch_host(b)
+        reqs = []
+        if dev not in b.allocated:
+            init = b.host if b.host_valid else None
+            reqs.append(
+                self._cmd(
+                    dev, "buf_create", {"h": b.h, "size": b.size, "flags": b.flags}, data=init
+                )
+            )
+            b.allocated.add(dev)
+        elif b.host_valid:
+            reqs.append(self._cmd(dev, "buf_write", {"h": b.h, "off": 0, "n": b.size}, data=b.host))
+        b.valid.add(dev)
+        return reqs
+
+    def _fetch_host(self, b: RemoteBuffer) -> None:
+        """Bring the current content of ``b`` to the host (blocking)."""
+        while not b.host_valid and b.valid:
+            src = next(iter(b.valid))
+
+            def done(frame: Any, b: RemoteBuffer = b) -> None:
+                b.host, b.host_valid = frame.buffer, True
+
+            self._wait(
+                [self._cmd(src, "buf_read", {"h": b.h, "off": 0, "n": b.size}, on_done=done)]
+            )
+
+    def _home(self, b: RemoteBuffer) -> str | None:
+        live = [d for d in b.valid if d not in self.dead]
+        if self.default_device in live:
+            return self.default_device
+        return live[0] if live else None
+
+    def _default_target(self) -> str:
+        live = self._live()
+        if not live:
+            self.refresh_devices()
+            live = self._live()
+        if self.default_device in live:
+            return self.default_device  # type: ignore[return-value]
+        return max(live, key=lambda d: (self.devices[d].peak_flops, d))
+
+    # ---- commands --------------------------------------------------------------------
+    def enqueue_write(
+        self,
+        b: RemoteBuffer,
+        data: Any,
+        offset: int = 0,
+        blocking: bool = True,
+        device: str | None = None,
+    ) -> RemoteEvent:
+        """clEnqueueWriteBuffer. ``data`` is copied at once (so the caller may reuse it)."""
+        payload = bytes(memoryview(data).cast("B"))
+        n = len(payload)
+        if offset < 0 or offset + n > b.size or n == 0:
+            raise ClprojError("write outside the buffer", f"buffer has {b.size} bytes")
+        full = offset == 0 and n == b.size
+        self._record(
+            ("write", b.h, offset, payload), n, [b.h], replaces=b.h if full else None, data=payload
+        )
+        target = (
+            device
+            or self._home(b)
+            or (self.default_device if self.default_device in self._live() else None)
+        )
+        if target is None:  # not used by any kernel yet: stay on the host until needed
+            if full:
+                b.host = payload
+            else:
+                base = bytearray(b.host if b.host_valid else bytes(b.size))
+                base[offset : offset + n] = payload
+                b.host = bytes(base)
+            b.host_valid = True
+            return RemoteEvent(self, [])
+        reqs: list[_Req] = []
+        if full:
+            if target not in b.allocated:
+                reqs.append(
+                    self._cmd(
+                        target,
+                        "buf_create",
+                        {"h": b.h, "size": b.size, "flags": b.flags},
+                        data=payload,
+                    )
+                )
+                b.allocated.add(target)
+            else:
+                reqs.append(
+                    self._cmd(target, "buf_write", {"h": b.h, "off": 0, "n": n}, data=payload)
+                )
+        else:
+            reqs.extend(self._ensure_on(b, target))
+            reqs.append(
+                self._cmd(target, "buf_write", {"h": b.h, "off": offset, "n": n}, data=payload)
+            )
+        b.valid = {target}
+        b.host_valid = full
+        b.host = payload if full else None
+        ev = RemoteEvent(self, reqs)
+        if blocking:
+            ev.wait()
+        return ev
+
+    def enqueue_read(
+        self,
+        b: RemoteBuffer,
+        out: Any = None,
+        offset: int = 0,
+        size: int | None = None,
+        blocking: bool = True,
+    ) -> tuple[Any, RemoteEvent]:
+        """clEnqueueReadBuffer into ``out`` (a writable buffer; a new bytearray if None)."""
+        n = b.size - offset if size is None else int(size)
+        if offset < 0 or n <= 0 or offset + n > b.size:
+            raise ClprojError("read outside the buffer", f"buffer has {b.size} bytes")
+        if out is None:
+            out = bytearray(n)
+        dst = memoryview(out).cast("B")
+        if len(dst) < n:
+            raise ClprojError("read destination too small", f"need {n} bytes")
+        if b.host_valid or not b.valid:
+            if b.host_valid:
+                dst[:n] = memoryview(b.host)[offset : offset + n]
+            return out, RemoteEvent(self, [])
+        full = offset == 0 and n == b.size
+
+        def done(frame: Any) -> None:
+            mv = frame.buffer
+            dst[:n] = mv
+            if full:
+                b.host, b.host_valid = mv, True
+
+        src = self._home(b)
+        assert src is not None
+        req = self._cmd(src, "buf_read", {"h": b.h, "off": offset, "n": n}, on_done=done)
+        req.reissue = lambda dev: self._cmd(
+            dev, "buf_read", {"h": b.h, "off": offset, "n": n}, on_done=done
+        )
+        ev = RemoteEvent(self, [req])
+        if blocking:
+            ev.wait()
+        return out, ev
+
+    def enqueue_fill(
+        self, b: RemoteBuffer, pattern: bytes, offset: int = 0, size: int | None = None
+    ) -> RemoteEvent:
+        n = b.size - offset if size is None else size
+        self._record(("fill", b.h, bytes(pattern), offset, n), 0, [b.h])
+        dev = self._home(b) or self._default_target()
+        reqs = self._ensure_on(b, dev)
+        reqs.append(
+            self._cmd(dev, "buf_fill", {"h": b.h, "pattern": bytes(pattern), "off": offset, "n": n})
+        )
+        b.valid, b.host_valid, b.host = {dev}, False, None
+        return RemoteEvent(self, reqs)
+
+    def enqueue_copy_buffer(
+        self,
+        src: RemoteBuffer,
+        dst: RemoteBuffer,
+        size: int | None = None,
+        src_offset: int = 0,
+        dst_offset: int = 0,
+    ) -> RemoteEvent:
+        n = src.size - src_offset if size is None else size
+        self._record(("copy", src.h, dst.h, src_offset, dst_offset, n), 0, [src.h, dst.h])
+        dev = self._home(src) or self._home(dst) or self._default_target()
+        reqs = self._ensure_on(src, dev) + self._ensure_on(dst, dev)
+        reqs.append(
+            self._cmd(
+                dev,
+                "buf_copy",
+                {"src": src.h, "dst": dst.h, "soff": src_offset, "doff": dst_offset, "n": n},
+            )
+        )
+        dst.valid, dst.host_valid, dst.host = {dev}, False, None
+        return RemoteEvent(self, reqs)
+
+    def map_buffer(self, b: RemoteBuffer, offset: int = 0, size: int | None = None) -> bytearray:
+        """clEnqueueMapBuffer (blocking): a host copy of the region; pair with unmap_buffer."""
+        out, _ = self.enqueue_read(b, offset=offset, size=size, blocking=True)
+        return out
+
+    def unmap_buffer(
+        self, b: RemoteBuffer, mapped: Any, offset: int = 0, write: bool = True
+    ) -> RemoteEvent:
+        """clEnqueueUnmapMemObject: a region mapped for writing is written back."""
+        if not write:
+            return RemoteEvent(self, [])
+        return self.enqueue_write(b, mapped, offset=offset, blocking=False)
+
+    def _wire_args(self, k: RemoteKernel) -> list[list[Any]]:
+        n = max(k.args) + 1 if k.args else 0
+        out: list[list[Any]] = []
+        for i in range(n):
+            if i not in k.args:
+                raise ClprojError(
+                    f"kernel {k.name}: argument {i} not set", "set every argument before launching"
+                )
+            v = k.args[i]
+            if isinstance(v, RemoteBuffer):
+                out.append(["b", v.h])
+            elif isinstance(v, LocalMemory):
+                out.append(["l", v.size])
+            elif v is None:
+                out.append(["n"])
+            else:
+                out.append(["s", v])
+        return out
+
+    def enqueue_launch(
+        self,
+        k: RemoteKernel,
+        gsize: Sequence[int],
+        lsize: Sequence[int] | None = None,
+        goff: Sequence[int] | None = None,
+        device: str | None = None,
+        key: str | None = None,
+    ) -> RemoteEvent:
+        """clEnqueueNDRangeKernel (non-blocking). ``device`` pins; else the broker places it."""
+        bufs = [v for v in k.args.values() if isinstance(v, RemoteBuffer)]
+        args = self._wire_args(k)
+        key = key or self.kernel_key(k, gsize)
+        entry = (
+            "launch",
+            k.program,
+            k.name,
+            args,
+            list(gsize),
+            list(lsize) if lsize else None,
+            list(goff) if goff else None,
+            key,
+        )
+        self._record(entry, 0, [b.h for b in bufs])
+        dev = device if device and device not in self.dead else self._place(key, bufs)
+        return RemoteEvent(self, self._launch_on(dev, entry, bufs))
+
+    def _launch_on(self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]) -> list[_Req]:
+        _, prog, name, args, gsize, lsize, goff, key = entry
+        self._ensure_built(prog, dev)
+        reqs: list[_Req] = []
+        for b in bufs:
+            reqs.extend(self._ensure_on(b, dev))
+        a: dict[str, Any] = {
+            "prog": prog.h,
+            "kernel": name,
+            "args": args,
+            "gsize": gsize,
+            "key": key,
+        }
+        if lsize:
+            a["lsize"] = lsize
+        if goff:
+            a["goff"] = goff
+        reqs.append(self._cmd(dev, "launch", a))
+        for b in bufs:
+            if not b.read_only:
+                b.valid, b.host_valid, b.host = {dev}, False, None
+        self.default_device = dev
+        return reqs
+
+    def _place(self, key: str, bufs: list[RemoteBuffer]) -> str:
+        ks = self._keys.setdefault(key, _KeyState())
+        now = time.monotonic()
+        if (
+            ks.dev is None
+            or ks.dev in self.dead
+            or ks.epoch != self.epoch
+            or ks.since_ask >= REASK_LAUNCHES
+            or now - ks.asked_at > REASK_S
+        ):
+            live = self._live()
+            move = {d: sum(b.size for b in bufs if d not in b.valid) for d in live}
+            fields: dict[str, Any] = {"key": key, "move": move, "remaining": max(1, ks.count)}
+            if ks.dev and ks.dev in live:
+                fields["current"] = ks.dev
+            h = self._broker_call("place", **fields)
+            self.epoch = max(self.epoch, h["epoch"])
+            if h["dev"] not in self.devices:
+                self.refresh_devices()
+            ks.dev, ks.epoch, ks.asked_at, ks.since_ask, ks.reason = (
+                h["dev"],
+                self.epoch,
+                now,
+                0,
+                h["reason"],
+            )
+            self.placements.append((key, h["dev"], h["reason"]))
+            del self.placements[:-100]
+        ks.count += 1
+        ks.since_ask += 1
+        return ks.dev  # type: ignore[return-value]
+
+    def post_projection(
+        self, key: str, times: dict[str, float | None], source: str = "client"
+    ) -> None:
+        """Give the broker a kernel's projected seconds per device (e.g. from runtime.projection)."""
+        self.sock.send(protocol.pack("projection", key=key, times=times, source=source))
+
+    def finish(self) -> None:
+        """clFinish: every command issued so far has completed."""
+        self._wait(list(self._pending.values()))
+
+    def release(self, obj: RemoteBuffer | RemoteProgram) -> None:
+        for dev in list(getattr(obj, "allocated", getattr(obj, "built_on", set()))):
+            if dev not in self.dead:
+                self._cmd(dev, "release", {"h": obj.h})
+        if isinstance(obj, RemoteBuffer):
+            obj.released = True
+            obj.allocated.clear()
+            obj.valid.clear()
+
+    def status(self) -> dict[str, Any]:
+        return self._broker_call("status")["status"]
+
+    def close(self) -> None:
+        try:
+            for dev in self._live():
+                self._cmd(dev, "release_all", {})
+            self.sock.send(protocol.pack("bye"))
+        finally:
+            self.sock.close(linger=200)
+
+    # ---- replay log & recovery -------------------------------------------------------
+    def _record(
+        self,
+        entry: tuple[Any, ...],
+        nbytes: int,
+        refs: list[int],
+        replaces: int | None = None,
+        data: bytes | None = None,
+    ) -> None:
+        if self._log_bytes + nbytes > self.log_limit_bytes or len(self._log) >= self.log_limit_ops:
+            self.checkpoint()  # before the new command is sent, so the log stays complete
+        if replaces is not None and replaces not in self._log_refs:
+            self._ckpt[replaces] = data  # a full overwrite before any logged use: no log entry
+            return
+        self._log.append(entry)
+        self._log_bytes += nbytes
+        self._log_refs.update(refs)
+
+    def checkpoint(self) -> None:
+        """Make the current state the recovery base: read every live buffer to the host."""
+        self.finish()
+        ckpt: dict[int, Any] = {}
+        for b in self.buffers.values():
+            if b.released:
+                continue
+            if not b.host_valid and b.valid:
+                self._fetch_host(b)
+            ckpt[b.h] = b.host if b.host_valid else None
+        self._ckpt, self._log, self._log_bytes, self._log_refs = ckpt, [], 0, set()
+        self.buffers = {h: b for h, b in self.buffers.items() if not b.released}
+
+    def _lost(self, devs: set[str]) -> None:
+        devs = {d for d in devs if d} - self.dead
+        if not devs:
+            return
+        if self._recovering:
+            self._lost_queue |= devs
+            return
+        self._recovering = True
+        try:
+            while devs:
+                self._recover(devs)
+                devs, self._lost_queue = self._lost_queue - self.dead, set()
+        finally:
+            self._recovering = False
+
+    def _recover(self, dead: set[str]) -> None:
+        """Re-execute everything since the checkpoint on a surviving device."""
+        log.warning("devices %s lost: replaying %d logged commands", sorted(dead), len(self._log))
+        self.recoveries += 1
+        self.dead |= dead
+        for d in dead:
+            self.devices.pop(d, None)
+        lost = {rid: r for rid, r in self._pending.items() if r.dev in dead}
+        for rid in lost:
+            del self._pending[rid]
+        for b in self.buffers.values():
+            b.valid -= dead
+            b.allocated -= dead
+        for ks in self._keys.values():
+            if ks.dev in dead:
+                ks.dev = None
+        if self.default_device in dead:
+            self.default_device = None
+        progs = {e[1] for e in self._log if e[0] == "launch"}
+        for p in progs:
+            p.built_on -= dead
+        target = self._default_target()
+        # 1. every buffer back to its checkpoint content on the target
+        reqs: list[_Req] = []
+        for b in self.buffers.values():
+            init = self._ckpt.get(b.h)
+            if target in b.allocated:
+                if init is not None:
+                    reqs.append(
+                        self._cmd(target, "buf_write", {"h": b.h, "off": 0, "n": b.size}, data=init)
+                    )
+            else:
+                reqs.append(
+                    self._cmd(
+                        target,
+                        "buf_create",
+                        {"h": b.h, "size": b.size, "flags": b.flags},
+                        data=init,
+                    )
+                )
+                b.allocated.add(target)
+        # 2. the log, in order
+        for e in self._log:
+            if e[0] == "write":
+                reqs.append(
+                    self._cmd(
+                        target, "buf_write", {"h": e[1], "off": e[2], "n": len(e[3])}, data=e[3]
+                    )
+                )
+            elif e[0] == "fill":
+                reqs.append(
+                    self._cmd(
+                        target, "buf_fill", {"h": e[1], "pattern": e[2], "off": e[3], "n": e[4]}
+                    )
+                )
+            elif e[0] == "copy":
+                reqs.append(
+                    self._cmd(
+                        target,
+                        "buf_copy",
+                        {"src": e[1], "dst": e[2], "soff": e[3], "doff": e[4], "n": e[5]},
+                    )
+                )
+            else:
+                _, prog, name, args, gsize, lsize, goff, key = e
+                self._ensure_built(prog, target)
+                a: dict[str, Any] = {
+                    "prog": prog.h,
+                    "kernel": name,
+                    "args": args,
+                    "gsize": gsize,
+                    "key": key,
+                }
+                if lsize:
+                    a["lsize"] = lsize
+                if goff:
+                    a["goff"] = goff
+                reqs.append(self._cmd(target, "launch", a))
+        self._wait(reqs)
+        for b in self.buffers.values():
+            if not b.released:
+                b.valid.add(target)
+        # 3. lost reads are read again from the target; other lost commands were replayed
+        again = []
+        for r in lost.values():
+            if r.reissue is not None:
+                nr = r.reissue(target)
+                again.append((r, nr))
+            else:
+                r.done = True
+        for r, nr in again:
+            self._wait([nr])
+            r.done = True

@@ -1,0 +1,452 @@
+"""A cluster node: runs clients' OpenCL commands on this machine's real devices.
+
+Why asynchronous in one thread: commands are enqueued on an in-order profiling queue per
+device as soon as they arrive and the reply is sent when the command's OpenCL event
+completes, so the socket keeps serving (heartbeats, other clients) while kernels run.
+Completion is signalled by OpenCL event callbacks writing to a pipe the poller watches
+(low latency, no busy polling); a 2 ms poll is the safety net. Write data arrives as a
+zero-copy zmq frame whose buffer goes straight to ``clEnqueueWriteBuffer``; read data
+leaves as a numpy array sent without copying.
+
+Objects are keyed by (client identity, client handle), so a client that reconnects
+(broker restart) keeps its buffers, and one client cannot touch another's objects.
+Built programs are cached per device by source + options so replays and migrations do
+not recompile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from runtime import protocol
+from runtime.keys import Keys, make_client
+
+log = logging.getLogger("clproj.node")
+
+HEARTBEAT_S = 0.5
+READ_ONLY_FLAGS_MASK = 0b111  # CL_MEM_READ_WRITE | WRITE_ONLY | READ_ONLY
+
+
+def spec_profile(dev: Any) -> dict[str, Any]:
+    """A minimal device profile from what OpenCL reports, marked as spec-derived.
+
+    Used when no measured ``clproj.device-profile`` file matches the device. Peak fp32 is
+    compute units x clock x SIMD lanes; transfer rates are nominal guesses (PCIe 4 x16 for
+    GPUs, memcpy-class for CPUs). Placement only needs their ratios and magnitudes.
+    """
+    is_gpu = bool(dev.type & 4)  # CL_DEVICE_TYPE_GPU
+    lanes = int(getattr(dev, "preferred_vector_width_float", 1) or 1)
+    bw = 25e9 if is_gpu else 8e9
+    cu = int(dev.max_compute_units)
+    mhz = int(dev.max_clock_frequency)
+    return {
+        "format": "clproj.device-profile",
+        "version": 1,
+        "key": dev.name.strip()[:60],
+        "identity": {
+            "name": dev.name.strip(),
+            "vendor": dev.vendor.strip(),
+            "kind": "GPU" if is_gpu else "CPU",
+        },
+        "source": {"kind": "spec", "host": socket.gethostname(), "tool": "clproj node"},
+        "compute_units": cu,
+        "clock_mhz": mhz,
+        "warp_width": lanes,
+        "throughput": {"fp32_fma": float(cu * mhz * 1e6 * lanes)},
+        "transfer": {"h2d_bytes_per_s": bw, "d2h_bytes_per_s": bw},
+        "provenance": {
+            "throughput.fp32_fma": "derived: compute_units*clock*simd",
+            "transfer": "spec",
+        },
+    }
+
+
+def load_profile(dev: Any, profiles_dir: Path | None) -> dict[str, Any]:
+    """A measured profile whose identity.name matches the device, else :func:`spec_profile`."""
+    if profiles_dir and profiles_dir.is_dir():
+        for p in sorted(profiles_dir.glob("*.json")):
+            try:
+                prof = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+            if (
+                prof.get("format") == "clproj.device-profile"
+                and (prof.get("identity") or {}).get("name") == dev.name.strip()
+            ):
+                return prof
+    return spec_profile(dev)
+
+
+@dataclass
+class _Dev:
+    index: int
+    device: Any
+    ctx: Any
+    queue: Any
+    pending: int = 0
+
+
+@dataclass
+class _Pending:
+    event: Any
+    client: bytes
+    rid: int
+    dev: _Dev
+    kind: str
+    keep: list[Any] = field(default_factory=list)
+    out: Any = None
+
+
+class Node:
+    """Connects to the broker, registers devices, serves commands; bounded by ``until``."""
+
+    def __init__(
+        self,
+        broker: str,
+        keys: Keys | None = None,
+        name: str | None = None,
+        ctx: zmq.Context | None = None,
+        profiles_dir: Path | None = None,
+        device_filter: str | None = None,
+    ) -> None:
+        import pyopencl as cl
+
+        from devices.discovery import opencl_devices
+
+        self.cl = cl
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.ctx = ctx or zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        protocol.secure_socket_options(self.sock)
+        self.sock.setsockopt(zmq.ROUTING_ID, self.name.encode()[:200])
+        self.sock.setsockopt(zmq.SNDHWM, 10000)
+        self.sock.setsockopt(zmq.RCVHWM, 10000)
+        self.sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        if keys:
+            make_client(self.sock, keys)
+        self.sock.connect(broker)
+        devs = opencl_devices()
+        if device_filter:
+            devs = [d for d in devs if device_filter.lower() in d.name.lower()]
+        self.devs: list[_Dev] = []
+        self.descr: list[dict[str, Any]] = []
+        for i, d in enumerate(devs):
+            c = cl.Context([d])
+            q = cl.CommandQueue(c, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            self.devs.append(_Dev(i, d, c, q))
+            self.descr.append({"name": d.name.strip(), "profile": load_profile(d, profiles_dir)})
+        self.objects: dict[tuple[bytes, int, int], Any] = {}
+        self.kernels: dict[tuple[bytes, int, int, str], Any] = {}
+        self.prog_cache: dict[tuple[int, str], Any] = {}
+        self.pending: deque[_Pending] = deque()
+        self.rejects = 0
+        self.served = 0
+        self._rfd, self._wfd = os.pipe()
+        os.set_blocking(self._rfd, False)
+        os.set_blocking(self._wfd, False)
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ---- protocol --------------------------------------------------------------------
+    def register(self) -> None:
+        self.sock.send(
+            protocol.pack(
+                "register",
+                node=self.name,
+                host=socket.gethostname(),
+                devices=self.descr,
+                pid=os.getpid(),
+            )
+        )
+
+    def _heartbeat(self) -> None:
+        load = {str(d.index): d.pending for d in self.devs}
+        self.sock.send(
+            protocol.pack("heartbeat", node=self.name, load=load, inflight=len(self.pending))
+        )
+
+    def _reply(
+        self,
+        client: bytes,
+        rid: int,
+        ok: bool = True,
+        err: str | None = None,
+        res: dict[str, Any] | None = None,
+        data: Any = None,
+    ) -> None:
+        fields: dict[str, Any] = {"id": rid, "ok": ok}
+        if err is not None:
+            fields["err"] = err[:2000]
+        if res is not None:
+            fields["res"] = res
+        frames: list[Any] = [client, protocol.pack("reply", **fields)]
+        if data is not None:
+            frames.append(data)
+        self.sock.send_multipart(frames, copy=False)
+
+    def run(self, until: float | None = None) -> None:
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self._rfd, zmq.POLLIN)
+        self.register()
+        next_hb = time.monotonic() + HEARTBEAT_S
+        try:
+            while not self._stop.is_set() and (until is None or time.time() < until):
+                timeout = 2 if self.pending else 100
+                events = dict(poller.poll(timeout))
+                if self._rfd in events:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._rfd, 4096)
+                if self.sock in events:
+                    for _ in range(1000):
+                        try:
+                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        except zmq.Again:
+                            break
+                        try:
+                            self._handle(frames)
+                        except Exception as exc:  # never let one message stop the node
+                            self._reject(f"internal error {type(exc).__name__}: {exc}")
+                            log.exception("node failed on a message")
+                if self.pending:
+                    self._complete()
+                now = time.monotonic()
+                if now >= next_hb:
+                    self._heartbeat()
+                    next_hb = now + HEARTBEAT_S
+        finally:
+            for d in self.devs:
+                with contextlib.suppress(Exception):
+                    d.queue.finish()
+            self.sock.close(0)
+            os.close(self._rfd)
+            os.close(self._wfd)
+
+    def _wake(self, _status: int) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wfd, b"x")
+
+    def _complete(self) -> None:
+        """Reply to finished commands, oldest first (per-device queues are in order)."""
+        cl = self.cl
+        remaining: deque[_Pending] = deque()
+        while self.pending:
+            p = self.pending.popleft()
+            try:
+                st = p.event.command_execution_status
+            except Exception as exc:
+                st = -1
+                log.warning("event status failed: %s", exc)
+            if st > 0:
+                remaining.append(p)
+                continue
+            p.dev.pending -= 1
+            if st < 0:
+                self._reply(p.client, p.rid, ok=False, err=f"{p.kind} failed with status {st}")
+                continue
+            res: dict[str, Any] = {}
+            if p.kind == "launch":
+                with contextlib.suppress(cl.Error):
+                    res["t"] = (p.event.profile.end - p.event.profile.start) * 1e-9
+            self._reply(p.client, p.rid, res=res, data=p.out)
+        self.pending = remaining
+
+    def _enqueued(
+        self,
+        event: Any,
+        client: bytes,
+        rid: int,
+        dev: _Dev,
+        kind: str,
+        keep: list[Any] | None = None,
+        out: Any = None,
+    ) -> None:
+        dev.pending += 1
+        self.pending.append(_Pending(event, client, rid, dev, kind, keep or [], out))
+        with contextlib.suppress(Exception):  # without it the 2 ms poll still completes it
+            event.set_callback(self.cl.command_execution_status.COMPLETE, self._wake)
+
+    def _reject(self, why: str) -> None:
+        self.rejects += 1
+        if self.rejects <= 20 or self.rejects % 1000 == 0:
+            log.warning("node %s rejected command #%d: %s", self.name, self.rejects, why)
+
+    def _handle(self, frames: list[Any]) -> None:
+        if len(frames) == 1:  # broker control message
+            try:
+                h, _ = protocol.decode(frames)
+            except protocol.ProtocolError as exc:
+                self._reject(str(exc))
+                return
+            if h["t"] == "reregister":
+                self.register()
+            return
+        if len(frames) < 2:
+            self._reject("short message")
+            return
+        client = frames[0].bytes
+        try:
+            h, data = protocol.decode(frames[1:])
+            if h["t"] != "cmd":
+                raise protocol.ProtocolError(f"node takes cmd, not {h['t']}")
+        except protocol.ProtocolError as exc:
+            self._reject(str(exc))
+            return
+        rid = h["id"]
+        try:
+            dev = self._device(h["dev"])
+            self._execute(client, rid, dev, h["op"], h["a"], data)
+            self.served += 1
+        except (protocol.ProtocolError, KeyError, ValueError) as exc:
+            self._reject(str(exc))
+            self._reply(client, rid, ok=False, err=f"rejected: {exc}")
+        except self.cl.Error as exc:
+            self._reply(client, rid, ok=False, err=f"OpenCL error: {exc}")
+
+    def _device(self, did: str) -> _Dev:
+        node, _, idx = did.rpartition("/")
+        if node != self.name or not idx.isdigit() or int(idx) >= len(self.devs):
+            raise protocol.ProtocolError(f"device {did!r} is not on node {self.name}")
+        return self.devs[int(idx)]
+
+    def _obj(self, client: bytes, dev: _Dev, h: int, kind: type) -> Any:
+        o = self.objects.get((client, dev.index, h))
+        if not isinstance(o, kind):
+            raise KeyError(f"no {kind.__name__} with handle {h}")
+        return o
+
+    def _execute(
+        self, client: bytes, rid: int, dev: _Dev, op: str, a: dict[str, Any], data: list[Any]
+    ) -> None:
+        cl = self.cl
+        import numpy as np
+
+        q = dev.queue
+        if op == "buf_create":
+            size = a["size"]
+            if size > dev.device.max_mem_alloc_size:
+                raise ValueError(f"buffer of {size} bytes exceeds the device's max allocation")
+            flags = a["flags"] & READ_ONLY_FLAGS_MASK or cl.mem_flags.READ_WRITE
+            buf = cl.Buffer(dev.ctx, flags, size)
+            self.objects[(client, dev.index, a["h"])] = buf
+            if data:
+                mv = data[0].buffer
+                if len(mv) != size:
+                    raise ValueError("initial data size differs from buffer size")
+                ev = cl.enqueue_copy(q, buf, mv, is_blocking=False)
+                self._enqueued(ev, client, rid, dev, "write", keep=[data[0]])
+            else:
+                self._reply(client, rid)
+        elif op == "buf_write":
+            buf = self._obj(client, dev, a["h"], cl.Buffer)
+            mv = data[0].buffer
+            if len(mv) != a["n"] or a["off"] + a["n"] > buf.size:
+                raise ValueError("write outside the buffer")
+            ev = cl.enqueue_copy(q, buf, mv, dst_offset=a["off"], is_blocking=False)
+            self._enqueued(ev, client, rid, dev, "write", keep=[data[0]])
+        elif op == "buf_read":
+            buf = self._obj(client, dev, a["h"], cl.Buffer)
+            if a["off"] + a["n"] > buf.size or a["n"] == 0:
+                raise ValueError("read outside the buffer")
+            out = np.empty(a["n"], dtype=np.uint8)
+            ev = cl.enqueue_copy(q, out, buf, src_offset=a["off"], is_blocking=False)
+            self._enqueued(ev, client, rid, dev, "read", out=out)
+        elif op == "buf_copy":
+            src = self._obj(client, dev, a["src"], cl.Buffer)
+            dst = self._obj(client, dev, a["dst"], cl.Buffer)
+            if a["soff"] + a["n"] > src.size or a["doff"] + a["n"] > dst.size or a["n"] == 0:
+                raise ValueError("copy outside the buffers")
+            ev = cl.enqueue_copy(
+                q, dst, src, byte_count=a["n"], src_offset=a["soff"], dst_offset=a["doff"]
+            )
+            self._enqueued(ev, client, rid, dev, "copy")
+        elif op == "buf_fill":
+            buf = self._obj(client, dev, a["h"], cl.Buffer)
+            pat = a["pattern"]
+            if a["off"] + a["n"] > buf.size or a["n"] % len(pat) or a["off"] % len(pat):
+                raise ValueError("fill outside the buffer or not a multiple of the pattern")
+            ev = cl.enqueue_fill_buffer(q, buf, np.frombuffer(pat, np.uint8), a["off"], a["n"])
+            self._enqueued(ev, client, rid, dev, "fill")
+        elif op == "prog_build":
+            key = (dev.index, hashlib.sha256((a["src"] + "\0" + a["opts"]).encode()).hexdigest())
+            prog = self.prog_cache.get(key)
+            if prog is None:
+                try:
+                    prog = cl.Program(dev.ctx, a["src"]).build(options=a["opts"])
+                except cl.Error as exc:
+                    self._reply(client, rid, ok=False, err=f"build failed: {str(exc)[:1800]}")
+                    return
+                self.prog_cache[key] = prog
+            self.objects[(client, dev.index, a["h"])] = prog
+            self._reply(client, rid)
+        elif op == "launch":
+            self._launch(client, rid, dev, a)
+        elif op == "finish":
+            ev = cl.enqueue_marker(q)
+            self._enqueued(ev, client, rid, dev, "finish")
+        elif op == "release":
+            self.objects.pop((client, dev.index, a["h"]), None)
+            for k in [k for k in self.kernels if k[:3] == (client, dev.index, a["h"])]:
+                del self.kernels[k]
+            self._reply(client, rid)
+        elif op == "release_all":
+            for k in [k for k in self.objects if k[0] == client]:
+                del self.objects[k]
+            for k in [k for k in self.kernels if k[0] == client]:
+                del self.kernels[k]
+            self._reply(client, rid)
+
+    def _launch(self, client: bytes, rid: int, dev: _Dev, a: dict[str, Any]) -> None:
+        cl = self.cl
+        kkey = (client, dev.index, a["prog"], a["kernel"])
+        kern = self.kernels.get(kkey)
+        if kern is None:
+            prog = self._obj(client, dev, a["prog"], cl.Program)
+            if prog.get_info(cl.program_info.CONTEXT) != dev.ctx:
+                raise ValueError("program was built for another device")
+            kern = cl.Kernel(prog, a["kernel"])
+            self.kernels[kkey] = kern
+        if len(a["args"]) != kern.num_args:
+            raise ValueError(
+                f"kernel {a['kernel']} takes {kern.num_args} arguments, got {len(a['args'])}"
+            )
+        for i, arg in enumerate(a["args"]):
+            kind = arg[0]
+            if kind == "b":
+                kern.set_arg(i, self._obj(client, dev, arg[1], cl.Buffer))
+            elif kind == "s":
+                kern.set_arg(i, arg[1])
+            elif kind == "l":
+                kern.set_arg(i, cl.LocalMemory(max(1, arg[1])))
+            else:
+                kern.set_arg(i, None)
+        ev = cl.enqueue_nd_range_kernel(
+            dev.queue,
+            kern,
+            tuple(a["gsize"]),
+            tuple(a["lsize"]) if a.get("lsize") else None,
+            tuple(a["goff"]) if a.get("goff") else None,
+        )
+        self._enqueued(ev, client, rid, dev, "launch")
+
+
+def serve_in_thread(node: Node, until: float | None = None) -> threading.Thread:
+    th = threading.Thread(target=node.run, kwargs={"until": until}, name="clproj-node", daemon=True)
+    th.start()
+    return th
