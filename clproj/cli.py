@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "devices.cli",
     "benchmarks.cli",
     "clproj.doctor",
+    "intercept.cli",
 ]
 
 

@@ -1,0 +1,277 @@
+"""``clproj run``, ``clproj records``, ``clproj replay``: the intercept package's commands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from clproj.console import emit_json, print_table
+from clproj.errors import ClprojError
+
+MODES = ("observe", "project", "route")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run an unmodified OpenCL app with the interception shim",
+        description="Launch CMD with the clproj shim preloaded; print a per-kernel summary "
+        "(launches, device time, device) when it exits. The app's output is unchanged.",
+    )
+    p.add_argument("--mode", choices=MODES, default="observe", help="observe (default), project, route")
+    p.add_argument("--record", metavar="DIR", help="write launch records (msgpack + blobs) to DIR")
+    p.add_argument(
+        "--which",
+        choices=("first", "all"),
+        default="first",
+        help="record the first launch of each distinct signature (default) or every launch",
+    )
+    p.add_argument(
+        "--kernel", action="append", metavar="NAME", help="record only these kernels (repeatable)"
+    )
+    p.add_argument(
+        "--verify", action="store_true", help="also store post-launch buffers (for replay --verify)"
+    )
+    p.add_argument("--json", action="store_true", help="summary as JSON on stdout (after the app's output)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    p.set_defaults(func=run_cmd)
+
+    p = subparsers.add_parser("records", help="list the launch records in DIR")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=records_cmd)
+
+    p = subparsers.add_parser(
+        "replay",
+        help="replay a launch record on an OpenCL device",
+        description="Run the recorded launch again on any OpenCL device; with --verify, check "
+        "that its output buffers equal the outputs observed when recording.",
+    )
+    p.add_argument("record", metavar="RECORD", help="a .clrec file")
+    p.add_argument("--device", default=None, metavar="N", help="device index or name (clproj devices)")
+    p.add_argument("--verify", action="store_true", help="compare outputs with the recorded ones")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=replay_cmd)
+
+
+def shim_environment(
+    mode: str = "observe",
+    record: str | None = None,
+    which: str = "first",
+    kernels: list[str] | None = None,
+    verify: bool = False,
+    summary_file: str | None = None,
+) -> dict[str, str]:
+    """Environment that preloads the shim into a child process (also used by tests)."""
+    from clproj.native import shim_library
+
+    env = dict(os.environ)
+    lib = shim_library()
+    env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    # The embedded interpreter of a C app knows neither the repo nor the venv.
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [repo, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["CLPROJ_MODE"] = mode
+    for key in ("CLPROJ_RECORD_DIR", "CLPROJ_RECORD_KERNELS", "CLPROJ_VERIFY", "CLPROJ_SUMMARY_FILE"):
+        env.pop(key, None)
+    if record:
+        env["CLPROJ_RECORD_DIR"] = os.path.abspath(record)
+    env["CLPROJ_RECORD_WHICH"] = which
+    if kernels:
+        env["CLPROJ_RECORD_KERNELS"] = ",".join(kernels)
+    if verify:
+        env["CLPROJ_VERIFY"] = "1"
+    if summary_file:
+        env["CLPROJ_SUMMARY_FILE"] = summary_file
+    if mode == "project":
+        hooks = [h for h in env.get("CLPROJ_HOOKS", "").split(",") if h]
+        env["CLPROJ_HOOKS"] = ",".join(hooks + [PROJECT_HOOK])
+    return env
+
+
+# The projection package plugs in here (intercept.hooks): called with each new record.
+PROJECT_HOOK = "runtime.shim_hook:on_record"
+
+
+def read_summary(path: str) -> list[dict]:
+    rows: dict[tuple[str, str], dict] = {}
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 5:
+                continue
+            name, device, launches, timed, total = parts
+            row = rows.setdefault(
+                (name, device),
+                {"kernel": name, "device": device, "launches": 0, "timed": 0, "total_ns": 0},
+            )
+            row["launches"] += int(launches)
+            row["timed"] += int(timed)
+            row["total_ns"] += int(total)
+    out = sorted(rows.values(), key=lambda r: -r["total_ns"])
+    for r in out:
+        r["mean_ns"] = r["total_ns"] / r["timed"] if r["timed"] else None
+    return out
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise ClprojError("no command given", "usage: clproj run [--mode observe] -- CMD ARGS...")
+    if args.mode == "route":
+        raise ClprojError(
+            "--mode route is not available yet (the broker is not part of this build)",
+            "use --mode observe (or project) for now",
+        )
+    if args.mode == "project":
+        import importlib.util
+
+        if importlib.util.find_spec(PROJECT_HOOK.split(":")[0]) is None:
+            print(
+                "clproj: projection is not available yet; --mode project records first launches only",
+                file=sys.stderr,
+            )
+    if args.record:
+        os.makedirs(args.record, exist_ok=True)
+        if not os.access(args.record, os.W_OK):
+            print(f"clproj: warning: {args.record} is not writable; no records will be written", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
+        summary = os.path.join(tmp, "summary.tsv")
+        env = shim_environment(
+            args.mode, args.record, args.which, args.kernel, args.verify, summary
+        )
+        try:
+            rc = subprocess.call(cmd, env=env)
+        except FileNotFoundError:
+            raise ClprojError(f"command not found: {cmd[0]}", "check the command after --") from None
+        rows = read_summary(summary)
+    if args.json:
+        emit_json({"exit_code": rc, "kernels": rows, "record_dir": args.record})
+        return rc
+    sys.stdout.flush()
+    if rows:
+        print_table(
+            ["kernel", "launches", "total ms", "mean us", "device"],
+            [
+                (
+                    r["kernel"],
+                    r["launches"],
+                    r["total_ns"] / 1e6,
+                    None if r["mean_ns"] is None else r["mean_ns"] / 1e3,
+                    r["device"],
+                )
+                for r in rows
+            ],
+            title=f"clproj {args.mode}: kernels of {os.path.basename(cmd[0])}",
+        )
+    else:
+        print("clproj: no kernel launches seen", file=sys.stderr)
+    if args.record:
+        from intercept.record import list_records
+
+        try:
+            n = len(list_records(args.record))
+        except ClprojError:
+            n = 0
+        print(f"clproj: {n} launch record(s) in {args.record}", file=sys.stderr)
+    return rc
+
+
+def records_cmd(args: argparse.Namespace) -> int:
+    from intercept.record import list_records, load
+
+    rows = []
+    for path in list_records(args.dir):
+        try:
+            r = load(path)
+        except ClprojError as exc:
+            rows.append({"path": path, "error": exc.cause})
+            continue
+        rows.append(
+            {
+                "path": path,
+                "id": r.id,
+                "kernel": r.kernel,
+                "global_size": r.global_size,
+                "local_size": r.local_size,
+                "args": len(r.args),
+                "device": r.device.get("name", ""),
+                "measured_time_ns": r.measured_time_ns,
+                "emulatable": r.emulatable,
+                "reason": r.not_emulatable_reason,
+                "verify": r.outputs is not None,
+                "signature": r.signature[:12],
+            }
+        )
+    if args.json:
+        emit_json({"records": rows})
+        return 0
+    print_table(
+        ["record", "kernel", "global", "local", "time us", "emulatable", "verify", "device"],
+        [
+            (
+                os.path.basename(r["path"]),
+                r.get("kernel", r.get("error")),
+                "x".join(map(str, r["global_size"])) if "global_size" in r else "",
+                "x".join(map(str, r["local_size"])) if r.get("local_size") else "NULL",
+                None if r.get("measured_time_ns") is None else r["measured_time_ns"] / 1e3,
+                "yes" if r.get("emulatable") else (r.get("reason") or "no"),
+                "yes" if r.get("verify") else "",
+                r.get("device", ""),
+            )
+            for r in rows
+        ],
+        title=f"{len(rows)} launch record(s) in {args.dir}",
+    )
+    return 0
+
+
+def replay_cmd(args: argparse.Namespace) -> int:
+    from intercept.record import load
+    from intercept.replay import replay
+
+    rec = load(args.record)
+    device = None
+    if args.device is not None:
+        from devices.discovery import select_device
+
+        device = select_device(int(args.device) if args.device.isdigit() else args.device)
+    res = replay(rec, device, check_outputs=args.verify)
+    out = {
+        "record": args.record,
+        "kernel": rec.kernel,
+        "device": res.device,
+        "time_ns": res.time_ns,
+        "recorded_time_ns": rec.measured_time_ns,
+        "matches": res.matches,
+        "mismatched_args": res.mismatched,
+    }
+    if args.json:
+        emit_json(out)
+    else:
+        print_table(
+            ["kernel", "device", "replay us", "recorded us", "outputs"],
+            [
+                (
+                    rec.kernel,
+                    res.device,
+                    None if res.time_ns is None else res.time_ns / 1e3,
+                    None if rec.measured_time_ns is None else rec.measured_time_ns / 1e3,
+                    {True: "match", False: f"DIFFER (args {res.mismatched})", None: "not checked"}[
+                        res.matches
+                    ],
+                )
+            ],
+        )
+    return 0 if res.matches is not False else 1
