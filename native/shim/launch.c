@@ -144,7 +144,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
             ki->stat_device = dev;
         }
         stat = ki->stat_idx;
-        if (clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
+        if (qi && clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
             name_selected(ki->name)) {
             if (clproj_cfg.which_all) {
                 record = 1;
