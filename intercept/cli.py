@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Launch CMD with the clproj shim preloaded; print a per-kernel summary "
         "(launches, device time, device) when it exits. The app's output is unchanged.",
     )
-    p.add_argument("--mode", choices=MODES, default="observe", help="observe (default), project, route")
+    p.add_argument(
+        "--mode", choices=MODES, default="observe", help="observe (default), project, route"
+    )
     p.add_argument("--record", metavar="DIR", help="write launch records (msgpack + blobs) to DIR")
     p.add_argument(
         "--which",
@@ -36,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--verify", action="store_true", help="also store post-launch buffers (for replay --verify)"
     )
-    p.add_argument("--json", action="store_true", help="summary as JSON on stdout (after the app's output)")
+    p.add_argument(
+        "--json", action="store_true", help="summary as JSON on stdout (after the app's output)"
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
 
@@ -52,7 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "that its output buffers equal the outputs observed when recording.",
     )
     p.add_argument("record", metavar="RECORD", help="a .clrec file")
-    p.add_argument("--device", default=None, metavar="N", help="device index or name (clproj devices)")
+    p.add_argument(
+        "--device", default=None, metavar="N", help="device index or name (clproj devices)"
+    )
     p.add_argument("--verify", action="store_true", help="compare outputs with the recorded ones")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=replay_cmd)
@@ -79,7 +85,12 @@ def shim_environment(
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env["CLPROJ_MODE"] = mode
-    for key in ("CLPROJ_RECORD_DIR", "CLPROJ_RECORD_KERNELS", "CLPROJ_VERIFY", "CLPROJ_SUMMARY_FILE"):
+    for key in (
+        "CLPROJ_RECORD_DIR",
+        "CLPROJ_RECORD_KERNELS",
+        "CLPROJ_VERIFY",
+        "CLPROJ_SUMMARY_FILE",
+    ):
         env.pop(key, None)
     if record:
         env["CLPROJ_RECORD_DIR"] = os.path.abspath(record)
@@ -145,7 +156,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.record:
         os.makedirs(args.record, exist_ok=True)
         if not os.access(args.record, os.W_OK):
-            print(f"clproj: warning: {args.record} is not writable; no records will be written", file=sys.stderr)
+            print(
+                f"clproj: warning: {args.record} is not writable; no records will be written",
+                file=sys.stderr,
+            )
     with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
         summary = os.path.join(tmp, "summary.tsv")
         env = shim_environment(
@@ -154,7 +168,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         try:
             rc = subprocess.call(cmd, env=env)
         except FileNotFoundError:
-            raise ClprojError(f"command not found: {cmd[0]}", "check the command after --") from None
+            raise ClprojError(
+                f"command not found: {cmd[0]}", "check the command after --"
+            ) from None
         rows = read_summary(summary)
     if args.json:
         emit_json({"exit_code": rc, "kernels": rows, "record_dir": args.record})

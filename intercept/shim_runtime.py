@@ -51,7 +51,11 @@ def _device_info(ffi, lib, device) -> dict:
         return {}
     buf = ffi.new("char[]", 512)
     out = {}
-    for key, param in (("name", CL_DEVICE_NAME), ("vendor", CL_DEVICE_VENDOR), ("driver", CL_DRIVER_VERSION)):
+    for key, param in (
+        ("name", CL_DEVICE_NAME),
+        ("vendor", CL_DEVICE_VENDOR),
+        ("driver", CL_DRIVER_VERSION),
+    ):
         lib.clproj_device_str(device, param, buf, 512)
         out[key] = ffi.string(buf).decode(errors="replace").strip()
     t = int(lib.clproj_device_type(device))
@@ -154,7 +158,10 @@ def install(ffi, lib) -> None:
 
         return handler
 
-    @ffi.def_extern(onerror=onerror("start"))
+    def start_failed(exc_type, exc, tb):
+        _log_once("start", f"recording disabled, calls pass through unchanged: {exc!r}")
+
+    @ffi.def_extern(onerror=start_failed)
     def clproj_py_start():
         if os.environ.get("CLPROJ_FAULT") == "start":
             raise RuntimeError("injected fault (CLPROJ_FAULT=start)")

@@ -27,8 +27,16 @@ def c_app(tmp_path_factory):
         exe = str(out / name)
         if not os.path.exists(exe):
             subprocess.run(
-                ["gcc", "-O1", "-Wall", "-o", exe, os.path.join(C_APPS, name + ".c"),
-                 "-lOpenCL", "-lpthread"],
+                [
+                    "gcc",
+                    "-O1",
+                    "-Wall",
+                    "-o",
+                    exe,
+                    os.path.join(C_APPS, name + ".c"),
+                    "-lOpenCL",
+                    "-lpthread",
+                ],
                 check=True,
             )
         return exe
@@ -155,7 +163,7 @@ prg.img(q, (8,), None, im, ob); q.finish()
 o = np.empty(32, np.float32); cl.enqueue_copy(q, o, ob); print("img", float(o.sum()))
 '''
 
-HOOK = '''
+HOOK = """
 import pyopencl as cl
 seen = []
 def on_record(record):
@@ -164,7 +172,7 @@ def on_record(record):
     cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64).release()
     with open(record.path + ".hooked", "w") as f:
         f.write(record.kernel)
-'''
+"""
 
 
 def test_pyopencl_app(tmp_path):
@@ -175,7 +183,9 @@ def test_pyopencl_app(tmp_path):
     os.environ["PYTHONPATH"] = str(tmp_path)
     try:
         plain, _ = run([sys.executable, str(script), "50"], tmp_path, shim=False)
-        p, rows = run([sys.executable, str(script), "50"], tmp_path, record=str(tmp_path / "r"), verify=True)
+        p, rows = run(
+            [sys.executable, str(script), "50"], tmp_path, record=str(tmp_path / "r"), verify=True
+        )
     finally:
         os.environ.pop("CLPROJ_HOOKS")
         os.environ.pop("PYTHONPATH")
@@ -198,17 +208,29 @@ def test_cli_commands(c_app, tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO)
     cli = [sys.executable, "-m", "clproj.cli"]
     rec = str(tmp_path / "rec")
-    p = subprocess.run(cli + ["run", "--json", "--record", rec, "--verify", "--", app, "3", "1"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run(
+        cli + ["run", "--json", "--record", rec, "--verify", "--", app, "3", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout[p.stdout.index("{"):])
+    out = json.loads(p.stdout[p.stdout.index("{") :])
     assert {k["kernel"] for k in out["kernels"]} == {"scale", "rev", "one", "twice"}
     p = subprocess.run(cli + ["records", "--json", rec], capture_output=True, text=True, env=env)
     records = json.loads(p.stdout)["records"]
     assert len(records) == 4
     path = next(r["path"] for r in records if r["kernel"] == "rev")
-    p = subprocess.run(cli + ["replay", "--verify", "--json", "--device", "0", path],
-                       capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run(
+        cli + ["replay", "--verify", "--json", "--device", "0", path],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 0 and json.loads(p.stdout)["matches"] is True
-    p = subprocess.run(cli + ["run", "--mode", "route", "--", app], capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        cli + ["run", "--mode", "route", "--", app], capture_output=True, text=True, env=env
+    )
     assert p.returncode == 2 and "not available yet" in p.stderr

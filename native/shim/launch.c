@@ -18,9 +18,7 @@ static int python_ready(void) {
         int ok = clproj_py_start() == 1;
         clproj_in_shim = saved;
         __atomic_store_n(&py_state, ok ? 1 : -1, __ATOMIC_RELEASE);
-        if (!ok)
-            clproj_once_log("pystart", "recording disabled: the Python side of the shim failed "
-                                       "to start (calls pass through unchanged)");
+        /* failure was logged once by Python (or by cffi when Python cannot start) */
     }
     return py_state == 1;
 }
