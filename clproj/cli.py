@@ -19,9 +19,11 @@ from clproj.errors import ClprojError
 COMMAND_MODULES = [
     "miniemu.cli",
     "devices.cli",
+    "devices.profile_cli",
     "benchmarks.cli",
     "clproj.doctor",
     "intercept.cli",
+    "runtime.cli_cluster",
 ]
 
 

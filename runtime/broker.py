@@ -27,6 +27,10 @@ from runtime.keys import Keys, make_server, start_authenticator
 log = logging.getLogger("clproj.broker")
 
 HEARTBEAT_S = 0.5
+# message types a peer may send to the broker without an envelope
+_INBOUND = frozenset(
+    {"register", "heartbeat", "hello", "bye", "projection", "status", "place", "cmd"}
+)
 LIVENESS_S = 3.0  # a node silent for this long is dead
 
 
@@ -120,7 +124,8 @@ class Broker:
                             self._reject(
                                 frames[0].bytes, f"internal error {type(exc).__name__}: {exc}"
                             )
-                            log.exception("broker failed on a message")
+                            if self.rejects <= 5:
+                                log.exception("broker failed on a message")
                 now = time.monotonic()
                 if now >= next_check:
                     self._check_liveness()
@@ -160,7 +165,7 @@ class Broker:
             return
         t = header["t"]
         try:
-            handler = getattr(self, f"_on_{t}", None)
+            handler = getattr(self, f"_on_{t}", None) if t in _INBOUND else None
             if handler is None:
                 raise protocol.ProtocolError(f"{t} is not a message to the broker")
             handler(ident, header, body)

@@ -204,6 +204,7 @@ class RemotePlatform:
         self._log_bytes = 0
         self._log_refs: set[int] = set()
         self._recovering = False
+        self._async_errors: list[_Req] = []
         self._lost_queue: set[str] = set()
         self.recoveries = 0
         self.placements: list[tuple[str, str, str]] = []  # (key, device, reason), recent
@@ -249,6 +250,7 @@ class RemotePlatform:
             else:
                 req.err = h.get("err") or "failed"
                 req.done = True
+                self._async_errors.append(req)
         elif t == "error":
             req = self._pending.get(h["id"])
             if req is not None and h["err"].startswith("gone") and req.dev in self.dead:
@@ -265,6 +267,7 @@ class RemotePlatform:
             elif req is not None:
                 self._pending.pop(h["id"])
                 req.err, req.done = h["err"], True
+                self._async_errors.append(req)
             else:
                 self._broker_replies[h["id"]] = h
         elif t == "node_lost":
@@ -300,6 +303,18 @@ class RemotePlatform:
             if r.err:
                 err, r.err = r.err, None
                 raise RemoteError(f"{r.op} on {r.dev}: {err}")
+
+    def _raise_async(self) -> None:
+        """Report a failure of a command nobody waited on (like an OpenCL error at clFinish)."""
+        errs = [r for r in self._async_errors if r.err]
+        self._async_errors.clear()
+        if errs:
+            r = errs[0]
+            err, r.err = r.err, None
+            raise RemoteError(
+                f"{r.op} on {r.dev}: {err}"
+                + (f" (and {len(errs) - 1} more)" if len(errs) > 1 else "")
+            )
 
     def _broker_call(self, t: str, **fields: Any) -> dict[str, Any]:
         rid = self._next_id()
@@ -581,6 +596,7 @@ class RemotePlatform:
         ev = RemoteEvent(self, [req])
         if blocking:
             ev.wait()
+            self._raise_async()
         return out, ev
 
     def enqueue_fill(
@@ -742,6 +758,7 @@ class RemotePlatform:
     def finish(self) -> None:
         """clFinish: every command issued so far has completed."""
         self._wait(list(self._pending.values()))
+        self._raise_async()
 
     def release(self, obj: RemoteBuffer | RemoteProgram) -> None:
         for dev in list(getattr(obj, "allocated", getattr(obj, "built_on", set()))):

@@ -18,6 +18,7 @@ endpoints are local (file permissions / same process) and run without CURVE unle
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -128,9 +129,9 @@ def start_authenticator(ctx: Any, keys: Keys) -> Any:
     """ZAP handler accepting only keys in ``authorized/``; logs every rejection."""
     from zmq.auth.thread import ThreadAuthenticator
 
-    auth = ThreadAuthenticator(ctx)
+    auth = ThreadAuthenticator(ctx, log=logging.getLogger("clproj.broker.auth"))
     auth.start()
-    auth.configure_curve(domain="*", location=str(keys.authorized_dir))
+    auth.configure_curve(domain="clproj", location=str(keys.authorized_dir))
     return auth
 
 

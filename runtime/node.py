@@ -223,7 +223,8 @@ class Node:
                             self._handle(frames)
                         except Exception as exc:  # never let one message stop the node
                             self._reject(f"internal error {type(exc).__name__}: {exc}")
-                            log.exception("node failed on a message")
+                            if self.rejects <= 5:
+                                log.exception("node failed on a message")
                 if self.pending:
                     self._complete()
                 now = time.monotonic()
