@@ -1,0 +1,184 @@
+"""The three-component bound model (Panwar et al.), per device.
+
+For one kernel profile (device-independent counts from mini-emulation) and one device
+profile (spec sheet + measured curves):
+
+* ``t_compute`` = sum over instruction classes of ``count / throughput(class)``, with the
+  throughput derated when too few work-items are resident to keep the lanes busy;
+* ``t_global`` = bytes the device's memory system moves (transactions counted with the
+  device's own warp width and segment size) / global throughput at the kernel's
+  occupancy, loads and stores separately;
+* ``t_local`` = local-memory wavefronts (conflict degree counted for the device's bank
+  count) x bytes per wavefront / local throughput at that occupancy;
+
+and the projected time is ``max(t_compute, t_global, t_local)`` stretched by the tail
+effect of the last wave, plus the device's launch overhead. The largest term names the
+bottleneck: C, G or L. ``docs/projection.md`` explains each rule and the CPU variants.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from runtime.occupancy import Occupancy, compute_occupancy
+
+WARP_KEYS = (8, 16, 32, 64)
+SEGMENT_KEYS = (32, 64, 128)
+BANK_KEYS = (16, 32)
+
+# Classes executed by the memory pipeline: their cost is the memory terms, not compute.
+MEMORY_CLASSES = {"memory_global", "memory_local", "memory_private"}
+# Work-item-level control instructions that do not occupy an ALU issue slot on their own.
+FREE_CLASSES = {"barrier"}
+
+# GPUs hide ALU latency only with several warps per scheduler: below this many resident
+# warps per compute unit, compute throughput falls proportionally (4 schedulers x 4 warps).
+GPU_WARPS_FOR_PEAK = 16
+
+
+@dataclass
+class Projection:
+    """Projected time of one kernel on one device, with its breakdown."""
+
+    device_key: str
+    device_name: str
+    device_kind: str
+    t_compute: float
+    t_global: float
+    t_local: float
+    t_launch: float
+    time_s: float
+    bound: str  # "C", "G" or "L"
+    occupancy: Occupancy
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["occupancy"] = asdict(self.occupancy)
+        return d
+
+
+def _nearest_key(value: int, keys: tuple[int, ...]) -> str:
+    """The contract's key closest to ``value`` (in log scale)."""
+    return str(min(keys, key=lambda k: abs(math.log2(k) - math.log2(max(1, value)))))
+
+
+def _stats(profile: Any, part: str) -> dict[str, Any]:
+    doc = profile.to_dict() if hasattr(profile, "to_dict") else profile
+    return doc[part]
+
+
+def _launch(profile: Any) -> dict[str, Any]:
+    doc = profile.to_dict() if hasattr(profile, "to_dict") else profile
+    return doc["launch"]
+
+
+def compute_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[float, dict[str, float]]:
+    """Seconds of ALU issue for the whole NDRange, and the per-class breakdown."""
+    per_class: dict[str, float] = {}
+    for cls, count in total.get("instructions", {}).items():
+        if not count or cls in MEMORY_CLASSES or cls in FREE_CLASSES:
+            continue
+        per_class[cls] = count / device.throughput(cls)
+    utilisation = compute_utilisation(device, occ)
+    t = sum(per_class.values()) / utilisation
+    return t, per_class
+
+
+def compute_utilisation(device: Any, occ: Occupancy) -> float:
+    """Fraction of the device's peak ALU throughput a launch can reach.
+
+    Compute units without work contribute nothing. On a GPU, a compute unit also needs
+    ``GPU_WARPS_FOR_PEAK`` resident warps to hide pipeline latency. On a CPU a compute
+    unit is a core that runs one work-group at a time, so one group per core suffices.
+    """
+    cu_fraction = occ.active_cus / max(1, device.compute_units)
+    if device.kind != "GPU":
+        return cu_fraction
+    warps = occ.work_items_per_cu / max(1, device.warp_width)
+    return cu_fraction * min(1.0, warps / GPU_WARPS_FOR_PEAK)
+
+
+def global_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[float, dict[str, float]]:
+    """Seconds to move the kernel's global traffic at the kernel's occupancy."""
+    g = total.get("global", {})
+    warp = _nearest_key(device.warp_width, WARP_KEYS)
+    segment_size = min(device.segment_bytes) if device.segment_bytes else 64
+    seg = _nearest_key(segment_size, SEGMENT_KEYS)
+    tx = g.get("transactions", {})
+    moved = {}
+    for direction in ("load", "store"):
+        count = tx.get(direction, {}).get(warp, {}).get(seg)
+        if count is None:  # no transaction data: fall back to useful bytes
+            count = g.get(f"{direction}_bytes", 0) / int(seg)
+        moved[direction] = float(count) * int(seg)
+    x = occ.work_items_per_cu
+    cu_fraction = occ.active_cus / max(1, device.compute_units)
+    # Bandwidth curves are measured with every compute unit busy; fewer busy units draw
+    # proportionally less (a single group cannot saturate a memory system).
+    read_bw = device.curve("global_read", x) * max(cu_fraction, 1e-9)
+    write_bw = device.curve("global_write", x) * max(cu_fraction, 1e-9)
+    t = moved["load"] / read_bw + moved["store"] / write_bw
+    return t, {"load_bytes_moved": moved["load"], "store_bytes_moved": moved["store"],
+               "read_bw": read_bw, "write_bw": write_bw}
+
+
+def local_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[float, dict[str, float]]:
+    """Seconds of local-memory traffic, conflicts included where the device has banks."""
+    loc = total.get("local", {})
+    useful = float(loc.get("load_bytes", 0) + loc.get("store_bytes", 0))
+    if useful == 0:
+        return 0.0, {}
+    banks = int(device.local_banks or 0)
+    bytes_moved = useful
+    degree = 1.0
+    if banks > 0:
+        bank = loc.get("bank", {}).get(_nearest_key(banks, BANK_KEYS), {})
+        requests, wavefronts = bank.get("requests", 0), bank.get("wavefronts", 0)
+        if requests:
+            degree = wavefronts / requests
+            bytes_moved = useful * degree
+    cu_fraction = occ.active_cus / max(1, device.compute_units)
+    bw = device.curve("local", occ.work_items_per_cu) * max(cu_fraction, 1e-9)
+    return bytes_moved / bw, {"local_bytes_moved": bytes_moved, "conflict_degree": degree, "local_bw": bw}
+
+
+def project(profile: Any, device: Any) -> Projection:
+    """Project one launch described by a kernel profile onto one device profile."""
+    launch = _launch(profile)
+    total = _stats(profile, "total")
+    per_group = _stats(profile, "per_group")
+    occ = compute_occupancy(
+        num_groups=int(launch["num_groups"]),
+        group_size=int(launch["group_size"]),
+        local_bytes_per_group=int(per_group.get("local", {}).get("bytes_per_group", 0)),
+        private_bytes_per_work_item=int(per_group.get("private_bytes_per_work_item", 0)),
+        device=device,
+    )
+    t_c, by_class = compute_time(total, device, occ)
+    t_g, g_detail = global_time(total, device, occ)
+    t_l, l_detail = local_time(total, device, occ)
+    terms = {"C": t_c, "G": t_g, "L": t_l}
+    bound = max(terms, key=lambda k: terms[k])
+    tail = 1.0 / occ.wave_efficiency
+    t_launch = float(device.launch_overhead_s or 0.0)
+    return Projection(
+        device_key=device.key,
+        device_name=device.name,
+        device_kind=device.kind,
+        t_compute=t_c * tail,
+        t_global=t_g * tail,
+        t_local=t_l * tail,
+        t_launch=t_launch,
+        time_s=terms[bound] * tail + t_launch,
+        bound=bound,
+        occupancy=occ,
+        details={"compute_by_class": by_class, **g_detail, **l_detail, "tail_factor": tail},
+    )
+
+
+def rank(profile: Any, devices: list[Any]) -> list[Projection]:
+    """Projections on every device, fastest first."""
+    return sorted((project(profile, d) for d in devices), key=lambda p: p.time_s)
