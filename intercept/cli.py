@@ -103,7 +103,7 @@ def shim_environment(
         env["CLPROJ_SUMMARY_FILE"] = summary_file
     if mode == "project":
         hooks = [h for h in env.get("CLPROJ_HOOKS", "").split(",") if h]
-        env["CLPROJ_HOOKS"] = ",".join(hooks + [PROJECT_HOOK])
+        env["CLPROJ_HOOKS"] = ",".join([*hooks, PROJECT_HOOK])
     return env
 
 

@@ -209,7 +209,7 @@ def test_cli_commands(c_app, tmp_path):
     cli = [sys.executable, "-m", "clproj.cli"]
     rec = str(tmp_path / "rec")
     p = subprocess.run(
-        cli + ["run", "--json", "--record", rec, "--verify", "--", app, "3", "1"],
+        [*cli, "run", "--json", "--record", rec, "--verify", "--", app, "3", "1"],
         capture_output=True,
         text=True,
         env=env,
@@ -218,12 +218,12 @@ def test_cli_commands(c_app, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout[p.stdout.index("{") :])
     assert {k["kernel"] for k in out["kernels"]} == {"scale", "rev", "one", "twice"}
-    p = subprocess.run(cli + ["records", "--json", rec], capture_output=True, text=True, env=env)
+    p = subprocess.run([*cli, "records", "--json", rec], capture_output=True, text=True, env=env)
     records = json.loads(p.stdout)["records"]
     assert len(records) == 4
     path = next(r["path"] for r in records if r["kernel"] == "rev")
     p = subprocess.run(
-        cli + ["replay", "--verify", "--json", "--device", "0", path],
+        [*cli, "replay", "--verify", "--json", "--device", "0", path],
         capture_output=True,
         text=True,
         env=env,
@@ -231,6 +231,6 @@ def test_cli_commands(c_app, tmp_path):
     )
     assert p.returncode == 0 and json.loads(p.stdout)["matches"] is True
     p = subprocess.run(
-        cli + ["run", "--mode", "route", "--", app], capture_output=True, text=True, env=env
+        [*cli, "run", "--mode", "route", "--", app], capture_output=True, text=True, env=env
     )
     assert p.returncode == 2 and "not available yet" in p.stderr
