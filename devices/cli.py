@@ -16,10 +16,74 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List every OpenCL platform/device visible; the index is what --device N means.",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--profiles",
+        action="store_true",
+        help="list every known device profile (spec sheets and measured) instead of devices",
+    )
     p.set_defaults(func=run)
 
 
+def list_profiles(as_json: bool) -> int:
+    """Every shipped profile, and whether its numbers were measured (where, when) or are spec."""
+    from devices.profile import known_profiles
+
+    rows = []
+    for prof in known_profiles():
+        src = prof.data["source"]
+        prov = prof.data["provenance"].values()
+        rows.append(
+            {
+                "key": prof.key,
+                "name": prof.name,
+                "kind": prof.kind,
+                "source": prof.source_kind,
+                "host": src.get("host"),
+                "date": src.get("date"),
+                "mode": src.get("mode"),
+                "measured_fields": sum(1 for v in prov if v == "measured"),
+                "spec_fields": sum(1 for v in prov if v == "spec"),
+                "derived_fields": sum(1 for v in prov if v.startswith("derived")),
+                "fp32_fma_gops": prof.throughput("fp32_fma") / 1e9,
+                "read_peak_gbs": prof.peak("global_read") / 1e9,
+                "path": prof.path,
+            }
+        )
+    if as_json:
+        emit_json({"profiles": rows})
+        return 0
+    print_table(
+        [
+            "key",
+            "device",
+            "kind",
+            "numbers",
+            "where / when",
+            "meas/spec/derived",
+            "fma Gop/s",
+            "read GB/s",
+        ],
+        [
+            (
+                r["key"],
+                r["name"],
+                r["kind"],
+                r["source"],
+                f"{r['host']} {r['date']} ({r['mode']})" if r["host"] else "vendor sheets",
+                f"{r['measured_fields']}/{r['spec_fields']}/{r['derived_fields']}",
+                r["fp32_fma_gops"],
+                r["read_peak_gbs"],
+            )
+            for r in rows
+        ],
+        title="device profiles",
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.profiles:
+        return list_profiles(args.json)
     devices = list_devices()
     records = []
     for d in devices:

@@ -1,0 +1,79 @@
+"""Kernel launch overhead and host<->device transfer bandwidth.
+
+Launch overhead is measured three ways (all kept in the profile's ``detail.launch``):
+``event_s`` (device-side duration of an empty kernel from profiling events), ``wall_s``
+(host wall clock per launch of many back-to-back launches, i.e. the cost one more kernel
+adds to a stream) and ``sync_s`` (enqueue + wait of a single launch, the latency of a
+kernel the host waits on). The model's ``launch_overhead_s`` is ``wall_s``: kernels of an
+application run back to back, and that is what each one adds.
+
+Transfers copy pageable numpy arrays (what applications usually do) with blocking
+``enqueue_copy``; the device-to-host copy is compared with the data sent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from devices.microbench.common import Bench, GarbageResult
+
+EMPTY_SRC = """
+__kernel void empty(__global uint* p, uint v) { if (get_global_id(0) == 0) p[0] = v; }
+"""
+
+
+def launch(bench: Bench) -> dict[str, float]:
+    b = bench
+    kern = b.kernel(EMPTY_SRC, "empty")
+    buf = b.buffer(4)
+    wg = 1
+
+    def go(v: int = 7) -> Any:
+        return kern(b.queue, (wg,), (wg,), buf, np.uint32(v))
+
+    go().wait()
+    n = 200 if b.mode.name == "full" else 50
+    durs = []
+    for _ in range(n):
+        e = go()
+        e.wait()
+        durs.append((e.profile.end - e.profile.start) * 1e-9)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        go().wait()
+    sync_s = (time.perf_counter() - t0) / n
+    b.queue.finish()
+    t0 = time.perf_counter()
+    for i in range(n):
+        go(i)
+    b.queue.finish()
+    wall_s = (time.perf_counter() - t0) / n
+    got = b.read(buf, np.empty(1, np.uint32))
+    if int(got[0]) != n - 1:
+        raise GarbageResult("launch", f"empty kernel wrote {int(got[0])}, expected {n - 1}")
+    return {"event_s": float(np.median(durs)), "wall_s": wall_s, "sync_s": sync_s}
+
+
+def transfer(bench: Bench) -> dict[str, float]:
+    b = bench
+    nbytes = b.mode.transfer_bytes
+    host = np.random.default_rng(7).integers(0, 2**32, nbytes // 4, dtype=np.uint32)
+    back = np.empty_like(host)
+    buf = b.buffer(nbytes)
+    cl = b.cl
+    cl.enqueue_copy(b.queue, buf, host).wait()  # first touch / allocation
+    reps = max(2, b.mode.reps + 1)
+    h2d = d2h = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        cl.enqueue_copy(b.queue, buf, host, is_blocking=True)
+        h2d = min(h2d, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        cl.enqueue_copy(b.queue, back, buf, is_blocking=True)
+        d2h = min(d2h, time.perf_counter() - t0)
+    if not np.array_equal(host, back):
+        raise GarbageResult("transfer", "data read back differs from data written")
+    return {"h2d_bytes_per_s": nbytes / h2d, "d2h_bytes_per_s": nbytes / d2h, "bytes": nbytes}

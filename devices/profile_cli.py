@@ -1,0 +1,162 @@
+"""``clproj profile-device``: measure a device profile, or compare two profiles side by side.
+
+Runs with only pyopencl, numpy and rich importable (the GPU machine):
+``PYTHONPATH=$PWD python3 -m clproj.cli profile-device --device 0 -o x.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from clproj.console import emit_json, print_table, stderr, track
+from clproj.errors import ClprojError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "profile-device",
+        help="measure a device profile with OpenCL microbenchmarks, or --compare two profiles",
+        description="Run the microbenchmark suite (global/local memory vs occupancy, instruction "
+        "throughput per class, launch overhead, transfers) on one OpenCL device and write a "
+        "clproj.device-profile JSON. Full mode takes a few minutes on a GPU, --quick under one.",
+    )
+    p.add_argument("--device", default=None, help="device index or name substring (clproj devices)")
+    p.add_argument("--quick", action="store_true", help="fewer configurations, shorter timings")
+    p.add_argument("--mode", choices=["tiny", "quick", "full"], help=argparse.SUPPRESS)
+    p.add_argument("-o", "--output", help="write the profile here (JSON)")
+    p.add_argument("--key", help="profile key (default: derived from device and platform)")
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="print two profiles (paths or keys) side by side",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def _fmt(v: float | None, unit: float = 1.0) -> float | None:
+    return None if v is None else v / unit
+
+
+def summary_rows(prof: Any) -> list[tuple[str, Any, str]]:
+    """(field, value, provenance) rows that describe a profile at a glance."""
+    from devices.profile import INSTRUCTION_CLASSES
+
+    rows: list[tuple[str, Any, str]] = [
+        ("name", prof.name, prof.provenance("identity")),
+        ("kind", prof.kind, prof.provenance("identity")),
+        ("source", prof.source_kind, str(prof.data["source"].get("date") or "sheet")),
+        ("compute units", prof.compute_units, prof.provenance("compute_units")),
+        ("clock MHz", prof.clock_mhz, prof.provenance("clock_mhz")),
+        ("warp width", prof.warp_width, prof.provenance("warp_width")),
+        ("max work-items/CU", prof.max_work_items_per_cu, prof.provenance("occupancy")),
+    ]
+    for name in ("global_read", "global_write", "global_copy", "local"):
+        rows.append((f"{name} peak GB/s", prof.peak(name) / 1e9, prof.provenance(f"curves.{name}")))
+    rows.append(
+        ("strided_read(8) GB/s", prof.strided_read(8) / 1e9, prof.provenance("curves.strided_read"))
+    )
+    tp = prof.data["throughput"]
+    for cls in INSTRUCTION_CLASSES:
+        if cls in tp:
+            rows.append((f"{cls} Gop/s", tp[cls] / 1e9, prof.provenance(f"throughput.{cls}")))
+    rows.append(
+        ("launch overhead us", prof.launch_overhead_s * 1e6, prof.provenance("launch_overhead_s"))
+    )
+    rows.append(("h2d GB/s", prof.h2d_bytes_per_s / 1e9, prof.provenance("transfer")))
+    rows.append(("d2h GB/s", prof.d2h_bytes_per_s / 1e9, prof.provenance("transfer")))
+    return rows
+
+
+def _short(prov: str) -> str:
+    return "derived" if prov.startswith("derived") else prov
+
+
+def compare(a: str, b: str, as_json: bool) -> int:
+    from devices.profile import load_profile
+
+    pa, pb = load_profile(a), load_profile(b)
+    ra, rb = summary_rows(pa), summary_rows(pb)
+    db = {r[0]: r for r in rb}
+    fields = [r[0] for r in ra] + [r[0] for r in rb if r[0] not in {x[0] for x in ra}]
+    da = {r[0]: r for r in ra}
+    rows = []
+    for f in fields:
+        va, vb = da.get(f, (f, None, ""))[1], db.get(f, (f, None, ""))[1]
+        ratio = (
+            vb / va
+            if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and va
+            else None
+        )
+        rows.append(
+            (
+                f,
+                va,
+                _short(da.get(f, ("", "", ""))[2]),
+                vb,
+                _short(db.get(f, ("", "", ""))[2]),
+                ratio,
+            )
+        )
+    if as_json:
+        emit_json(
+            {
+                "a": pa.key,
+                "b": pb.key,
+                "rows": [
+                    dict(
+                        zip(("field", "a", "a_source", "b", "b_source", "b_over_a"), r, strict=True)
+                    )
+                    for r in rows
+                ],
+            }
+        )
+        return 0
+    print_table(["field", pa.key, "how", pb.key, "how", "B/A"], rows, title="device profiles")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        return compare(args.compare[0], args.compare[1], args.json)
+    from devices import nvml
+    from devices.discovery import select_device
+    from devices.microbench.runner import profile_device
+    from devices.profile import DeviceProfile
+
+    mode = args.mode or ("quick" if args.quick else "full")
+    dev = select_device(args.device)
+    nv = None
+    if "NVIDIA" in dev.vendor.upper():
+        from devices.discovery import _pci_bus_id
+
+        nv = nvml.match(dev.name.strip(), _pci_bus_id(dev))
+    stderr.print(f"profiling [bold]{dev.name.strip()}[/] ({mode} mode)", highlight=False)
+    t0 = time.perf_counter()
+
+    def progress(steps: list[Any]) -> Any:
+        return track(steps, "microbenchmarks")
+
+    doc = profile_device(dev, mode, key=args.key, progress=progress, nvml_info=nv)
+    prof = DeviceProfile(doc)
+    if args.output:
+        prof.save(args.output)
+    if args.json:
+        emit_json(doc)
+    else:
+        print_table(
+            ["field", "value", "how"],
+            [(f, v, _short(p)) for f, v, p in summary_rows(prof)],
+            title=f"{prof.key} ({time.perf_counter() - t0:.0f} s)",
+        )
+        rej = doc["source"]["rejected"]
+        if rej:
+            stderr.print(f"[yellow]rejected (wrong results, not reported):[/] {'; '.join(rej)}")
+        if args.output:
+            stderr.print(f"wrote {args.output}")
+    if not args.output and not args.json:
+        raise ClprojError("profile measured but not saved", "pass -o PROFILE.json")
+    return 0

@@ -1,0 +1,166 @@
+"""Device profile format: the validator names the wrong field; shipped profiles validate."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from clproj.errors import ClprojError
+from devices import specs
+from devices.profile import (
+    INSTRUCTION_CLASSES,
+    DeviceProfile,
+    known_profiles,
+    load_profile,
+    profile_paths,
+    validate,
+)
+
+
+@pytest.fixture
+def h100() -> dict:
+    return specs.build(next(s for s in specs.SPECS if s.key == "h100-sxm-spec"))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d.pop("key"), "key"),
+        (lambda d: d.update(format="something"), "format"),
+        (lambda d: d.update(version=99), "version"),
+        (lambda d: d["identity"].update(kind="FPGA"), "identity.kind"),
+        (lambda d: d.update(compute_units=0), "compute_units"),
+        (lambda d: d.update(warp_width=32.5), "warp_width"),
+        (lambda d: d["memory"].update(local_banks=-1), "memory.local_banks"),
+        (lambda d: d["memory"].update(segment_bytes=[]), "memory.segment_bytes"),
+        (lambda d: d["occupancy"].pop("registers_per_cu"), "occupancy.registers_per_cu"),
+        (lambda d: d["throughput"].update(fp32_fma="fast"), "throughput.fp32_fma"),
+        (lambda d: d["throughput"].update(fp33_fma=1.0), "throughput.fp33_fma"),
+        (lambda d: d["curves"]["global_read"].reverse(), "curves.global_read[1]"),
+        (lambda d: d["curves"]["local"][0].__setitem__(1, -5.0), "curves.local[0]"),
+        (lambda d: d["curves"].pop("strided_read"), "curves.strided_read"),
+        (lambda d: d.update(launch_overhead_s=float("nan")), "launch_overhead_s"),
+        (lambda d: d["transfer"].pop("d2h_bytes_per_s"), "transfer.d2h_bytes_per_s"),
+        (lambda d: d["provenance"].update({"clock_mhz": "guessed"}), "provenance.clock_mhz"),
+    ],
+)
+def test_validator_names_the_field(h100: dict, mutate, field: str) -> None:
+    doc = copy.deepcopy(h100)
+    mutate(doc)
+    with pytest.raises(ClprojError) as exc:
+        validate(doc)
+    assert f"field {field}:" in exc.value.cause
+
+
+def test_every_shipped_profile_validates_and_answers() -> None:
+    profiles = known_profiles()
+    keys = {p.key for p in profiles}
+    for want in (
+        "hd5870-spec",
+        "hd7970-spec",
+        "c1060-spec",
+        "c2050-spec",
+        "h100-sxm-spec",
+        "h200-spec",
+        "a100-sxm-spec",
+        "mi250x-gcd-spec",
+        "mi300x-spec",
+    ):
+        assert want in keys
+    assert len(keys) == len(profiles), "profile keys must be unique"
+    for p in profiles:
+        for cls in INSTRUCTION_CLASSES:
+            assert p.throughput(cls) > 0, (p.key, cls)
+        assert p.throughput("no_such_class") == p.throughput("other")
+        for name in ("global_read", "global_write", "global_copy", "local"):
+            lo, hi = p.curve(name, 1), p.curve(name, 1e9)
+            assert 0 < lo <= hi * 1.5, (p.key, name)
+        assert p.strided_read(1) >= p.strided_read(32) > 0
+        assert p.local_conflict(32) <= p.local_conflict(1)
+        for path in p.data["provenance"]:
+            assert p.provenance(path) in ("measured", "spec") or p.provenance(path).startswith(
+                "derived: "
+            )
+
+
+def test_spec_profiles_are_in_sync_with_specs_py() -> None:
+    for s in specs.SPECS:
+        path = next(p for p in profile_paths() if p.stem == s.key)
+        assert json.loads(path.read_text()) == json.loads(json.dumps(specs.build(s))), (
+            f"{path} is stale: run python -m devices.specs"
+        )
+
+
+def test_sheet_numbers(h100: dict) -> None:
+    p = DeviceProfile(h100)
+    assert p.throughput("fp32_fma") == pytest.approx(132 * 128 * 1.98e9)
+    assert p.max_work_items_per_cu == 2048 and p.max_groups_per_cu == 32
+    assert p.registers_per_cu == 65536 and p.local_bytes_per_cu == 228 * 1024
+    # paper GPUs: Table I compute units and bandwidths (sheet values for the AMD pair)
+    c2050 = load_profile("c2050-spec")
+    assert c2050.compute_units == 14 and c2050.data["memory"]["peak_bandwidth_gbs"] == 144.0
+    assert 2 * c2050.throughput("fp32_fma") == pytest.approx(1030e9, rel=0.01)
+    assert load_profile("hd5870-spec").data["memory"]["peak_bandwidth_gbs"] == 153.6
+
+
+def test_interpolation_is_loglinear_and_clamped(h100: dict) -> None:
+    doc = copy.deepcopy(h100)
+    doc["curves"]["global_read"] = [[64.0, 1.0e12], [256.0, 2.0e12]]
+    p = DeviceProfile(doc)
+    assert p.curve("global_read", 128) == pytest.approx(1.5e12)
+    assert p.curve("global_read", 1) == 1.0e12 and p.curve("global_read", 4096) == 2.0e12
+    with pytest.raises(ClprojError):
+        p.curve("nonsense", 1)
+
+
+def test_fallbacks_follow_documented_rules(h100: dict) -> None:
+    doc = copy.deepcopy(h100)
+    for cls in ("fp32_div", "int_div", "fp64_add"):
+        doc["throughput"].pop(cls, None)
+    p = DeviceProfile(doc)
+    assert p.throughput("fp32_div") == pytest.approx(p.throughput("special") / 2)
+    assert p.throughput("int_div") == pytest.approx(p.throughput("int_mul") / 20)
+    assert p.throughput("fp64_add") == pytest.approx(p.throughput("fp64_fma"))
+
+
+def test_load_errors_name_the_problem(tmp_path, h100: dict) -> None:
+    with pytest.raises(ClprojError, match="no device profile with key"):
+        load_profile("no-such-device")
+    bad = copy.deepcopy(h100)
+    bad["occupancy"]["max_groups_per_cu"] = "many"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(ClprojError, match=r"field occupancy\.max_groups_per_cu"):
+        load_profile(str(path))
+    good = DeviceProfile(h100)
+    good.save(tmp_path / "good.json")
+    assert load_profile(str(tmp_path / "good.json")).to_dict() == good.to_dict()
+
+
+def test_devices_profiles_command(repo_root: str, python_exe: str) -> None:
+    import subprocess
+
+    out = subprocess.run(
+        [python_exe, "-m", "clproj.cli", "devices", "--profiles", "--json"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = json.loads(out)["profiles"]
+    assert {r["source"] for r in rows} >= {"spec"}
+    h = next(r for r in rows if r["key"] == "h100-sxm-spec")
+    assert h["host"] is None and h["spec_fields"] > 0
+    measured = [r for r in rows if r["source"] in ("measured", "mixed")]
+    for r in measured:
+        assert r["host"] and r["date"]
+    cmp = subprocess.run(
+        [python_exe, "-m", "clproj.cli", "profile-device", "--compare", "c1060-spec", "c2050-spec"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "c1060-spec" in cmp and "c2050-spec" in cmp and "fp32_fma" in cmp
