@@ -156,7 +156,16 @@ def host_identity() -> dict[str, Any]:
         "python": platform.python_version(),
         "pyopencl": ".".join(str(v) for v in pyopencl.VERSION),
         "numpy": np.__version__,
+        "loadavg_1m": _loadavg(),
     }
+
+
+def _loadavg() -> float | None:
+    """1-minute load average when measuring: a busy shared host explains a wide spread."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def group_launches(plan: Any, repeat_times_ns: list[list[int]]) -> list[dict[str, Any]]:
@@ -265,6 +274,7 @@ def bench_device(
             entry["error"] = f"verification failed: {exc}"
         entry["kernels"] = group_launches(plan, res.repeat_times_ns)
         entry["total_ns"] = int(sum(g["total_ns"] for g in entry["kernels"]))
+    result["host"]["loadavg_1m_end"] = _loadavg()
     return result
 
 
