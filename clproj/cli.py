@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "clproj.doctor",
     "intercept.cli",
     "runtime.cli_cluster",
+    "runtime.cli",
 ]
 
 

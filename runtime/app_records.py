@@ -3,8 +3,13 @@
 The evaluation projects an app the way the shim would see it: every distinct
 (kernel, global size, local size) of the app's plan is one launch group; its first launch
 is recorded with the buffers exactly as they are at that moment (the preceding launches
-are really executed on a local OpenCL device), and the group's projected time is the
-projection of that record times the group's number of launches.
+are really executed on a local OpenCL device).
+
+Launches of one group may differ in scalar arguments that change the work (FastWalsh's
+stride, Floyd-Warshall's pivot): each distinct launch signature is a *variant*. Up to
+``MAX_VARIANTS`` variants, spread evenly over the run, are recorded, and each stands for
+the launches nearest to it, so the group's projected time is the weighted sum of its
+variants' projections.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import numpy as np
 
 from intercept.record import LaunchRecord, LocalArg, from_arrays
 
+MAX_VARIANTS = 8
+
 
 @dataclass
 class LaunchGroup:
@@ -23,7 +30,12 @@ class LaunchGroup:
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None
     n_launches: int
-    record: LaunchRecord
+    records: list[LaunchRecord]  # sampled variants, in launch order
+    weights: list[float]  # launches each variant stands for (sums to n_launches)
+
+    @property
+    def record(self) -> LaunchRecord:
+        return self.records[0]
 
     @property
     def key(self) -> str:
@@ -36,9 +48,36 @@ def group_key(kernel: str, global_size: Any, local_size: Any) -> str:
     return f"{kernel}[{g}/{loc}]"
 
 
+def _variant_key(launch: Any) -> str:
+    scalars = [bytes(np.asarray(v).tobytes()) for kind, v in launch.args if kind == "scalar"]
+    return group_key(launch.kernel, launch.global_size, launch.local_size) + repr(scalars)
+
+
+def _sample(indices: list[int], limit: int) -> list[int]:
+    """At most ``limit`` entries of ``indices``, evenly spread, first and last included."""
+    if len(indices) <= limit:
+        return indices
+    step = (len(indices) - 1) / (limit - 1)
+    return sorted({indices[round(i * step)] for i in range(limit)})
+
+
 def launch_groups(plan: Any, queue: Any) -> list[LaunchGroup]:
-    """Record the first launch of every distinct launch shape of ``plan``, in order."""
+    """Record sampled variants of every distinct launch shape of ``plan``, in order."""
     import pyopencl as cl
+
+    # Which launches to record: per group, the first launch of each variant, sampled.
+    by_group: dict[str, list[int]] = {}
+    seen_variants: set[str] = set()
+    first_of_variant: dict[str, list[int]] = {}
+    for i, launch in enumerate(plan.launches):
+        key = group_key(launch.kernel, launch.global_size, launch.local_size)
+        by_group.setdefault(key, []).append(i)
+        v = _variant_key(launch)
+        if v not in seen_variants:
+            seen_variants.add(v)
+            first_of_variant.setdefault(key, []).append(i)
+    to_record = {key: _sample(idx, MAX_VARIANTS) for key, idx in first_of_variant.items()}
+    wanted = {i for idx in to_record.values() for i in idx}
 
     ctx = queue.context
     prg = cl.Program(ctx, plan.source).build(options=plan.options.split() if plan.options else [])
@@ -49,13 +88,10 @@ def launch_groups(plan: Any, queue: Any) -> list[LaunchGroup]:
         if a.nbytes:
             cl.enqueue_copy(queue, bufs[n], a)
     kernels = {name: cl.Kernel(prg, name) for name in {launch.kernel for launch in plan.launches}}
-    counts: dict[str, int] = {}
-    groups: dict[str, LaunchGroup] = {}
     device = {"name": queue.device.name.strip(), "vendor": queue.device.vendor.strip()}
-    for launch in plan.launches:
-        key = group_key(launch.kernel, launch.global_size, launch.local_size)
-        counts[key] = counts.get(key, 0) + 1
-        if key not in groups:
+    recorded: dict[int, LaunchRecord] = {}
+    for i, launch in enumerate(plan.launches):
+        if i in wanted:
             queue.finish()
             args: list[Any] = []
             for kind, value in launch.args:
@@ -70,23 +106,43 @@ def launch_groups(plan: Any, queue: Any) -> list[LaunchGroup]:
                 else:
                     raise ValueError(f"{launch.kernel}: unknown argument kind {kind!r}")
             queue.finish()
-            record = from_arrays(
-                plan.source, launch.kernel, args, list(launch.global_size),
+            recorded[i] = from_arrays(
+                plan.source,
+                launch.kernel,
+                args,
+                list(launch.global_size),
                 list(launch.local_size) if launch.local_size else None,
-                options=plan.options, device=device,
+                options=plan.options,
+                device=device,
             )
-            groups[key] = LaunchGroup(launch.kernel, tuple(launch.global_size),
-                                      tuple(launch.local_size) if launch.local_size else None, 0, record)
         k = kernels[launch.kernel]
-        for i, (kind, value) in enumerate(launch.args):
+        for j, (kind, value) in enumerate(launch.args):
             if kind == "buf":
-                k.set_arg(i, bufs[value])
+                k.set_arg(j, bufs[value])
             elif kind == "scalar":
-                k.set_arg(i, value)
+                k.set_arg(j, value)
             else:
-                k.set_arg(i, cl.LocalMemory(int(value)))
+                k.set_arg(j, cl.LocalMemory(int(value)))
         cl.enqueue_nd_range_kernel(queue, k, launch.global_size, launch.local_size)
     queue.finish()
-    for key, group in groups.items():
-        group.n_launches = counts[key]
-    return list(groups.values())
+
+    groups = []
+    for key, launches in by_group.items():
+        samples = to_record[key]
+        # Each launch of the group is represented by the nearest sampled variant.
+        weights = [0.0] * len(samples)
+        for i in launches:
+            nearest = min(range(len(samples)), key=lambda s: abs(samples[s] - i))
+            weights[nearest] += 1
+        first = plan.launches[launches[0]]
+        groups.append(
+            LaunchGroup(
+                first.kernel,
+                tuple(first.global_size),
+                tuple(first.local_size) if first.local_size else None,
+                len(launches),
+                [recorded[i] for i in samples],
+                weights,
+            )
+        )
+    return groups

@@ -18,26 +18,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Mini-emulate a launch record (or read a kernel profile JSON) and project its "
         "time on each device with the compute/global/local bound model.",
     )
-    p.add_argument("target", metavar="RECORD|PROFILE", help="a .clrec launch record or a kernel-profile .json")
-    p.add_argument("--devices", default="local",
-                   help="local (default), measured, all, or a comma list of profile keys/paths")
-    p.add_argument("--mode", default="single", choices=["single", "quick", "full"],
-                   help="emulation mode when TARGET is a record (default: single)")
+    p.add_argument(
+        "target", metavar="RECORD|PROFILE", help="a .clrec launch record or a kernel-profile .json"
+    )
+    p.add_argument(
+        "--devices",
+        default="local",
+        help="local (default), measured, all, or a comma list of profile keys/paths",
+    )
+    p.add_argument(
+        "--mode",
+        default="single",
+        choices=["single", "quick", "full"],
+        help="emulation mode when TARGET is a record (default: single)",
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="emulation time budget in seconds")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_project)
+    register_evaluate(subparsers)
 
 
-def load_kernel_profile(target: str, mode: str = "single", timeout_s: float = 120.0) -> dict[str, Any]:
+def load_kernel_profile(
+    target: str, mode: str = "single", timeout_s: float = 120.0
+) -> dict[str, Any]:
     """A kernel-profile dict from a record (emulated now) or a profile file."""
     if not os.path.exists(target):
-        raise ClprojError(f"{target}: no such file", "pass a .clrec record (see `clproj records DIR`) or a profile .json")
+        raise ClprojError(
+            f"{target}: no such file",
+            "pass a .clrec record (see `clproj records DIR`) or a profile .json",
+        )
     if target.endswith(".json"):
         with open(target, encoding="utf-8") as fh:
             doc = json.load(fh)
         if doc.get("format") != "clproj.kernel-profile":
-            raise ClprojError(f"{target}: field format is {doc.get('format')!r}, not 'clproj.kernel-profile'",
-                              "pass a kernel profile written by `clproj emulate --json`")
+            raise ClprojError(
+                f"{target}: field format is {doc.get('format')!r}, not 'clproj.kernel-profile'",
+                "pass a kernel profile written by `clproj emulate --json`",
+            )
         return doc
     import miniemu
     from intercept.record import load
@@ -55,16 +72,41 @@ def run_project(args: argparse.Namespace) -> int:
     profile = load_kernel_profile(args.target, args.mode, args.timeout)
     ranked = rank(profile, device_set.resolve(args.devices))
     if args.json:
-        emit_json({"kernel": profile.get("kernel"), "recommended": ranked[0].device_key,
-                   "projections": [p.to_dict() for p in ranked]})
+        emit_json(
+            {
+                "kernel": profile.get("kernel"),
+                "recommended": ranked[0].device_key,
+                "projections": [p.to_dict() for p in ranked],
+            }
+        )
         return 0
     best = ranked[0].time_s
     print_table(
-        ["rank", "device", "kind", "projected", "x best", "bound", "compute", "global", "local", "occupancy"],
         [
-            (i + 1, p.device_key, p.device_kind, _fmt_time(p.time_s), round(p.time_s / best, 2), p.bound,
-             _fmt_time(p.t_compute), _fmt_time(p.t_global), _fmt_time(p.t_local),
-             f"{p.occupancy.groups_per_cu} grp/CU ({p.occupancy.limiter})")
+            "rank",
+            "device",
+            "kind",
+            "projected",
+            "x best",
+            "bound",
+            "compute",
+            "global",
+            "local",
+            "occupancy",
+        ],
+        [
+            (
+                i + 1,
+                p.device_key,
+                p.device_kind,
+                _fmt_time(p.time_s),
+                round(p.time_s / best, 2),
+                p.bound,
+                _fmt_time(p.t_compute),
+                _fmt_time(p.t_global),
+                _fmt_time(p.t_local),
+                f"{p.occupancy.groups_per_cu} grp/CU ({p.occupancy.limiter})",
+            )
             for i, p in enumerate(ranked)
         ],
         title=f"projection of {profile.get('kernel')}",
@@ -79,3 +121,84 @@ def _fmt_time(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3g} ms"
     return f"{seconds * 1e6:.3g} us"
+
+
+def register_evaluate(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "evaluate",
+        help="compare projections with measured benchmark times (paper's metrics, HTML report)",
+        description="Project every benchmark app onto each device that has measured results and a "
+        "measured profile; print selection accuracy, penalty, relative error and MAPE.",
+    )
+    p.add_argument(
+        "--results",
+        nargs="*",
+        help="bench results files (default: benchmarks/results/bench-*-paper.json)",
+    )
+    p.add_argument("--apps", help="comma list of apps (default: all measured)")
+    p.add_argument(
+        "--mode",
+        default="single",
+        choices=["single", "quick", "full"],
+        help="emulation mode of the profiles",
+    )
+    p.add_argument(
+        "--emulate", action="store_true", help="(re)compute the apps' kernel profiles first"
+    )
+    p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_evaluate)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from clproj.console import track
+    from runtime.app_profiles import emulate_app
+    from runtime.evaluate import evaluate
+
+    apps = [a.strip() for a in args.apps.split(",")] if args.apps else None
+    if args.emulate:
+        from benchmarks.apps import APPS
+
+        for name in track(apps or list(APPS), "mini-emulating apps"):
+            emulate_app(name, "paper", args.mode)
+    ev = evaluate(args.results, mode=args.mode, apps=apps)
+    if args.report:
+        from runtime.report import write_report
+
+        path = write_report(ev, args.report)
+        stderr.print(f"report: {path}")
+    if args.json:
+        emit_json(ev.to_dict())
+        return 0
+    devs = ev.devices
+    print_table(
+        ["app", *[f"{d} actual/proj" for d in devs], "best", "picked", "penalty", "rel. err"],
+        [
+            (
+                a.app,
+                *[
+                    f"{_fmt_time(a.actual_s[d])} / {_fmt_time(a.projected_s[d])} {a.bound[d]}"
+                    for d in devs
+                ],
+                a.best_actual,
+                a.best_projected,
+                f"{a.penalty:.1%}",
+                f"{a.relative_error:.1%}",
+            )
+            for a in ev.apps
+        ],
+        title="projection vs measurement",
+    )
+    s = ev.summary()
+    print_table(
+        ["device", "apps", "MAPE"],
+        [(d, s["per_device"][d]["apps"], f"{s['per_device'][d]['mape']:.1%}") for d in devs],
+    )
+    print(
+        f"best device chosen: {s['best_chosen']}/{s['apps']} ({s['best_chosen_fraction']:.0%}); "
+        f"mean penalty {s['mean_penalty']:.1%} (max {s['max_penalty']:.1%}); "
+        f"mean relative error {s['mean_relative_error']:.1%}"
+    )
+    for app, why in ev.skipped.items():
+        print(f"skipped {app}: {why}")
+    return 0

@@ -16,7 +16,9 @@ from clproj.errors import ClprojError
 
 
 def cache_dir() -> str:
-    base = os.environ.get("CLPROJ_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "clproj")
+    base = os.environ.get("CLPROJ_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "clproj"
+    )
     path = os.path.join(base, "profiles")
     os.makedirs(path, exist_ok=True)
     return path
@@ -39,7 +41,9 @@ def local_profiles(measure_missing: bool = True) -> list[Any]:
         if prof is not None:
             out.append(prof)
     if not out:
-        raise ClprojError("no local device has a profile", "run `clproj profile-device --device N -o FILE`")
+        raise ClprojError(
+            "no local device has a profile", "run `clproj profile-device --device N -o FILE`"
+        )
     return out
 
 
@@ -53,7 +57,9 @@ def _measure_quick(index: int, path: str) -> Any:
     from devices.profile import load_profile
     from devices.profile_cli import measure_profile
 
-    stderr.print(f"clproj: no measured profile for device {index}; measuring one (quick mode) into {path}")
+    stderr.print(
+        f"clproj: no measured profile for device {index}; measuring one (quick mode) into {path}"
+    )
     measure_profile(index, quick=True, output=path)
     return load_profile(path)
 

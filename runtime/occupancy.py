@@ -50,7 +50,7 @@ def compute_occupancy(
     if device.registers_per_cu and private_bytes_per_work_item > 0:
         limits["registers"] = device.registers_per_cu / (regs_per_wi * padded)
     limiter = min(limits, key=lambda k: limits[k])
-    groups_per_cu = max(1, int(math.floor(limits[limiter])))
+    groups_per_cu = max(1, math.floor(limits[limiter]))
 
     cus = max(1, int(device.compute_units))
     active_cus = min(cus, max(1, num_groups))

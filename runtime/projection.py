@@ -30,12 +30,15 @@ BANK_KEYS = (16, 32)
 
 # Classes executed by the memory pipeline: their cost is the memory terms, not compute.
 MEMORY_CLASSES = {"memory_global", "memory_local", "memory_private"}
-# Work-item-level control instructions that do not occupy an ALU issue slot on their own.
-FREE_CLASSES = {"barrier"}
+# IR bookkeeping that compiles to no ALU operation (phi, bitcast, vector element moves,
+# unconditional jumps, work-item id builtins: registers or constants on every device),
+# and barriers, whose cost is synchronisation, not issue slots.
+FREE_CLASSES = {"barrier", "other"}
 
-# GPUs hide ALU latency only with several warps per scheduler: below this many resident
-# warps per compute unit, compute throughput falls proportionally (4 schedulers x 4 warps).
-GPU_WARPS_FOR_PEAK = 16
+# A GPU compute unit issues from several schedulers (4 on every NVIDIA part since Maxwell
+# and on AMD CDNA/GCN): with fewer resident warps than schedulers some issue slots stay
+# empty, so compute throughput falls proportionally below this many warps.
+GPU_WARPS_FOR_PEAK = 4
 
 
 @dataclass
@@ -75,16 +78,50 @@ def _launch(profile: Any) -> dict[str, Any]:
     return doc["launch"]
 
 
-def compute_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[float, dict[str, float]]:
+def compute_time(
+    total: dict[str, Any], device: Any, occ: Occupancy
+) -> tuple[float, dict[str, float]]:
     """Seconds of ALU issue for the whole NDRange, and the per-class breakdown."""
     per_class: dict[str, float] = {}
     for cls, count in total.get("instructions", {}).items():
         if not count or cls in MEMORY_CLASSES or cls in FREE_CLASSES:
             continue
-        per_class[cls] = count / device.throughput(cls)
+        if cls == "special" and total.get("special_functions"):
+            per_class[cls] = special_time(total["special_functions"], device)
+        else:
+            per_class[cls] = count / device.throughput(cls)
     utilisation = compute_utilisation(device, occ)
     t = sum(per_class.values()) / utilisation
     return t, per_class
+
+
+def special_time(by_family: dict[str, int], device: Any) -> float:
+    """Seconds of special functions, each family at its own measured throughput.
+
+    Profiles measured by ``clproj profile-device`` keep per-function throughputs
+    (``detail.special.special_<family>``); spec profiles and the ``other`` family use the
+    profile's single ``special`` throughput.
+    """
+    measured = device.data.get("detail", {}).get("special", {})
+    t = 0.0
+    for family, count in by_family.items():
+        if count:
+            rate = measured.get(f"special_{family}") or device.throughput("special")
+            t += count / rate
+    return t
+
+
+def device_launch_time(device: Any) -> float:
+    """Device-side time of an (almost) empty kernel: the floor of every launch.
+
+    Bench results and event-based measurements are device times, so the measured
+    empty-kernel event duration is the right floor; the host wall-clock launch overhead
+    (``launch_overhead_s``) is what routing adds on top, not part of device time.
+    """
+    launch = device.data.get("detail", {}).get("launch", {})
+    return float(
+        launch.get("event_b2b_s") or launch.get("event_s") or device.launch_overhead_s or 0.0
+    )
 
 
 def compute_utilisation(device: Any, occ: Occupancy) -> float:
@@ -101,7 +138,9 @@ def compute_utilisation(device: Any, occ: Occupancy) -> float:
     return cu_fraction * min(1.0, warps / GPU_WARPS_FOR_PEAK)
 
 
-def global_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[float, dict[str, float]]:
+def global_time(
+    total: dict[str, Any], device: Any, occ: Occupancy
+) -> tuple[float, dict[str, float]]:
     """Seconds to move the kernel's global traffic at the kernel's occupancy."""
     g = total.get("global", {})
     warp = _nearest_key(device.warp_width, WARP_KEYS)
@@ -121,11 +160,17 @@ def global_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[flo
     read_bw = device.curve("global_read", x) * max(cu_fraction, 1e-9)
     write_bw = device.curve("global_write", x) * max(cu_fraction, 1e-9)
     t = moved["load"] / read_bw + moved["store"] / write_bw
-    return t, {"load_bytes_moved": moved["load"], "store_bytes_moved": moved["store"],
-               "read_bw": read_bw, "write_bw": write_bw}
+    return t, {
+        "load_bytes_moved": moved["load"],
+        "store_bytes_moved": moved["store"],
+        "read_bw": read_bw,
+        "write_bw": write_bw,
+    }
 
 
-def local_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[float, dict[str, float]]:
+def local_time(
+    total: dict[str, Any], device: Any, occ: Occupancy
+) -> tuple[float, dict[str, float]]:
     """Seconds of local-memory traffic, conflicts included where the device has banks."""
     loc = total.get("local", {})
     useful = float(loc.get("load_bytes", 0) + loc.get("store_bytes", 0))
@@ -142,7 +187,11 @@ def local_time(total: dict[str, Any], device: Any, occ: Occupancy) -> tuple[floa
             bytes_moved = useful * degree
     cu_fraction = occ.active_cus / max(1, device.compute_units)
     bw = device.curve("local", occ.work_items_per_cu) * max(cu_fraction, 1e-9)
-    return bytes_moved / bw, {"local_bytes_moved": bytes_moved, "conflict_degree": degree, "local_bw": bw}
+    return bytes_moved / bw, {
+        "local_bytes_moved": bytes_moved,
+        "conflict_degree": degree,
+        "local_bw": bw,
+    }
 
 
 def project(profile: Any, device: Any) -> Projection:
@@ -163,7 +212,7 @@ def project(profile: Any, device: Any) -> Projection:
     terms = {"C": t_c, "G": t_g, "L": t_l}
     bound = max(terms, key=lambda k: terms[k])
     tail = 1.0 / occ.wave_efficiency
-    t_launch = float(device.launch_overhead_s or 0.0)
+    t_launch = device_launch_time(device)
     return Projection(
         device_key=device.key,
         device_name=device.name,

@@ -19,7 +19,23 @@ const char *const kClassNames[NUM_CLASSES] = {
     "fp64_div", "int_add",  "int_mul",  "int_div",  "special",  "conversion", "compare_select",
     "branch",   "barrier",  "atomic",   "memory_global", "memory_local", "memory_private", "other"};
 
+const char *const kSpecialNames[NUM_SPECIAL] = {"sqrt", "rsqrt", "exp", "log", "sin", "other"};
+
 namespace {
+
+// Family of a special function (builtin name without native_/half_ prefix).
+uint8_t specialFamily(std::string n) {
+  n = n.substr(0, n.find('.'));  // LLVM intrinsics: "sqrt.f32" -> "sqrt"
+  for (const char *prefix : {"native_", "half_", "fast_"})
+    if (n.compare(0, std::strlen(prefix), prefix) == 0) n = n.substr(std::strlen(prefix));
+  if (n == "sqrt" || n == "cbrt" || n == "length" || n == "distance" || n == "hypot") return SF_SQRT;
+  if (n == "rsqrt" || n == "normalize") return SF_RSQRT;
+  if (n.compare(0, 3, "exp") == 0 || n.compare(0, 3, "pow") == 0 || n == "rootn") return SF_EXP;
+  if (n.compare(0, 3, "log") == 0) return SF_LOG;
+  if (n.compare(0, 3, "sin") == 0 || n.compare(0, 3, "cos") == 0 || n.compare(0, 3, "tan") == 0)
+    return SF_SIN;
+  return SF_OTHER;
+}
 
 unsigned lanesOf(const llvm::Type *type) {
   if (auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(type)) return vt->getNumElements();
@@ -82,6 +98,7 @@ InstInfo classifyCall(const llvm::CallInst *call) {
     } else if (startsWith(n, "sqrt") || startsWith(n, "exp") || startsWith(n, "log") ||
                startsWith(n, "sin") || startsWith(n, "cos") || startsWith(n, "pow")) {
       info.cls = SPECIAL;
+      info.special = specialFamily(n);
     } else if (startsWith(n, "fabs") || startsWith(n, "minnum") || startsWith(n, "maxnum") ||
                startsWith(n, "smin") || startsWith(n, "smax") || startsWith(n, "umin") ||
                startsWith(n, "umax") || startsWith(n, "abs") || startsWith(n, "copysign")) {
@@ -116,6 +133,7 @@ InstInfo classifyCall(const llvm::CallInst *call) {
                        "length", "distance", "normalize", "fast_length", "fast_distance",
                        "fast_normalize", "cross", "fmod", "remainder", "remquo"})) {
     info.cls = SPECIAL;
+    info.special = specialFamily(n);
   } else if (oneOf(n, {"fmin", "fmax", "min", "max", "clamp", "step", "smoothstep", "select",
                        "bitselect", "fabs", "abs", "abs_diff", "sign", "isnan", "isinf",
                        "isfinite", "isequal", "isnotequal", "isgreater", "isless", "any", "all",

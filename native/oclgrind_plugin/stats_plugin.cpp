@@ -105,6 +105,7 @@ void countBanks(const Access *begin, const Access *end, Stats &stats,
 void Stats::add(const Stats &o) {
   work_items += o.work_items;
   for (int i = 0; i < NUM_CLASSES; ++i) inst[i] += o.inst[i];
+  for (int i = 0; i < NUM_SPECIAL; ++i) special[i] += o.special[i];
   gload_bytes += o.gload_bytes;
   gstore_bytes += o.gstore_bytes;
   gload_acc += o.gload_acc;
@@ -133,6 +134,8 @@ std::string Stats::json() const {
   std::ostringstream o;
   o << "{\"work_items\":" << work_items << ",\"instructions\":{";
   for (int i = 0; i < NUM_CLASSES; ++i) o << (i ? "," : "") << '"' << kClassNames[i] << "\":" << inst[i];
+  o << "},\"special_functions\":{";
+  for (int i = 0; i < NUM_SPECIAL; ++i) o << (i ? "," : "") << '"' << kSpecialNames[i] << "\":" << special[i];
   o << "},\"global\":{\"load_bytes\":" << gload_bytes << ",\"store_bytes\":" << gstore_bytes
     << ",\"load_accesses\":" << gload_acc << ",\"store_accesses\":" << gstore_acc
     << ",\"transactions\":{";
@@ -178,6 +181,7 @@ void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
   const InstInfo &info = it->second;
   if (info.cls == IGNORED) return;
   st.stats.inst[info.cls] += info.lanes;
+  if (info.cls == SPECIAL) st.stats.special[info.special] += info.lanes;
   if (info.cls == BARRIER) st.stats.barriers++;
   if (info.conditional) {
     st.stats.br_total++;

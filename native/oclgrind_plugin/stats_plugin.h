@@ -44,9 +44,16 @@ constexpr unsigned kWarps[kNumWarps] = {8, 16, 32, 64};
 constexpr unsigned kSegments[kNumSegments] = {32, 64, 128};
 constexpr unsigned kBanks[kNumBankCounts] = {16, 32};
 
+// Special functions differ in cost by an order of magnitude (rsqrt vs sin on a CPU),
+// so the SPECIAL class is also broken down by function family. The families match the
+// device profiles' measured special-function throughputs.
+enum SpecialFamily : uint8_t { SF_SQRT, SF_RSQRT, SF_EXP, SF_LOG, SF_SIN, SF_OTHER, NUM_SPECIAL };
+extern const char *const kSpecialNames[NUM_SPECIAL];
+
 struct InstInfo {
   uint8_t cls = OTHER;
   uint8_t lanes = 1;
+  uint8_t special = SF_OTHER;  // family, when cls == SPECIAL
   bool conditional = false;  // conditional br or switch: divergence is tracked
 };
 
@@ -54,6 +61,7 @@ struct InstInfo {
 struct Stats {
   uint64_t work_items = 0;
   std::array<uint64_t, NUM_CLASSES> inst{};
+  std::array<uint64_t, NUM_SPECIAL> special{};
   uint64_t gload_bytes = 0, gstore_bytes = 0, gload_acc = 0, gstore_acc = 0;
   uint64_t trans[2][kNumWarps][kNumSegments] = {};  // [load/store][warp][segment]
   uint64_t lload_bytes = 0, lstore_bytes = 0, lacc = 0;
