@@ -35,6 +35,7 @@ $(STAMPS)/build: $(STAMPS)/venv $(NATIVE_SOURCES)
 
 demo: setup
 	$(BIN)/clproj devices
+	$(BIN)/clproj run --mode project -- $(BIN)/python -m benchmarks.apps matmul_lmem nbody atomic_contention reduction --size small
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -145,14 +145,6 @@ def run_cmd(args: argparse.Namespace) -> int:
             "--mode route is not available yet (the broker is not part of this build)",
             "use --mode observe (or project) for now",
         )
-    if args.mode == "project":
-        import importlib.util
-
-        if importlib.util.find_spec(PROJECT_HOOK.split(":")[0]) is None:
-            print(
-                "clproj: projection is not available yet; --mode project records first launches only",
-                file=sys.stderr,
-            )
     if args.record:
         os.makedirs(args.record, exist_ok=True)
         if not os.access(args.record, os.W_OK):
@@ -160,11 +152,16 @@ def run_cmd(args: argparse.Namespace) -> int:
                 f"clproj: warning: {args.record} is not writable; no records will be written",
                 file=sys.stderr,
             )
+    projections: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
         summary = os.path.join(tmp, "summary.tsv")
+        # Project mode needs records; without --record they live in the temporary folder.
+        record_dir = args.record or (os.path.join(tmp, "records") if args.mode == "project" else None)
         env = shim_environment(
-            args.mode, args.record, args.which, args.kernel, args.verify, summary
+            args.mode, record_dir, args.which, args.kernel, args.verify, summary
         )
+        if args.mode == "project":
+            env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
         try:
             rc = subprocess.call(cmd, env=env)
         except FileNotFoundError:
@@ -172,8 +169,12 @@ def run_cmd(args: argparse.Namespace) -> int:
                 f"command not found: {cmd[0]}", "check the command after --"
             ) from None
         rows = read_summary(summary)
+        if args.mode == "project":
+            from runtime.live_projection import complete_run
+
+            projections = complete_run(record_dir, env["CLPROJ_PROJECTION_FILE"])
     if args.json:
-        emit_json({"exit_code": rc, "kernels": rows, "record_dir": args.record})
+        emit_json({"exit_code": rc, "kernels": rows, "record_dir": args.record, "projections": projections})
         return rc
     sys.stdout.flush()
     if rows:
@@ -193,6 +194,10 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
     else:
         print("clproj: no kernel launches seen", file=sys.stderr)
+    if projections:
+        from runtime.live_projection import print_projections
+
+        print_projections(projections, rows)
     if args.record:
         from intercept.record import list_records
 

@@ -121,6 +121,41 @@ __kernel void gstride(__global const uint* restrict src, __global uint* restrict
 """
 
 
+# Cached reads: the same small buffer (a fraction of the device's global-memory cache) is
+# read ``reps`` times, each pass rotated by a multiple of 64 words so that no compiler can
+# prove two passes identical; accesses stay coalesced/contiguous. What this measures is
+# the bandwidth at which re-read data is served from the last-level cache, the rate the
+# projection uses for global traffic beyond a kernel's unique footprint.
+CACHED_SRC = """
+__kernel void gread_cached(__global const uint4* restrict src, __global uint* restrict out,
+                           uint n, uint reps) {
+    uint gid = get_global_id(0), gs = get_global_size(0);
+    uint4 a = (uint4)(0), b = (uint4)(0);
+    for (uint r = 0; r < reps; ++r) {
+        uint rot = r * 64u;
+        for (uint i = gid; i < n; i += 2 * gs) {
+            a += src[(i + rot) & (n - 1)];
+            if (i + gs < n) b += src[(i + gs + rot) & (n - 1)];
+        }
+    }
+    uint4 s = a + b;
+    out[gid] = s.x + s.y + s.z + s.w;
+}
+"""
+
+CACHED_BLOCK_SRC = """
+__kernel void gread_cached(__global const uint4* restrict src, __global uint* restrict out,
+                           uint n, uint reps) {
+    uint lid = get_local_id(0), wg = get_local_size(0);
+    uint base = get_group_id(0) * (BLOCK * wg);
+    uint4 s = (uint4)(0);
+    for (uint r = 0; r < reps; ++r)
+        for (uint k = 0; k < BLOCK; ++k) s += src[(base + k * wg + lid + r * 64u) & (n - 1)];
+    out[get_global_id(0)] = s.x + s.y + s.z + s.w;
+}
+"""
+
+
 def _source(src: str, word: int) -> str:
     t, lanes = WORD_TYPES[word]
     return f"#define T {t}\n#define HSUM {_HSUM[lanes]}\n#define BLOCK {BLOCK}\n" + src
@@ -161,6 +196,52 @@ class GlobalMemory:
             STRIDE_SRC: STRIDE_BLOCK_SRC,
         }[src]
         return blocked, max(wg, (words // BLOCK) // wg * wg)
+
+    def cached_read(self, wg: int, groups: int, cache_bytes: int) -> tuple[float, int]:
+        """Bytes/s of reads served from the last-level cache, and the buffer size used.
+
+        The buffer is a quarter of the device-reported cache (at least 256 KiB, at most
+        16 MiB, a power of two) and is read repeatedly.
+        """
+        b = self.b
+        size = 1 << int(np.log2(max(256 << 10, min(16 << 20, max(cache_bytes, 1 << 20) // 4))))
+        size = min(size, self.nbytes)
+        n = size // 16  # uint4 words
+        if b.is_cpu:
+            gsize = max(wg, (n // BLOCK) // wg * wg)
+            src = CACHED_BLOCK_SRC
+            per_pass = gsize * BLOCK  # words each pass reads (blocks wrap around the buffer)
+        else:
+            gsize = wg * groups * b.cus
+            src = CACHED_SRC
+            per_pass = n
+        reps = max(1, int((64 << 20) // (per_pass * 16)))
+        kern = b.kernel(_source(src, 16), "gread_cached")
+        out = self._out(gsize)
+
+        def go() -> Any:
+            return kern(b.queue, (gsize,), (wg,), self.src, out, np.uint32(n), np.uint32(reps))
+
+        rate = b.rate(go, per_pass * 16 * reps)
+        partial = b.read(out, np.empty(gsize, np.uint32))
+        got = int(partial.sum(dtype=np.uint64)) & 0xFFFFFFFF
+        words = self.host[: n * 4]
+        if b.is_cpu:
+            idx = (
+                np.arange(gsize)[:, None] // wg * (BLOCK * wg)
+                + np.arange(BLOCK)[None, :] * wg
+                + (np.arange(gsize) % wg)[:, None]
+            )
+            expect = 0
+            for r in range(reps):
+                expect += int(words.reshape(n, 4)[(idx + r * 64) & (n - 1)].sum(dtype=np.uint64))
+        else:
+            expect = reps * int(words.sum(dtype=np.uint64))
+        if got != expect & 0xFFFFFFFF:
+            raise GarbageResult(
+                f"global_read_cached wg={wg}", f"checksum {got:#x} != {expect & 0xFFFFFFFF:#x}"
+            )
+        return rate, size
 
     def _zero_dst(self) -> None:
         self.b.cl.enqueue_fill_buffer(self.b.queue, self.dst, np.uint32(0), 0, self.nbytes).wait()

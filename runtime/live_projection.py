@@ -1,0 +1,133 @@
+"""Projection of recorded launches, cached per kernel signature (``clproj run --mode project``).
+
+A launch record is mini-emulated once per signature (program + kernel + NDRange shape +
+scalar arguments) and projected on the local devices' profiles; the result is cached on
+disk (``~/.cache/clproj/projections``, or ``$CLPROJ_CACHE/projections``) so a second run
+of the same application gets its projections without emulating again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Any
+
+from clproj.errors import ClprojError
+
+FORMAT = "clproj.launch-projection"
+VERSION = 1
+
+
+def cache_dir() -> str:
+    base = os.environ.get("CLPROJ_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "clproj")
+    path = os.path.join(base, "projections")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _devices_id(devices: list[Any]) -> str:
+    text = "|".join(f"{d.key}@{d.data.get('source', {}).get('date', '')}" for d in devices)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def project_record(record: Any, devices: list[Any], mode: str = "single", timeout_s: float = 60.0,
+                   use_cache: bool = True) -> dict[str, Any]:
+    """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict."""
+    import miniemu
+    from runtime.projection import rank
+
+    path = os.path.join(cache_dir(), f"{record.signature[:32]}-{mode}-{_devices_id(devices)}.json")
+    if use_cache and os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+            if doc.get("format") == FORMAT and doc.get("version") == VERSION:
+                doc["cached"] = True
+                return doc
+        except (OSError, ValueError):
+            pass  # a damaged cache entry is recomputed
+    start = time.perf_counter()
+    base = {"format": FORMAT, "version": VERSION, "signature": record.signature, "kernel": record.kernel,
+            "global_size": record.global_size, "local_size": record.local_size,
+            "measured_device": record.device.get("name"), "measured_time_ns": record.measured_time_ns}
+    if not record.emulatable:
+        return base | {"error": record.not_emulatable_reason or "not emulatable", "cached": False}
+    try:
+        profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
+    except ClprojError as exc:
+        return base | {"error": exc.cause, "cached": False}
+    ranked = rank(profile, devices)
+    doc = base | {
+        "emulation": profile["emulation"],
+        "elapsed_s": time.perf_counter() - start,
+        "projections": [
+            {"device": p.device_key, "name": p.device_name, "time_s": p.time_s, "bound": p.bound,
+             "t_compute": p.t_compute, "t_global": p.t_global, "t_local": p.t_local}
+            for p in ranked
+        ],
+        "recommended": ranked[0].device_key,
+        "cached": False,
+    }
+    tmp = path + f".{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, path)
+    return doc
+
+
+def complete_run(record_dir: str, projection_file: str, devices_spec: str = "local",
+                 mode: str = "single") -> list[dict[str, Any]]:
+    """After the app exited: project every record the background worker did not finish."""
+    from clproj.console import track
+    from intercept.record import list_records, load
+    from runtime import device_set
+
+    done: dict[str, dict[str, Any]] = {}
+    if os.path.exists(projection_file):
+        with open(projection_file, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                done[doc["signature"]] = doc
+    try:
+        paths = list_records(record_dir)
+    except ClprojError:
+        paths = []
+    records = [load(p) for p in paths]
+    missing = [r for r in records if r.signature not in done]
+    if missing:
+        devices = device_set.resolve(devices_spec)
+        for r in track(missing, "projecting launches the app did not wait for"):
+            done[r.signature] = project_record(r, devices, mode)
+    return [done[r.signature] for r in records if r.signature in done]
+
+
+def print_projections(projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]]) -> None:
+    """One row per recorded launch: projected time per device, bound, recommendation."""
+    from clproj.console import print_table
+
+    devices: list[str] = []
+    for doc in projections:
+        for p in doc.get("projections", []):
+            if p["device"] not in devices:
+                devices.append(p["device"])
+    measured = {r["kernel"]: r for r in measured_rows}
+    rows = []
+    for doc in projections:
+        by_dev = {p["device"]: p for p in doc.get("projections", [])}
+        m = measured.get(doc["kernel"], {})
+        mean = m.get("mean_ns")
+        shape = "x".join(str(v) for v in doc["global_size"])
+        rows.append((
+            f"{doc['kernel']}[{shape}]",
+            None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
+            *[f"{by_dev[d]['time_s'] * 1e6:.1f} us {by_dev[d]['bound']}" if d in by_dev else "-" for d in devices],
+            doc.get("recommended") or f"error: {doc.get('error')}",
+            "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", ""),
+        ))
+    print_table(["kernel", "measured (mean)", *devices, "recommended", "profile"], rows,
+                title="clproj project: projected device time per kernel (bound: C compute, G global, L local)")

@@ -1,0 +1,63 @@
+"""``clproj run --mode project``: projection inside the intercepted application.
+
+``intercept.hooks`` calls :func:`on_record` at every recorded launch (the first launch of
+each kernel signature). The hook only queues the record: a daemon thread mini-emulates it
+(in an Oclgrind subprocess) and projects it on the local devices' profiles, appending
+each result as a JSON line to ``$CLPROJ_PROJECTION_FILE``. The application never waits
+for the emulator; whatever is unfinished when it exits is completed by ``clproj run``
+afterwards (:func:`runtime.live_projection.complete_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+from typing import Any
+
+_queue: queue.Queue[Any] = queue.Queue()
+_worker: threading.Thread | None = None
+_lock = threading.Lock()
+_devices: list[Any] | None = None
+
+
+def _local_devices() -> list[Any]:
+    """Profiles of the local devices, without measuring anything inside the app."""
+    global _devices
+    if _devices is None:
+        from runtime import device_set
+
+        spec = os.environ.get("CLPROJ_DEVICES", "local")
+        _devices = device_set.local_profiles(measure_missing=False) if spec == "local" else device_set.resolve(spec)
+    return _devices
+
+
+def _work() -> None:
+    from clproj.errors import ClprojError
+    from runtime.live_projection import project_record
+
+    out = os.environ.get("CLPROJ_PROJECTION_FILE")
+    while True:
+        record = _queue.get()
+        try:
+            doc = project_record(record, _local_devices(), os.environ.get("CLPROJ_EMULATION_MODE", "single"))
+            if out:
+                with _lock, open(out, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(doc) + "\n")
+        except ClprojError:
+            pass  # e.g. no measured profile for a local device: `clproj run` completes it
+        except Exception as exc:  # never let the worker die silently or touch the app
+            print(f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}", file=sys.stderr)
+        finally:
+            _queue.task_done()
+
+
+def on_record(record: Any) -> None:
+    """Queue ``record`` for emulation + projection; returns at once."""
+    global _worker
+    if _worker is None:
+        _worker = threading.Thread(target=_work, name="clproj-projection", daemon=True)
+        _worker.start()
+    _queue.put(record)
