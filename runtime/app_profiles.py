@@ -106,8 +106,9 @@ def emulate_app(
 
 
 def footprint_bytes(record: Any) -> int:
-    """Bytes of global memory the launch can touch: the sizes of its buffer arguments."""
-    return int(sum(a.size or 0 for a in record.args if a.kind == "buffer"))
+    from runtime.projection import record_footprint
+
+    return record_footprint(record)
 
 
 def _local_queue() -> Any:

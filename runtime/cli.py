@@ -60,9 +60,12 @@ def load_kernel_profile(
     from intercept.record import load
 
     record = load(target)
+    from runtime.projection import record_footprint
+
     with stderr.status(f"mini-emulating {record.kernel} ({mode}) in Oclgrind..."):
-        profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s)
-    return profile.to_dict()
+        profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
+    profile["launch"]["footprint_bytes"] = record_footprint(record)
+    return profile
 
 
 def run_project(args: argparse.Namespace) -> int:
@@ -70,7 +73,9 @@ def run_project(args: argparse.Namespace) -> int:
     from runtime.projection import rank
 
     profile = load_kernel_profile(args.target, args.mode, args.timeout)
-    ranked = rank(profile, device_set.resolve(args.devices))
+    ranked = rank(
+        profile, device_set.resolve(args.devices), profile["launch"].get("footprint_bytes")
+    )
     if args.json:
         emit_json(
             {

@@ -107,7 +107,7 @@ def project_app(doc: dict[str, Any], device: Any) -> tuple[float, str]:
             )
         t, dominant = 0.0, None
         for v in g["variants"]:
-            p = project(v["profile"], device)
+            p = project(v["profile"], device, g.get("footprint_bytes"))
             t += p.time_s * v["weight"]
             if dominant is None or p.time_s > dominant.time_s:
                 dominant = p

@@ -21,7 +21,9 @@ VERSION = 1
 
 
 def cache_dir() -> str:
-    base = os.environ.get("CLPROJ_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "clproj")
+    base = os.environ.get("CLPROJ_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "clproj"
+    )
     path = os.path.join(base, "projections")
     os.makedirs(path, exist_ok=True)
     return path
@@ -32,11 +34,16 @@ def _devices_id(devices: list[Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def project_record(record: Any, devices: list[Any], mode: str = "single", timeout_s: float = 60.0,
-                   use_cache: bool = True) -> dict[str, Any]:
+def project_record(
+    record: Any,
+    devices: list[Any],
+    mode: str = "single",
+    timeout_s: float = 60.0,
+    use_cache: bool = True,
+) -> dict[str, Any]:
     """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict."""
     import miniemu
-    from runtime.projection import rank
+    from runtime.projection import rank, record_footprint
 
     path = os.path.join(cache_dir(), f"{record.signature[:32]}-{mode}-{_devices_id(devices)}.json")
     if use_cache and os.path.exists(path):
@@ -49,22 +56,36 @@ def project_record(record: Any, devices: list[Any], mode: str = "single", timeou
         except (OSError, ValueError):
             pass  # a damaged cache entry is recomputed
     start = time.perf_counter()
-    base = {"format": FORMAT, "version": VERSION, "signature": record.signature, "kernel": record.kernel,
-            "global_size": record.global_size, "local_size": record.local_size,
-            "measured_device": record.device.get("name"), "measured_time_ns": record.measured_time_ns}
+    base = {
+        "format": FORMAT,
+        "version": VERSION,
+        "signature": record.signature,
+        "kernel": record.kernel,
+        "global_size": record.global_size,
+        "local_size": record.local_size,
+        "measured_device": record.device.get("name"),
+        "measured_time_ns": record.measured_time_ns,
+    }
     if not record.emulatable:
         return base | {"error": record.not_emulatable_reason or "not emulatable", "cached": False}
     try:
         profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
     except ClprojError as exc:
         return base | {"error": exc.cause, "cached": False}
-    ranked = rank(profile, devices)
+    ranked = rank(profile, devices, record_footprint(record))
     doc = base | {
         "emulation": profile["emulation"],
         "elapsed_s": time.perf_counter() - start,
         "projections": [
-            {"device": p.device_key, "name": p.device_name, "time_s": p.time_s, "bound": p.bound,
-             "t_compute": p.t_compute, "t_global": p.t_global, "t_local": p.t_local}
+            {
+                "device": p.device_key,
+                "name": p.device_name,
+                "time_s": p.time_s,
+                "bound": p.bound,
+                "t_compute": p.t_compute,
+                "t_global": p.t_global,
+                "t_local": p.t_local,
+            }
             for p in ranked
         ],
         "recommended": ranked[0].device_key,
@@ -77,8 +98,9 @@ def project_record(record: Any, devices: list[Any], mode: str = "single", timeou
     return doc
 
 
-def complete_run(record_dir: str, projection_file: str, devices_spec: str = "local",
-                 mode: str = "single") -> list[dict[str, Any]]:
+def complete_run(
+    record_dir: str, projection_file: str, devices_spec: str = "local", mode: str = "single"
+) -> list[dict[str, Any]]:
     """After the app exited: project every record the background worker did not finish."""
     from clproj.console import track
     from intercept.record import list_records, load
@@ -106,7 +128,9 @@ def complete_run(record_dir: str, projection_file: str, devices_spec: str = "loc
     return [done[r.signature] for r in records if r.signature in done]
 
 
-def print_projections(projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]]) -> None:
+def print_projections(
+    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]]
+) -> None:
     """One row per recorded launch: projected time per device, bound, recommendation."""
     from clproj.console import print_table
 
@@ -122,12 +146,22 @@ def print_projections(projections: list[dict[str, Any]], measured_rows: list[dic
         m = measured.get(doc["kernel"], {})
         mean = m.get("mean_ns")
         shape = "x".join(str(v) for v in doc["global_size"])
-        rows.append((
-            f"{doc['kernel']}[{shape}]",
-            None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
-            *[f"{by_dev[d]['time_s'] * 1e6:.1f} us {by_dev[d]['bound']}" if d in by_dev else "-" for d in devices],
-            doc.get("recommended") or f"error: {doc.get('error')}",
-            "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", ""),
-        ))
-    print_table(["kernel", "measured (mean)", *devices, "recommended", "profile"], rows,
-                title="clproj project: projected device time per kernel (bound: C compute, G global, L local)")
+        rows.append(
+            (
+                f"{doc['kernel']}[{shape}]",
+                None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
+                *[
+                    f"{by_dev[d]['time_s'] * 1e6:.1f} us {by_dev[d]['bound']}"
+                    if d in by_dev
+                    else "-"
+                    for d in devices
+                ],
+                doc.get("recommended") or f"error: {doc.get('error')}",
+                "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", ""),
+            )
+        )
+    print_table(
+        ["kernel", "measured (mean)", *devices, "recommended", "profile"],
+        rows,
+        title="clproj project: projected device time per kernel (bound: C compute, G global, L local)",
+    )

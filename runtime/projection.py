@@ -138,10 +138,32 @@ def compute_utilisation(device: Any, occ: Occupancy) -> float:
     return cu_fraction * min(1.0, warps / GPU_WARPS_FOR_PEAK)
 
 
+def dram_bytes(moved: float, footprint: float | None, cache_bytes: float | None) -> float:
+    """Bytes that reach DRAM when ``moved`` bytes of transactions touch ``footprint`` bytes.
+
+    Re-reads of data still in the last-level cache do not reach DRAM. A footprint that
+    fits in the cache is fetched once; a larger one keeps the fraction that fits
+    (``cache / footprint``) of the re-reads in the cache. Without a footprint or cache
+    size every transaction is assumed to reach DRAM (the paper's model).
+    """
+    if not footprint or not cache_bytes or moved <= footprint:
+        return moved
+    reuse = moved - footprint
+    hit = min(1.0, cache_bytes / footprint)
+    return footprint + reuse * (1.0 - hit)
+
+
 def global_time(
-    total: dict[str, Any], device: Any, occ: Occupancy
+    total: dict[str, Any], device: Any, occ: Occupancy, footprint_bytes: float | None = None
 ) -> tuple[float, dict[str, float]]:
-    """Seconds to move the kernel's global traffic at the kernel's occupancy."""
+    """Seconds to move the kernel's global traffic at the kernel's occupancy.
+
+    Transactions are counted with the device's warp width and smallest segment size.
+    DRAM time uses the measured read/write curves at the kernel's occupancy; when the
+    device profile has a measured cache bandwidth and the launch's footprint is known, the
+    traffic that re-reads cached data is served by the cache instead, and the global term
+    is the larger of the DRAM time and the time the cache needs for all transactions.
+    """
     g = total.get("global", {})
     warp = _nearest_key(device.warp_width, WARP_KEYS)
     segment_size = min(device.segment_bytes) if device.segment_bytes else 64
@@ -154,17 +176,30 @@ def global_time(
             count = g.get(f"{direction}_bytes", 0) / int(seg)
         moved[direction] = float(count) * int(seg)
     x = occ.work_items_per_cu
-    cu_fraction = occ.active_cus / max(1, device.compute_units)
+    cu_fraction = max(occ.active_cus / max(1, device.compute_units), 1e-9)
     # Bandwidth curves are measured with every compute unit busy; fewer busy units draw
     # proportionally less (a single group cannot saturate a memory system).
-    read_bw = device.curve("global_read", x) * max(cu_fraction, 1e-9)
-    write_bw = device.curve("global_write", x) * max(cu_fraction, 1e-9)
-    t = moved["load"] / read_bw + moved["store"] / write_bw
-    return t, {
+    read_bw = device.curve("global_read", x) * cu_fraction
+    write_bw = device.curve("global_write", x) * cu_fraction
+    memory = device.data.get("memory", {})
+    cache_bytes = memory.get("cache_bytes")
+    cache_bw = memory.get("cache_read_bytes_per_s")
+    use_cache = bool(footprint_bytes and cache_bytes and cache_bw)
+    dram = {
+        d: dram_bytes(moved[d], footprint_bytes, cache_bytes) if use_cache else moved[d]
+        for d in moved
+    }
+    t_dram = dram["load"] / read_bw + dram["store"] / write_bw
+    t_cache = (moved["load"] + moved["store"]) / (cache_bw * cu_fraction) if use_cache else 0.0
+    return max(t_dram, t_cache), {
         "load_bytes_moved": moved["load"],
         "store_bytes_moved": moved["store"],
+        "dram_load_bytes": dram["load"],
+        "dram_store_bytes": dram["store"],
         "read_bw": read_bw,
         "write_bw": write_bw,
+        "t_dram": t_dram,
+        "t_cache": t_cache,
     }
 
 
@@ -194,8 +229,17 @@ def local_time(
     }
 
 
-def project(profile: Any, device: Any) -> Projection:
-    """Project one launch described by a kernel profile onto one device profile."""
+def record_footprint(record: Any) -> int:
+    """Bytes of global memory a launch can touch: the sizes of its buffer arguments."""
+    return int(sum(a.size or 0 for a in record.args if a.kind == "buffer"))
+
+
+def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> Projection:
+    """Project one launch described by a kernel profile onto one device profile.
+
+    ``footprint_bytes`` (the launch's buffer sizes, :func:`record_footprint`) lets the
+    global term credit cache hits; without it every transaction is priced at DRAM rate.
+    """
     launch = _launch(profile)
     total = _stats(profile, "total")
     per_group = _stats(profile, "per_group")
@@ -207,7 +251,7 @@ def project(profile: Any, device: Any) -> Projection:
         device=device,
     )
     t_c, by_class = compute_time(total, device, occ)
-    t_g, g_detail = global_time(total, device, occ)
+    t_g, g_detail = global_time(total, device, occ, footprint_bytes)
     t_l, l_detail = local_time(total, device, occ)
     terms = {"C": t_c, "G": t_g, "L": t_l}
     bound = max(terms, key=lambda k: terms[k])
@@ -228,6 +272,8 @@ def project(profile: Any, device: Any) -> Projection:
     )
 
 
-def rank(profile: Any, devices: list[Any]) -> list[Projection]:
+def rank(
+    profile: Any, devices: list[Any], footprint_bytes: float | None = None
+) -> list[Projection]:
     """Projections on every device, fastest first."""
-    return sorted((project(profile, d) for d in devices), key=lambda p: p.time_s)
+    return sorted((project(profile, d, footprint_bytes) for d in devices), key=lambda p: p.time_s)

@@ -30,7 +30,11 @@ def _local_devices() -> list[Any]:
         from runtime import device_set
 
         spec = os.environ.get("CLPROJ_DEVICES", "local")
-        _devices = device_set.local_profiles(measure_missing=False) if spec == "local" else device_set.resolve(spec)
+        _devices = (
+            device_set.local_profiles(measure_missing=False)
+            if spec == "local"
+            else device_set.resolve(spec)
+        )
     return _devices
 
 
@@ -42,14 +46,19 @@ def _work() -> None:
     while True:
         record = _queue.get()
         try:
-            doc = project_record(record, _local_devices(), os.environ.get("CLPROJ_EMULATION_MODE", "single"))
+            doc = project_record(
+                record, _local_devices(), os.environ.get("CLPROJ_EMULATION_MODE", "single")
+            )
             if out:
                 with _lock, open(out, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(doc) + "\n")
         except ClprojError:
             pass  # e.g. no measured profile for a local device: `clproj run` completes it
         except Exception as exc:  # never let the worker die silently or touch the app
-            print(f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}", file=sys.stderr)
+            print(
+                f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}",
+                file=sys.stderr,
+            )
         finally:
             _queue.task_done()
 

@@ -1,0 +1,71 @@
+"""`clproj run --mode project`: every distinct kernel of an unmodified app gets projected."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_project(cmd: list[str], tmp_path) -> dict:
+    env = dict(os.environ, CLPROJ_CACHE=str(tmp_path / "cache"))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clproj.cli",
+            "run",
+            "--mode",
+            "project",
+            "--json",
+            "--record",
+            str(tmp_path / "rec"),
+            "--",
+            *cmd,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout[out.stdout.index("{") :])
+
+
+def check_projections(doc: dict, kernels: set[str]) -> None:
+    projected = {p["kernel"] for p in doc["projections"] if p.get("projections")}
+    assert kernels <= projected, doc["projections"]
+    for p in doc["projections"]:
+        assert p["recommended"] in {q["device"] for q in p["projections"]}
+        assert all(q["time_s"] > 0 and q["bound"] in "CGL" for q in p["projections"])
+
+
+def test_pyopencl_app_under_project_mode(tmp_path):
+    doc = run_project(
+        [sys.executable, "-m", "benchmarks.apps", "vecadd", "reduction", "--size", "small"],
+        tmp_path,
+    )
+    check_projections(doc, {"vecadd", "reduce_sum"})
+    # One record per distinct signature: reduction's two stages differ in NDRange.
+    assert len([p for p in doc["projections"] if p["kernel"] == "reduce_sum"]) == 2
+    # The second run of the same app is answered from the per-signature cache.
+    again = run_project(
+        [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"], tmp_path
+    )
+    assert all(p["cached"] for p in again["projections"])
+
+
+@pytest.mark.skipif(
+    not os.path.exists(os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem")),
+    reason="C hosts not built",
+)
+def test_unmodified_c_binary_under_project_mode(tmp_path):
+    doc = run_project([os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem"), "64"], tmp_path)
+    check_projections(doc, {"matmul_lmem"})
+    assert doc["exit_code"] == 0
