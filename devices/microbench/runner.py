@@ -17,7 +17,7 @@ from typing import Any
 
 from clproj.errors import ClprojError
 from devices import specs
-from devices.microbench import compute, gmem, lmem, overhead
+from devices.microbench import compute, gmem, latency, lmem, overhead
 from devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
 from devices.profile import FORMAT, VERSION, validate
 
@@ -226,6 +226,11 @@ def profile_device(
     steps.append(("launch overhead", guarded(launch)))
     steps.append(("transfer", guarded(transfer)))
 
+    def lat() -> None:  # MWP-CWP's memory latency and departure delay (runtime/models)
+        extra["latency"] = latency.measure(bench, warp)
+
+    steps.append(("memory latency", guarded(lat)))
+
     for _, fn in progress(steps) if progress else steps:
         fn()
     bench.notes.append(f"global buffer {gm.nbytes} bytes")
@@ -397,13 +402,14 @@ def _assemble(
             "configs": configs,
         },
     }
+    if "latency" in extra:
+        doc["detail"]["latency"] = extra["latency"]
+        prov["detail.latency"] = "measured"
     if "cache" in extra:
         doc["memory"]["cache_bytes"] = extra["cache"]["device_cache_bytes"]
         doc["memory"]["cache_read_bytes_per_s"] = extra["cache"]["read_bytes_per_s"]
         doc["detail"]["cache"] = extra["cache"]
-        prov["memory.cache_bytes"] = "measured: CL_DEVICE_GLOBAL_MEM_CACHE_SIZE"
-        prov["memory.cache_read_bytes_per_s"] = (
-            "measured: repeated reads of a cache-resident buffer"
-        )
+        prov["memory.cache_bytes"] = "measured"  # CL_DEVICE_GLOBAL_MEM_CACHE_SIZE
+        prov["memory.cache_read_bytes_per_s"] = "measured"  # cache-resident re-reads
     validate(doc)
     return doc
