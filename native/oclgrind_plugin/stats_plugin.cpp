@@ -1,4 +1,5 @@
 #include "stats_plugin.h"
+#include "store_ranges.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -209,6 +210,7 @@ void StatsPlugin::recordAccess(const oclgrind::Memory *memory, const oclgrind::W
   } else {
     (store ? s.gstore_bytes : s.gload_bytes) += size;
     (store ? s.gstore_acc : s.gload_acc)++;
+    storeRangesAccess(memory, address, size, store ? 1 : 0);
   }
   // The dynamic instance is assigned at group end from the per-lane callback order.
   st.accesses.push_back({workItem->getCurrentInstruction(), 0, linearLocalId(workItem, st), address,
@@ -228,14 +230,16 @@ void StatsPlugin::memoryStore(const oclgrind::Memory *memory, const oclgrind::Wo
 
 void StatsPlugin::memoryAtomicStore(const oclgrind::Memory *memory,
                                     const oclgrind::WorkItem *workItem, oclgrind::AtomicOp,
-                                    size_t, size_t) {
+                                    size_t address, size_t size) {
   // Every atomic operation notifies one atomic store (read-modify-writes notify a load too).
   if (workItem == nullptr) return;
   unsigned space = memory->getAddressSpace();
   if (space == oclgrind::AddrSpaceLocal)
     state().stats.atom_local++;
-  else if (space != oclgrind::AddrSpacePrivate)
+  else if (space != oclgrind::AddrSpacePrivate) {
     state().stats.atom_global++;
+    storeRangesAccess(memory, address, size, 2);
+  }
 }
 
 void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
@@ -262,6 +266,7 @@ void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
     << ",\"max_live_values\":" << est.max_live_values << ",\"ssa_values\":" << est.ssa_values
     << ",\"bytes_per_work_item\":" << est.alloca_bytes + est.max_live_bytes << "}";
   private_json_ = p.str();
+  storeRangesKernelBegin(m_context, inv);
 }
 
 void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
@@ -280,6 +285,7 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
   st.branches.clear();
   st.stats = Stats();
   st.stats.work_items = n;
+  storeRangesGroupBegin();
 }
 
 void StatsPlugin::workGroupComplete(const oclgrind::WorkGroup *group) {
@@ -348,7 +354,7 @@ void StatsPlugin::workGroupComplete(const oclgrind::WorkGroup *group) {
   std::ostringstream line;
   line << "{\"type\":\"group\",\"kernel\":" << jsonString(kernel_name_)
        << ",\"group_id\":" << size3(group->getGroupID()) << ",\"group_index\":" << group->getGroupIndex()
-       << ",\"group_size\":" << size3(group->getGroupSize()) << ",\"stats\":" << s.json() << "}\n";
+       << ",\"group_size\":" << size3(group->getGroupSize()) << ",\"stats\":" << s.json() << storeRangesGroupJson() << "}\n";
 
   std::lock_guard<std::mutex> lock(m_mutex);
   sum_.add(s);
