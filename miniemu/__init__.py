@@ -17,7 +17,9 @@ from miniemu.profile import KernelProfile, build_profile
 if TYPE_CHECKING:
     from intercept.record import LaunchRecord
 
-__all__ = ["MODES", "KernelProfile", "emulate"]
+__all__ = ["MODES", "Budget", "KernelProfile", "emulate"]
+
+from miniemu.bounded import Budget
 
 
 def emulate(
@@ -27,10 +29,14 @@ def emulate(
     *,
     backend: str = "oclgrind",
     threads: int | None = None,
+    budget: Budget | str | float | None = None,
 ) -> KernelProfile:
     """Mini-emulate ``record`` (a LaunchRecord or a .clrec path) and return its kernel profile.
 
-    ``mode``: ``single`` (one work-group), ``quick`` (first and last), ``full`` (all).
+    ``mode``: ``single`` (one work-group), ``quick`` (first and last), ``full`` (all),
+    ``bounded`` (within ``budget``: sampled work-items, loop extrapolation; see
+    :mod:`miniemu.bounded`). ``budget`` (a :class:`Budget`, seconds, or
+    ``"wall=3,instructions=2e6"``) applies to ``bounded``; ``timeout_s`` caps it too.
     Raises ``ClprojError`` on timeout, emulator failure or a non-emulatable record.
     """
     from clproj.errors import ClprojError
@@ -47,6 +53,12 @@ def emulate(
             "only launches of programs built from source, without images/pipes/SVM, are emulated",
         )
     engine = get_backend(backend)
+    if mode == "bounded":
+        from miniemu.bounded import emulate_bounded
+
+        b = Budget.parse(budget)
+        b.wall_s = min(b.wall_s, timeout_s)
+        return emulate_bounded(record, b, engine)
     with tempfile.TemporaryDirectory(prefix="clproj-rec-") as tmp:
         path = record.path if record.path and os.path.exists(record.path) else None
         if path is None:

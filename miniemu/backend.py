@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-MODES = ("single", "quick", "full")
+MODES = ("single", "quick", "full", "bounded")
 
 
 @dataclass
@@ -24,6 +24,7 @@ class GroupStats:
     group_index: int
     work_items: int
     stats: dict[str, Any]  # the statistics structure of docs/formats.md section 2
+    loop_iterations: dict[str, int] = field(default_factory=dict)  # loop id -> header executions
 
 
 @dataclass
@@ -42,6 +43,12 @@ class RawEmulation:
     wall_s: float
     private_detail: dict[str, Any] = field(default_factory=dict)
     log: str = ""  # emulator diagnostics (stderr), kept for flags
+    # Bounded emulation (docs/miniemu.md): why the plugin stopped early ("" = it did not,
+    # "sampled-work-items", "instruction-budget", "time-budget"), the kernel's loops with
+    # their ScalarEvolution trip counts, and whether it calls a barrier.
+    stop_reason: str = ""
+    loops: list[dict[str, Any]] = field(default_factory=list)
+    has_barrier: bool = True
 
 
 class EmulatorBackend(Protocol):

@@ -37,6 +37,9 @@ _CLEARED_ENV = (
     "OCLGRIND_PLUGINS",
     "CLPROJ_STATS_OUT",
     "CLPROJ_STATS_STOP_AFTER_GROUPS",
+    "CLPROJ_STATS_MAX_WORK_ITEMS",
+    "CLPROJ_STATS_MAX_INSTRUCTIONS",
+    "CLPROJ_STATS_BUDGET_S",
 )
 
 
@@ -76,18 +79,24 @@ class OclgrindBackend:
         env["PYTHONPATH"] = _repo_root() + (
             ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
         )
-        if mode in ("single", "quick"):
+        if mode in ("single", "quick", "bounded"):
             env["OCLGRIND_QUICK"] = "1"
             env["OCLGRIND_NUM_THREADS"] = "1"
-        if mode == "single":
+        if mode in ("single", "bounded"):
             env["CLPROJ_STATS_STOP_AFTER_GROUPS"] = "1"
         if threads is not None:
             env["OCLGRIND_NUM_THREADS"] = str(threads)
         return env
 
     def run(
-        self, record_path: str, mode: str, timeout_s: float, threads: int | None = None
+        self,
+        record_path: str,
+        mode: str,
+        timeout_s: float,
+        threads: int | None = None,
+        limits: dict[str, str] | None = None,
     ) -> RawEmulation:
+        """``limits``: bounded-emulation settings for the plugin (``CLPROJ_STATS_MAX_*``)."""
         reason = self.unavailable()
         if reason:
             raise ClprojError(f"Oclgrind cannot run here: {reason}", "run `make setup`")
@@ -95,6 +104,7 @@ class OclgrindBackend:
             out_path = os.path.join(tmp, "stats.jsonl")
             log_path = os.path.join(tmp, "oclgrind.log")
             env = self.environment(mode, out_path, log_path, threads)
+            env.update(limits or {})
             cmd = [sys.executable, "-m", "miniemu.worker", os.path.abspath(record_path)]
             start = time.perf_counter()
             proc = subprocess.Popen(
@@ -161,6 +171,7 @@ def parse_plugin_output(lines: list[dict], mode: str, wall_s: float, log: str = 
             group_index=int(g["group_index"]),
             work_items=int(g["stats"]["work_items"]),
             stats=g["stats"],
+            loop_iterations=dict(g.get("loop_iterations", {})),
         )
         for g in lines[first:last]
     ]
@@ -179,4 +190,7 @@ def parse_plugin_output(lines: list[dict], mode: str, wall_s: float, log: str = 
         wall_s=wall_s,
         private_detail=dict(kernel["private"]),
         log=log,
+        stop_reason=str(kernel.get("stop_reason", "")),
+        loops=list(kernel.get("loops", [])),
+        has_barrier=bool(kernel.get("has_barrier", True)),
     )

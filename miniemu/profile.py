@@ -168,7 +168,7 @@ def build_profile(
             )
             if raw.mode != "full":
                 confidence = "low" if diff > 0.2 else "medium"
-    elif raw.mode == "single" and num_groups > 1:
+    elif raw.mode in ("single", "bounded") and num_groups > 1:
         flags.append("single work-group: data dependence not checked (use --mode quick)")
         confidence = "medium"
     errors = [line for line in raw.log.splitlines() if line.strip()]

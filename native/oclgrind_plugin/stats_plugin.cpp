@@ -1,7 +1,7 @@
 #include "stats_plugin.h"
-#include "store_ranges.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -20,6 +20,10 @@ namespace clproj {
 namespace {
 
 thread_local WorkerState t_state;
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::string jsonString(const std::string &s) {
   std::string out = "\"";
@@ -169,6 +173,11 @@ StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(co
   if (out != nullptr) output_path_ = out;
   const char *stop = std::getenv("CLPROJ_STATS_STOP_AFTER_GROUPS");
   if (stop != nullptr) stop_after_groups_ = std::strtoull(stop, nullptr, 10);
+  if (const char *v = std::getenv("CLPROJ_STATS_MAX_WORK_ITEMS"))
+    max_work_items_ = std::strtoull(v, nullptr, 10);
+  if (const char *v = std::getenv("CLPROJ_STATS_MAX_INSTRUCTIONS"))
+    max_instructions_ = std::strtoull(v, nullptr, 10);
+  if (const char *v = std::getenv("CLPROJ_STATS_BUDGET_S")) budget_s_ = std::strtod(v, nullptr);
 }
 
 WorkerState &StatsPlugin::state() { return t_state; }
@@ -178,8 +187,24 @@ void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
                                       const oclgrind::TypedValue &result) {
   WorkerState &st = state();
   auto it = st.cache.find(instruction);
-  if (it == st.cache.end()) it = st.cache.emplace(instruction, classify(instruction)).first;
+  if (it == st.cache.end()) {
+    InstInfo fresh = classify(instruction);
+    auto header = loop_headers_.find(instruction);  // read-only while groups run
+    if (header != loop_headers_.end()) fresh.loop = static_cast<int8_t>(header->second);
+    it = st.cache.emplace(instruction, fresh).first;
+  }
   const InstInfo &info = it->second;
+  if (info.loop >= 0) st.loop_iters[info.loop]++;
+  if ((max_instructions_ || budget_s_ > 0) && ++st.since_check >= 4096) {
+    // Budget check (bounded modes run one worker thread): stop with partial statistics.
+    uint64_t total = instructions_.fetch_add(st.since_check) + st.since_check;
+    st.since_check = 0;
+    const char *why = nullptr;
+    if (max_instructions_ && total >= max_instructions_) why = "instruction-budget";
+    else if (budget_s_ > 0 && nowSeconds() - start_s_ > budget_s_) why = "time-budget";
+    if (why != nullptr)
+      stopEarly(workItem->getWorkGroup(), st, st.completed + 1, why);  // + the partial one
+  }
   if (info.cls == IGNORED) return;
   st.stats.inst[info.cls] += info.lanes;
   if (info.cls == SPECIAL) st.stats.special[info.special] += info.lanes;
@@ -210,7 +235,6 @@ void StatsPlugin::recordAccess(const oclgrind::Memory *memory, const oclgrind::W
   } else {
     (store ? s.gstore_bytes : s.gload_bytes) += size;
     (store ? s.gstore_acc : s.gload_acc)++;
-    storeRangesAccess(memory, address, size, store ? 1 : 0);
   }
   // The dynamic instance is assigned at group end from the per-lane callback order.
   st.accesses.push_back({workItem->getCurrentInstruction(), 0, linearLocalId(workItem, st), address,
@@ -230,16 +254,14 @@ void StatsPlugin::memoryStore(const oclgrind::Memory *memory, const oclgrind::Wo
 
 void StatsPlugin::memoryAtomicStore(const oclgrind::Memory *memory,
                                     const oclgrind::WorkItem *workItem, oclgrind::AtomicOp,
-                                    size_t address, size_t size) {
+                                    size_t, size_t) {
   // Every atomic operation notifies one atomic store (read-modify-writes notify a load too).
   if (workItem == nullptr) return;
   unsigned space = memory->getAddressSpace();
   if (space == oclgrind::AddrSpaceLocal)
     state().stats.atom_local++;
-  else if (space != oclgrind::AddrSpacePrivate) {
+  else if (space != oclgrind::AddrSpacePrivate)
     state().stats.atom_global++;
-    storeRangesAccess(memory, address, size, 2);
-  }
 }
 
 void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
@@ -266,7 +288,12 @@ void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
     << ",\"max_live_values\":" << est.max_live_values << ",\"ssa_values\":" << est.ssa_values
     << ",\"bytes_per_work_item\":" << est.alloca_bytes + est.max_live_bytes << "}";
   private_json_ = p.str();
-  storeRangesKernelBegin(m_context, inv);
+  loops_json_ = analyzeLoops(kernel->getFunction(), loop_headers_);
+  has_barrier_ = hasBarrier(kernel->getFunction());
+  loop_sum_.fill(0);
+  instructions_ = 0;
+  stop_reason_.clear();
+  start_s_ = nowSeconds();
 }
 
 void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
@@ -285,12 +312,49 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
   st.branches.clear();
   st.stats = Stats();
   st.stats.work_items = n;
-  storeRangesGroupBegin();
+  st.loop_iters.fill(0);
+  st.completed = 0;
+}
+
+void StatsPlugin::workItemComplete(const oclgrind::WorkItem *workItem) {
+  WorkerState &st = state();
+  st.completed++;
+  // Work-item sampling: without barriers work-items run one after another, so after the
+  // first max_work_items_ (whole warps of consecutive lids) the group's sample is complete.
+  if (max_work_items_ != 0 && !has_barrier_ && st.completed >= max_work_items_ &&
+      st.completed < st.lanes)
+    stopEarly(workItem->getWorkGroup(), st, st.completed, "sampled-work-items");
+}
+
+void StatsPlugin::stopEarly(const oclgrind::WorkGroup *group, WorkerState &st,
+                            uint64_t work_items, const char *reason) {
+  std::string line = finishGroup(group, st, work_items);
+  std::lock_guard<std::mutex> lock(m_mutex);
+  group_lines_ += line;
+  groups_++;
+  stop_reason_ = reason;
+  flush(true);
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 void StatsPlugin::workGroupComplete(const oclgrind::WorkGroup *group) {
   WorkerState &st = state();
+  std::string line = finishGroup(group, st, st.lanes);
+  std::lock_guard<std::mutex> lock(m_mutex);
+  groups_++;
+  group_lines_ += line;
+  if (stop_after_groups_ != 0 && groups_ >= stop_after_groups_) {
+    flush(true);
+    std::fflush(nullptr);
+    std::_Exit(0);  // single mode: the rest of the launch is not needed
+  }
+}
+
+std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerState &st,
+                                     uint64_t work_items) {
   Stats &s = st.stats;
+  s.work_items = work_items;
   std::vector<uint64_t> scratch;
 
   // Memory: group accesses by (kind, instruction, per-lane dynamic instance), then by lid.
@@ -354,22 +418,20 @@ void StatsPlugin::workGroupComplete(const oclgrind::WorkGroup *group) {
   std::ostringstream line;
   line << "{\"type\":\"group\",\"kernel\":" << jsonString(kernel_name_)
        << ",\"group_id\":" << size3(group->getGroupID()) << ",\"group_index\":" << group->getGroupIndex()
-       << ",\"group_size\":" << size3(group->getGroupSize()) << ",\"stats\":" << s.json() << storeRangesGroupJson() << "}\n";
+       << ",\"group_size\":" << size3(group->getGroupSize()) << ",\"loop_iterations\":{";
+  for (int i = 0, n = 0; i < kMaxLoops; ++i)
+    if (st.loop_iters[i]) line << (n++ ? "," : "") << '"' << i << "\":" << st.loop_iters[i];
+  line << "},\"stats\":" << s.json() << "}\n";
 
   std::lock_guard<std::mutex> lock(m_mutex);
   sum_.add(s);
-  groups_++;
+  for (int i = 0; i < kMaxLoops; ++i) loop_sum_[i] += st.loop_iters[i];
   local_bytes_ = std::max<uint64_t>(local_bytes_, local_alloc);
-  group_lines_ += line.str();
   st.accesses.clear();
   st.accesses.shrink_to_fit();
   st.branches.clear();
   st.branches.shrink_to_fit();
-  if (stop_after_groups_ != 0 && groups_ >= stop_after_groups_) {
-    flush(true);
-    std::fflush(nullptr);
-    std::_Exit(0);  // single mode: the rest of the launch is not needed
-  }
+  return line.str();
 }
 
 void StatsPlugin::flush(bool stopped_early) {
@@ -380,10 +442,11 @@ void StatsPlugin::flush(bool stopped_early) {
   std::fprintf(f,
                "{\"type\":\"kernel\",\"format\":\"clproj.plugin-stats\",\"version\":1,%s,"
                "\"groups_emulated\":%llu,\"stopped_early\":%s,\"local_bytes_per_group\":%llu,%s,"
-               "\"sum\":%s}\n",
+               "\"has_barrier\":%s,\"stop_reason\":\"%s\",\"loops\":%s,\"sum\":%s}\n",
                launch_json_.c_str(), static_cast<unsigned long long>(groups_),
                stopped_early ? "true" : "false", static_cast<unsigned long long>(local_bytes_),
-               private_json_.c_str(), sum_.json().c_str());
+               private_json_.c_str(), has_barrier_ ? "true" : "false", stop_reason_.c_str(),
+               loops_json_.c_str(), sum_.json().c_str());
   std::fclose(f);
   group_lines_.clear();
 }

@@ -43,6 +43,7 @@ constexpr int kNumBankCounts = 2; // 16, 32 banks of 4 B
 constexpr unsigned kWarps[kNumWarps] = {8, 16, 32, 64};
 constexpr unsigned kSegments[kNumSegments] = {32, 64, 128};
 constexpr unsigned kBanks[kNumBankCounts] = {16, 32};
+constexpr int kMaxLoops = 32;  // loops tracked per kernel (bounded emulation, loops.cpp)
 
 // Special functions differ in cost by an order of magnitude (rsqrt vs sin on a CPU),
 // so the SPECIAL class is also broken down by function family. The families match the
@@ -55,6 +56,7 @@ struct InstInfo {
   uint8_t lanes = 1;
   uint8_t special = SF_OTHER;  // family, when cls == SPECIAL
   bool conditional = false;  // conditional br or switch: divergence is tracked
+  int8_t loop = -1;  // loop id when this is a loop header's terminator (loops.cpp)
 };
 
 // Statistics of one work-group (or a sum of groups).
@@ -98,6 +100,11 @@ struct WorkerState {
   std::vector<Access> accesses;
   std::vector<BranchRec> branches;
   Stats stats;
+  // Bounded emulation: header-terminator executions per loop, work-items completed in
+  // this group, instructions since the last budget check.
+  std::array<uint64_t, kMaxLoops> loop_iters{};
+  uint64_t completed = 0;
+  uint64_t since_check = 0;
 };
 
 class StatsPlugin : public oclgrind::Plugin {
@@ -117,12 +124,17 @@ class StatsPlugin : public oclgrind::Plugin {
   void kernelEnd(const oclgrind::KernelInvocation *kernelInvocation) override;
   void workGroupBegin(const oclgrind::WorkGroup *workGroup) override;
   void workGroupComplete(const oclgrind::WorkGroup *workGroup) override;
+  void workItemComplete(const oclgrind::WorkItem *workItem) override;
 
  private:
   WorkerState &state();
   void recordAccess(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
                     size_t address, size_t size, bool store);
   void flush(bool stopped_early);  // caller holds m_mutex
+  // Finalise the running group (all of it, or the first `work_items` when stopping early).
+  std::string finishGroup(const oclgrind::WorkGroup *group, WorkerState &st, uint64_t work_items);
+  [[noreturn]] void stopEarly(const oclgrind::WorkGroup *group, WorkerState &st,
+                              uint64_t work_items, const char *reason);
 
   std::string output_path_;
   uint64_t stop_after_groups_ = 0;  // 0: never; else _Exit after writing N groups
@@ -137,6 +149,17 @@ class StatsPlugin : public oclgrind::Plugin {
   uint64_t local_bytes_ = 0;
   std::string group_lines_;
   std::string private_json_;
+  // Bounded emulation (env CLPROJ_STATS_MAX_WORK_ITEMS / _MAX_INSTRUCTIONS / _BUDGET_S).
+  uint64_t max_work_items_ = 0;
+  uint64_t max_instructions_ = 0;
+  double budget_s_ = 0;
+  std::atomic<uint64_t> instructions_{0};
+  double start_s_ = 0;
+  bool has_barrier_ = true;
+  std::unordered_map<const llvm::Instruction *, int> loop_headers_;
+  std::string loops_json_ = "[]";
+  std::string stop_reason_;
+  std::array<uint64_t, kMaxLoops> loop_sum_{};
 };
 
 // Static estimate of private state per work-item (liveness.cpp).
@@ -147,6 +170,12 @@ struct PrivateEstimate {
   uint64_t ssa_values = 0;
 };
 PrivateEstimate estimatePrivate(const llvm::Function *function);
+
+// Loop analysis (loops.cpp): JSON list of loops with SCEV trip counts; fills the map
+// header terminator -> loop id. hasBarrier: the kernel calls a barrier/collective.
+std::string analyzeLoops(const llvm::Function *function,
+                         std::unordered_map<const llvm::Instruction *, int> &headers);
+bool hasBarrier(const llvm::Function *function);
 
 // Instruction classification (classify.cpp).
 InstInfo classify(const llvm::Instruction *instruction);

@@ -1,0 +1,507 @@
+"""Bounded-cost mini-emulation: a kernel profile for every launch within a budget.
+
+The paper's premise, "one work-group is cheap to emulate", fails for kernels whose
+work-items loop millions of times. ``emulate_bounded`` keeps every emulation inside a
+:class:`Budget` (wall time, instructions per emulator run, sampled work-items) and says
+how each profile was obtained (``emulation.method``) and how far to trust it
+(``emulation.confidence``). Steps (docs/miniemu.md, "Bounded emulation"):
+
+1. **Attempt**: group 0 in quick mode; without barriers the plugin stops after
+   ``budget.work_items`` work-items (whole warps of consecutive local ids) and writes its
+   statistics (``sampled-work-items``); any run stops at the instruction or time budget.
+   A run that finishes is the profile (``full-group`` or ``sampled-work-items``).
+2. **Loop extrapolation**: when the attempt hit the budget, the plugin's ScalarEvolution
+   analysis (``loops``: backedge-taken counts as expressions over kernel arguments) picks
+   the scalar argument (the *knob*) that sets the trip count of the heaviest loop. The
+   launch is re-emulated with the knob shrunk so that the loop runs a few dozen times
+   (``d + 2`` probes for a loop nest of arg-dependent depth ``d``); every counter is fitted
+   as a degree-``d`` polynomial of the loop's trip count on ``d + 1`` probes, checked on
+   the last one, and evaluated at the trip count of the launch's real argument values.
+   All work-items take part in the probes, so warp-level statistics (transactions,
+   divergence, bank conflicts) are real, not guessed.
+3. **Budget extrapolation** (trip count not derivable from arguments): the partial
+   statistics of the attempt are scaled by the ratio of the loop's trip count (exact
+   constant -> ``medium``; symbolic maximum -> ``low``; none -> a lower bound, ``low``)
+   to the iterations observed.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from clproj.errors import ClprojError
+from miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
+
+if TYPE_CHECKING:
+    from intercept.record import LaunchRecord
+
+_NOT_SCALED = ("bytes_per_group", "private_bytes_per_work_item")
+# Validation error of the extrapolation fit (relative, on the check probe) per confidence.
+FIT_HIGH, FIT_MEDIUM = 0.02, 0.10
+# Seconds a worker needs before the kernel starts (python, pyopencl, Oclgrind's build).
+STARTUP_S = 0.7
+
+
+@dataclass
+class Budget:
+    """Cost limits of one bounded emulation (all emulator runs of one profile together).
+
+    ``wall_s``: wall time in seconds; ``instructions``: instructions per emulator run;
+    ``work_items``: work-items sampled per group when the kernel has no barrier (two warps
+    of the widest warp width, 64); ``probe_trips``: largest trip count of the heaviest loop
+    in a probe run.
+    """
+
+    wall_s: float = 3.0
+    instructions: int = 2_000_000
+    work_items: int = 128
+    probe_trips: int = 48
+
+    @classmethod
+    def parse(cls, text: str | float | Budget | None) -> Budget:
+        """``"3"`` (seconds) or ``"wall=3,instructions=2e6,work_items=128,probe_trips=48"``."""
+        if text is None:
+            return cls()
+        if isinstance(text, Budget):
+            return text
+        if isinstance(text, (int, float)):
+            return cls(wall_s=float(text))
+        out = cls()
+        for part in str(text).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            key, _, val = part.partition("=") if "=" in part else ("wall", "", part)
+            key = {"wall": "wall_s", "wall_s": "wall_s", "time": "wall_s"}.get(key, key)
+            if key not in ("wall_s", "instructions", "work_items", "probe_trips"):
+                raise ClprojError(
+                    f"unknown budget field {key!r}",
+                    "use wall=S,instructions=N,work_items=N,probe_trips=N",
+                )
+            try:
+                setattr(out, key, float(val) if key == "wall_s" else int(float(val)))
+            except ValueError:
+                raise ClprojError(f"budget field {key} is not a number: {val!r}") from None
+        if out.work_items < 64 or out.wall_s <= 0 or out.instructions <= 0:
+            raise ClprojError(
+                "budget too small: work_items >= 64, wall_s > 0 and instructions > 0",
+                "the statistics need whole warps of 64 work-items",
+            )
+        return out
+
+
+# ---------------------------------------------------------------- SCEV expressions
+
+
+class NotEvaluable(Exception):
+    """The trip-count expression depends on something other than kernel arguments."""
+
+
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def eval_scev(expr: dict[str, Any] | None, args: dict[int, int]) -> int:
+    """Evaluate a plugin SCEV expression (loops.cpp) with integer argument values (unsigned)."""
+    if expr is None or "unknown" in expr:
+        raise NotEvaluable(expr and expr.get("unknown"))
+    bits = int(expr.get("bits", 64))
+    mask = (1 << bits) - 1
+    if "c" in expr:
+        return int(expr["c"]) & mask
+    if "arg" in expr:
+        i = int(expr["arg"])
+        if i not in args:
+            raise NotEvaluable(f"argument {i} is not an integer scalar")
+        return args[i] & mask
+    op, ops = expr["op"], expr["ops"]
+    vals = [eval_scev(o, args) for o in ops]
+    if op == "add":
+        return sum(vals) & mask
+    if op == "mul":
+        return math.prod(vals) & mask
+    if op == "udiv":
+        if vals[1] == 0:
+            raise NotEvaluable("division by zero")
+        return (vals[0] // vals[1]) & mask
+    if op in ("umax", "umin"):
+        return (max if op == "umax" else min)(vals)
+    if op in ("smax", "smin"):
+        s = [_signed(v, bits) for v in vals]
+        return (max if op == "smax" else min)(s) & mask
+    if op == "zext":
+        return vals[0] & mask
+    if op == "sext":
+        return _signed(vals[0], int(ops[0].get("bits", bits))) & mask
+    if op == "trunc":
+        return vals[0] & mask
+    raise NotEvaluable(f"operation {op}")
+
+
+def scev_args(expr: dict[str, Any] | None) -> set[int]:
+    """Kernel argument indices an expression reads."""
+    if not expr:
+        return set()
+    if "arg" in expr:
+        return {int(expr["arg"])}
+    out: set[int] = set()
+    for o in expr.get("ops", []):
+        out |= scev_args(o)
+    return out
+
+
+def scalar_args(record: LaunchRecord) -> dict[int, int]:
+    """Integer view (little-endian, unsigned) of every scalar argument of 1-8 bytes."""
+    out = {}
+    for a in record.args:
+        if a.kind == "scalar" and a.data is not None and len(a.data) in (1, 2, 4, 8):
+            out[a.index] = int.from_bytes(a.data, "little")
+    return out
+
+
+def trip_count(loop: dict[str, Any], args: dict[int, int], key: str = "exact") -> int:
+    """Header executions per entry of ``loop`` (backedge-taken count + 1)."""
+    return eval_scev(loop.get(key), args) + 1
+
+
+# ---------------------------------------------------------------- statistics helpers
+
+
+def _flatten(stats: dict[str, Any], prefix: tuple = ()) -> dict[tuple, float]:
+    out: dict[tuple, float] = {}
+    for k, v in stats.items():
+        if k in _NOT_SCALED:
+            continue
+        if isinstance(v, dict):
+            out.update(_flatten(v, (*prefix, k)))
+        elif isinstance(v, (int, float)):
+            out[(*prefix, k)] = float(v)
+    return out
+
+
+def _rebuild(template: dict[str, Any], values: dict[tuple, float], prefix: tuple = ()) -> dict:
+    out: dict[str, Any] = {}
+    for k, v in template.items():
+        if isinstance(v, dict) and k not in _NOT_SCALED:
+            out[k] = _rebuild(v, values, (*prefix, k))
+        elif (*prefix, k) in values:
+            out[k] = max(0, round(values[(*prefix, k)]))
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _key_metrics(stats: dict[str, Any]) -> dict[str, float]:
+    g = stats.get("global", {})
+    tx = sum(c for d in g.get("transactions", {}).values() for w in d.values() for c in w.values())
+    return {
+        "instructions": instructions_total(stats),
+        "global load bytes": g.get("load_bytes", 0),
+        "global store bytes": g.get("store_bytes", 0),
+        "transactions": tx,
+        "local accesses": stats.get("local", {}).get("accesses", 0),
+        "branches": stats.get("branches", {}).get("total", 0),
+    }
+
+
+def relative_error(pred: dict[str, Any], ref: dict[str, Any]) -> tuple[float, str]:
+    """Largest relative difference of the key metrics (instructions, bytes, transactions)."""
+    mp, mr = _key_metrics(pred), _key_metrics(ref)
+    worst, what = 0.0, "instructions"
+    for k in mr:
+        hi = max(abs(mp[k]), abs(mr[k]))
+        if hi > 0:
+            d = abs(mp[k] - mr[k]) / hi
+            if d > worst:
+                worst, what = d, k
+    return worst, what
+
+
+def _lower(conf: str, other: str) -> str:
+    order = ["low", "medium", "high"]
+    return order[min(order.index(conf), order.index(other))]
+
+
+# ---------------------------------------------------------------- the bounded emulation
+
+
+class _Runner:
+    """Runs emulator attempts of one record (and modified copies) against a wall budget."""
+
+    def __init__(self, record: LaunchRecord, budget: Budget, backend: Any, tmp: str) -> None:
+        self.record, self.budget, self.backend, self.tmp = record, budget, backend, tmp
+        self.start = time.perf_counter()
+        self.runs = 0
+
+    def remaining(self) -> float:
+        return self.budget.wall_s - (time.perf_counter() - self.start)
+
+    def run(self, record: LaunchRecord, wall_s: float | None = None) -> Any:
+        from intercept.record import save
+
+        path = save(copy.copy(record), os.path.join(self.tmp, f"r{id(record)}"))
+        wall = max(0.2, (wall_s if wall_s is not None else self.remaining()) - STARTUP_S)
+        limits = {
+            "CLPROJ_STATS_MAX_WORK_ITEMS": str(self.budget.work_items),
+            "CLPROJ_STATS_MAX_INSTRUCTIONS": str(self.budget.instructions),
+            "CLPROJ_STATS_BUDGET_S": f"{wall:.3f}",
+        }
+        self.runs += 1
+        # The plugin stops itself at the budget; the kill is the backstop for a hang.
+        return self.backend.run(path, "bounded", wall + STARTUP_S + 5.0, limits=limits)
+
+
+def _profile(raw: Any, record: LaunchRecord) -> KernelProfile:
+    return build_profile(raw, record.kernel, record.signature, record.local_size is None)
+
+
+def _with_scalar(record: LaunchRecord, index: int, value: int) -> LaunchRecord:
+    rec = copy.copy(record)
+    rec.args = [copy.copy(a) for a in record.args]
+    a = rec.args[index]
+    a.data = (value & ((1 << (8 * len(a.data))) - 1)).to_bytes(len(a.data), "little")
+    rec.path = None
+    return rec
+
+
+def _dependent_depth(loops: list[dict], loop: dict, knob: int) -> int:
+    """Loops on ``loop``'s ancestor chain (itself included) whose trip count reads ``knob``."""
+    by_id = {lp["id"]: lp for lp in loops}
+    depth, cur = 0, loop
+    while cur is not None:
+        if knob in scev_args(cur.get("exact")):
+            depth += 1
+        cur = by_id.get(cur.get("parent", -1))
+    return depth
+
+
+def _choose_knob(raw: Any, args: dict[int, int]) -> tuple[dict, int, int] | None:
+    """(heaviest loop, knob argument, polynomial degree), or None when no loop qualifies."""
+    best = None
+    for lp in raw.loops:
+        used = scev_args(lp.get("exact")) & set(args)
+        if not used:
+            continue
+        try:
+            t = trip_count(lp, args)
+        except NotEvaluable:
+            continue
+        if best is None or t > best[0]:
+            best = (t, lp, used)
+    if best is None or best[0] <= 64:
+        return None
+    t, lp, used = best
+    knob = max(used, key=lambda i: _signed(args[i], 64))  # the loop bound, not an offset
+    return lp, knob, _dependent_depth(raw.loops, lp, knob)
+
+
+def _probe_value(lp: dict, args: dict[int, int], knob: int, target: int) -> int | None:
+    """Smallest knob value in [0, actual] whose trip count reaches ``target`` (bisection)."""
+    actual = _signed(args[knob], 64)
+    if actual <= 0:
+        return None
+
+    def trips(v: int) -> int:
+        return _signed(trip_count(lp, {**args, knob: v}) - 1, 64) + 1
+
+    lo, hi = 0, actual
+    if trips(hi) < target:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if trips(mid) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _loop_extrapolate(
+    runner: _Runner, first: Any, args: dict[int, int]
+) -> tuple[KernelProfile, dict] | None:
+    choice = _choose_knob(first, args)
+    if choice is None:
+        return None
+    lp, knob, degree = choice
+    if degree > 2:
+        return None
+    rec = runner.record
+    # Trips per probe: keep each probe well inside the instruction budget.
+    h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in first.groups) or 1
+    ipi = max(1.0, sum(instructions_total(g.stats) for g in first.groups) / h)
+    lanes = math.prod(first.local_size)
+    if not first.has_barrier:
+        lanes = min(lanes, runner.budget.work_items)
+    cap = (0.5 * runner.budget.instructions / (lanes * ipi)) ** (1.0 / degree)
+    t_max = int(max(4, min(runner.budget.probe_trips, cap)))
+    targets = sorted({max(2, round(t_max * (j + 1) / (degree + 2))) for j in range(degree + 2)})
+    if len(targets) < degree + 2:
+        return None
+    values = [_probe_value(lp, args, knob, t) for t in targets]
+    if any(v is None for v in values) or len(set(values)) < len(values):
+        return None
+    xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
+    x_actual = float(trip_count(lp, args))
+    wall_each = runner.remaining()
+    with ThreadPoolExecutor(max_workers=len(values)) as pool:
+        raws = list(pool.map(lambda v: runner.run(_with_scalar(rec, knob, v), wall_each), values))
+    if any(r.stop_reason in ("instruction-budget", "time-budget") for r in raws):
+        return None
+    probes = [_profile(r, rec) for r in raws]
+    import numpy as np
+
+    fit_n = degree + 1
+    flat = [_flatten(p.total) for p in probes]
+    keys = set().union(*flat)
+    predicted_actual: dict[tuple, float] = {}
+    predicted_check: dict[tuple, float] = {}
+    for key in keys:
+        ys = [f.get(key, 0.0) for f in flat]
+        coef = np.polyfit(xs[:fit_n], ys[:fit_n], degree)
+        predicted_actual[key] = float(np.polyval(coef, x_actual))
+        predicted_check[key] = float(np.polyval(coef, xs[-1]))
+    check = _rebuild(probes[-1].total, predicted_check)
+    err, what = relative_error(check, probes[-1].total)
+    total = _rebuild(probes[0].total, predicted_actual)
+    base = probes[0]
+    per_group = scale_stats(total, 1.0 / base.launch["num_groups"])
+    for s in (total, per_group):
+        s.setdefault("local", {})["bytes_per_group"] = base.total["local"]["bytes_per_group"]
+        s["private_bytes_per_work_item"] = base.total["private_bytes_per_work_item"]
+    fit_conf = "high" if err <= FIT_HIGH else "medium" if err <= FIT_MEDIUM else "low"
+    detail = {
+        "loop": lp["id"],
+        "knob_argument": knob,
+        "knob_actual": _signed(args[knob], 64),
+        "probe_values": values,
+        "probe_trips": xs,
+        "actual_trips": x_actual,
+        "degree": degree,
+        "check_error": round(err, 4),
+        "check_error_in": what,
+    }
+    prof = KernelProfile(
+        rec.kernel, rec.signature, base.launch, dict(base.emulation), per_group, total
+    )
+    flags = [f for f in base.emulation["flags"]]
+    flags.append(
+        f"loop-extrapolated: loop {lp['id']} runs {x_actual:.0f} times per entry; fitted on "
+        f"argument {knob} = {values[:fit_n]} (degree {degree}), check probe off by {err:.1%}"
+    )
+    prof.emulation.update(
+        confidence=_lower(fit_conf, base.emulation["confidence"]),
+        flags=flags,
+        loop_extrapolation=detail,
+    )
+    return prof, detail
+
+
+def _budget_extrapolate(first: Any, args: dict[int, int]) -> tuple[float, str, list[str]]:
+    """Scale the attempt's partial statistics by expected / observed loop iterations."""
+    h = {
+        k: sum(int(g.loop_iterations.get(k, 0)) for g in first.groups)
+        for k in {k for g in first.groups for k in g.loop_iterations}
+    }
+    flags: list[str] = []
+    factor, confidence = 1.0, "low"
+    if h:
+        heaviest = max(h, key=lambda k: h[k])
+        lp = next((x for x in first.loops if str(x["id"]) == heaviest), None)
+        wi = sum(g.work_items for g in first.groups)
+        per_wi = h[heaviest] / max(1, wi)
+        expected, how = None, ""
+        if lp is not None:
+            chain, cur = [], lp
+            by_id = {x["id"]: x for x in first.loops}
+            while cur is not None:
+                chain.append(cur)
+                cur = by_id.get(cur.get("parent", -1))
+            for key, label in (("exact", "exact"), ("max", "symbolic maximum")):
+                try:
+                    expected = float(math.prod(trip_count(c, args, key) for c in chain))
+                    how = label
+                    break
+                except NotEvaluable:
+                    continue
+        if expected is not None and per_wi > 0:
+            factor = max(1.0, expected / per_wi)
+            confidence = "medium" if how == "exact" else "low"
+            flags.append(
+                f"budget-extrapolated: loop {heaviest} trip count ({how}) {expected:.0f} per "
+                f"work-item, {per_wi:.0f} emulated; statistics of a partial work-item sample "
+                "(warp-level counts are not coalesced across a warp)"
+            )
+        else:
+            flags.append(
+                "budget-extrapolated: trip count not derivable; statistics are those of the "
+                "budget (a lower bound)"
+            )
+    else:
+        flags.append("budget-extrapolated: no loop found; statistics are a lower bound")
+    return factor, confidence, flags
+
+
+def emulate_bounded(
+    record: LaunchRecord, budget: Budget | None = None, backend: Any = None
+) -> KernelProfile:
+    """A kernel profile of ``record`` within ``budget`` (module docstring: the steps)."""
+    from miniemu.backend import get_backend
+
+    budget = budget or Budget()
+    backend = backend or get_backend("oclgrind")
+    with tempfile.TemporaryDirectory(prefix="clproj-bounded-") as tmp:
+        runner = _Runner(record, budget, backend, tmp)
+        first = runner.run(record)
+        args = scalar_args(record)
+        method = {"": "full-group", "sampled-work-items": "sampled-work-items"}.get(
+            first.stop_reason
+        )
+        if method is not None:
+            prof = _profile(first, record)
+            if method == "sampled-work-items":
+                prof.emulation["flags"].append(
+                    f"sampled-work-items: {prof.emulation['work_items_emulated']} of "
+                    f"{prof.launch['group_size']} work-items of group 0 (no barrier)"
+                )
+        else:
+            result = None
+            if runner.remaining() > STARTUP_S + 0.2:
+                try:
+                    result = _loop_extrapolate(runner, first, args)
+                except ClprojError:
+                    result = None
+            if result is not None:
+                prof, _ = result
+                method = "loop-extrapolated"
+            else:
+                prof = _profile(first, record)
+                factor, confidence, flags = _budget_extrapolate(first, args)
+                wi, gwi = prof.total.get("work_items"), prof.per_group.get("work_items")
+                prof.total = scale_stats(prof.total, factor)
+                prof.per_group = scale_stats(prof.per_group, factor)
+                prof.total["work_items"], prof.per_group["work_items"] = wi, gwi
+                prof.emulation["flags"] += flags
+                prof.emulation["confidence"] = _lower(confidence, prof.emulation["confidence"])
+                method = "budget-extrapolated"
+        prof.emulation.update(
+            mode="bounded",
+            method=method,
+            wall_s=round(time.perf_counter() - runner.start, 4),
+            emulator_runs=runner.runs,
+            stop_reason=first.stop_reason,
+            budget={
+                "wall_s": budget.wall_s,
+                "instructions": budget.instructions,
+                "work_items": budget.work_items,
+            },
+            loops=first.loops,
+        )
+        return prof
