@@ -41,6 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json", action="store_true", help="summary as JSON on stdout (after the app's output)"
     )
+    p.add_argument(
+        "--broker",
+        metavar="ADDR",
+        help="route mode: the cluster's broker (default: an embedded broker + local node)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
 
@@ -71,6 +76,7 @@ def shim_environment(
     kernels: list[str] | None = None,
     verify: bool = False,
     summary_file: str | None = None,
+    broker: str | None = None,
 ) -> dict[str, str]:
     """Environment that preloads the shim into a child process (also used by tests)."""
     from clproj.native import shim_library
@@ -90,6 +96,7 @@ def shim_environment(
         "CLPROJ_RECORD_KERNELS",
         "CLPROJ_VERIFY",
         "CLPROJ_SUMMARY_FILE",
+        "CLPROJ_BROKER",
     ):
         env.pop(key, None)
     if record:
@@ -101,6 +108,8 @@ def shim_environment(
         env["CLPROJ_VERIFY"] = "1"
     if summary_file:
         env["CLPROJ_SUMMARY_FILE"] = summary_file
+    if broker:
+        env["CLPROJ_BROKER"] = broker
     if mode == "project":
         hooks = [h for h in env.get("CLPROJ_HOOKS", "").split(",") if h]
         env["CLPROJ_HOOKS"] = ",".join([*hooks, PROJECT_HOOK])
@@ -140,11 +149,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise ClprojError("no command given", "usage: clproj run [--mode observe] -- CMD ARGS...")
-    if args.mode == "route":
-        raise ClprojError(
-            "--mode route is not available yet (the broker is not part of this build)",
-            "use --mode observe (or project) for now",
-        )
+    if args.broker and args.mode != "route":
+        raise ClprojError("--broker is for --mode route", "add --mode route")
     if args.record:
         os.makedirs(args.record, exist_ok=True)
         if not os.access(args.record, os.W_OK):
@@ -156,10 +162,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
         summary = os.path.join(tmp, "summary.tsv")
         # Project mode needs records; without --record they live in the temporary folder.
-        record_dir = args.record or (os.path.join(tmp, "records") if args.mode == "project" else None)
-        env = shim_environment(
-            args.mode, record_dir, args.which, args.kernel, args.verify, summary
+        record_dir = args.record or (
+            os.path.join(tmp, "records") if args.mode == "project" else None
         )
+        env = shim_environment(args.mode, record_dir, args.which, args.kernel, args.verify, summary)
         if args.mode == "project":
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
         try:
@@ -174,7 +180,14 @@ def run_cmd(args: argparse.Namespace) -> int:
 
             projections = complete_run(record_dir, env["CLPROJ_PROJECTION_FILE"])
     if args.json:
-        emit_json({"exit_code": rc, "kernels": rows, "record_dir": args.record, "projections": projections})
+        emit_json(
+            {
+                "exit_code": rc,
+                "kernels": rows,
+                "record_dir": args.record,
+                "projections": projections,
+            }
+        )
         return rc
     sys.stdout.flush()
     if rows:

@@ -23,6 +23,8 @@ ffibuilder = cffi.FFI()
 _CDEF_TYPES = "typedef int32_t cl_int;\ntypedef uint32_t cl_uint;\n"
 with open(os.path.join(SHIM_DIR, "launch_types.h")) as f:
     _cdef = _CDEF_TYPES + f.read()
+with open(os.path.join(SHIM_DIR, "route_types.h")) as f:
+    _cdef += f.read()
 with open(os.path.join(SHIM_DIR, "shim_api.h")) as f:
     ffibuilder.cdef(_cdef + f.read())
 with open(os.path.join(SHIM_DIR, "embedding_api.h")) as f:
@@ -33,12 +35,14 @@ ffibuilder.embedding_init_code(
     from intercept._shim import ffi, lib
     from intercept.shim_runtime import install as _clproj_install
     _clproj_install(ffi, lib)
+    from intercept.route_runtime import install as _clproj_route_install
+    _clproj_route_install(ffi, lib)
     """
 )
 
 ffibuilder.set_source(
     "intercept._shim",
-    '#include "shim.h"\n',
+    '#include "shim.h"\n#include "route.h"\n',
     sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
     include_dirs=[SHIM_DIR],
     # A C application has no Python in it: the shim must pull libpython in itself.

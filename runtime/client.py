@@ -124,6 +124,7 @@ class _Req:
     done: bool = False
     err: str | None = None
     reissue: Any = None  # callable(target device) for a lost read
+    res: Any = None  # the reply's ``res`` (launch: ``t`` = profiled kernel seconds)
 
 
 class RemoteEvent:
@@ -241,6 +242,7 @@ class RemotePlatform:
             if req is None:
                 return
             if h["ok"]:
+                req.res = h.get("res")
                 if req.on_done is not None:
                     req.on_done(data[0] if data else None)
                 req.done = True

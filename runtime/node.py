@@ -148,7 +148,15 @@ class Node:
             c = cl.Context([d])
             q = cl.CommandQueue(c, properties=cl.command_queue_properties.PROFILING_ENABLE)
             self.devs.append(_Dev(i, d, c, q))
-            self.descr.append({"name": d.name.strip(), "profile": load_profile(d, profiles_dir)})
+            prof = dict(load_profile(d, profiles_dir))
+            # the real limits, so a virtual device can report what every device accepts
+            prof["limits"] = {
+                "max_work_group_size": int(d.max_work_group_size),
+                "local_mem_size": int(d.local_mem_size),
+                "global_mem_size": int(d.global_mem_size),
+                "max_mem_alloc_size": int(d.max_mem_alloc_size),
+            }
+            self.descr.append({"name": d.name.strip(), "profile": prof})
         self.objects: dict[tuple[bytes, int, int], Any] = {}
         self.kernels: dict[tuple[bytes, int, int, str], Any] = {}
         self.prog_cache: dict[tuple[int, str], Any] = {}

@@ -1,0 +1,768 @@
+/* Route mode (CLPROJ_MODE=route): the virtual OpenCL platform.
+ *
+ * Every handle of the virtual platform is a small struct whose first member is an ICD
+ * dispatch table (ours), so the application's own ICD loader (system or pyopencl's
+ * bundled one) forwards every call on such a handle to the functions below, also for
+ * entry points the shim does not export. Each function checks the handle kinds, packs
+ * its arguments into a clproj_rcall and calls intercept/route_runtime.py, which carries
+ * the call out on the cluster through runtime.client.RemotePlatform. Handles that are
+ * not ours pass through untouched (the exported entry points forward to the real ones).
+ * Entry points the virtual platform does not implement return CL_INVALID_OPERATION (or
+ * NULL with that error code) and are logged once by name. */
+#define _GNU_SOURCE
+#include <CL/cl_icd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route.h"
+#include "shim.h"
+
+#define RT_MAGIC 0x636c7072u /* "clpr" */
+
+typedef struct rt_obj {
+    const cl_icd_dispatch *dispatch; /* must be first: the ICD loader reads it */
+    uint32_t magic;
+    int32_t kind;
+    int64_t id;
+    int refs;
+} rt_obj;
+
+static cl_icd_dispatch rt_table;
+static rt_obj rt_platform = {&rt_table, RT_MAGIC, RT_PLATFORM, 1, 1};
+static rt_obj rt_device = {&rt_table, RT_MAGIC, RT_DEVICE, 1, 1};
+static int rt_mode = -1;   /* -1 unknown, 0 off, 1 route */
+static int rt_closed = 0;  /* set by Python at exit: no more calls into Python */
+
+#define OBJ(h) ((rt_obj *)(h))
+/* Ours iff its dispatch pointer is our table: safe for any valid ICD handle. */
+static int rt_ours(const void *h) {
+    return h != NULL && *(const cl_icd_dispatch *const *)h == &rt_table &&
+           OBJ(h)->magic == RT_MAGIC;
+}
+static int rt_is(const void *h, int kind) { return rt_ours(h) && OBJ(h)->kind == kind; }
+
+static void rt_log_once(const char *what) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "route mode: %s is not supported by the virtual platform "
+                              "(CL_INVALID_OPERATION)", what);
+    clproj_once_log(what, msg);
+}
+
+static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
+static void rt_fill_table(void);
+static void rt_at_exit(void) {
+    if (rt_closed) return;
+    clproj_in_shim = 1;
+    clproj_py_route_exit();
+    clproj_in_shim = 0;
+    rt_closed = 1;
+}
+static void rt_init_once(void) {
+    const char *m = getenv("CLPROJ_MODE");
+    rt_mode = m && strcmp(m, "route") == 0;
+    rt_fill_table();
+    clproj_init();
+    if (rt_mode) {
+        clproj_cfg.disabled = 1; /* the observe-mode wrappers pass everything through */
+        atexit(rt_at_exit);      /* C apps: the embedded interpreter's atexit never runs */
+    }
+}
+int clproj_route_on(void) {
+    pthread_once(&rt_once, rt_init_once);
+    return rt_mode == 1;
+}
+
+/* Helpers called by Python. */
+void *clproj_route_handle(int32_t kind, int64_t id) {
+    rt_obj *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    o->dispatch = &rt_table;
+    o->magic = RT_MAGIC;
+    o->kind = kind;
+    o->id = id;
+    o->refs = 1;
+    return o;
+}
+void *clproj_route_static(int32_t kind) {
+    return kind == RT_PLATFORM ? (void *)&rt_platform : kind == RT_DEVICE ? (void *)&rt_device : NULL;
+}
+void clproj_route_closed(void) { rt_closed = 1; }
+
+/* One call into Python. */
+static cl_int rt_call(clproj_rcall *c) {
+    if (rt_closed) /* after exit: everything has completed, nothing can start */
+        return (c->op == RT_OP_RELEASE || c->op == RT_OP_WAIT || c->op == RT_OP_FINISH ||
+                c->op == RT_OP_FLUSH)
+                   ? CL_SUCCESS
+                   : CL_INVALID_OPERATION;
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    cl_int r = clproj_py_route(c);
+    clproj_in_shim = saved;
+    return r;
+}
+static void rt_init_call(clproj_rcall *c, int op, const void *h) {
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    if (h) {
+        c->kind = OBJ(h)->kind;
+        c->id = OBJ(h)->id;
+    }
+}
+static cl_int rt_wait_list(cl_uint nw, const cl_event *wl) {
+    if ((nw > 0) != (wl != NULL)) return CL_INVALID_EVENT_WAIT_LIST;
+    for (cl_uint i = 0; i < nw; i++)
+        if (!rt_is(wl[i], RT_EVENT)) return CL_INVALID_EVENT_WAIT_LIST;
+    return CL_SUCCESS;
+}
+#define SET_ERR(e)                        \
+    do {                                  \
+        if (errcode_ret) *errcode_ret = (e); \
+    } while (0)
+
+/* ---------------- unsupported entry points ---------------- */
+static cl_int rt_unsupported(void) {
+    rt_log_once("an OpenCL entry point (images, SVM, sub-buffers, pipes, callbacks, ...)");
+    return CL_INVALID_OPERATION;
+}
+#define UNSUPPORTED_PTR(name, params, err_expr)                \
+    static void *rt_##name params {                           \
+        rt_log_once(#name);                                   \
+        if (err_expr) *(err_expr) = CL_INVALID_OPERATION;     \
+        return NULL;                                          \
+    }
+UNSUPPORTED_PTR(clCreateSubBuffer, (cl_mem b, cl_mem_flags f, cl_buffer_create_type t, const void *i, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateImage, (cl_context c, cl_mem_flags f, const cl_image_format *fmt, const cl_image_desc *d, void *h, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateImage2D, (cl_context c, cl_mem_flags f, const cl_image_format *fmt, size_t w, size_t hh, size_t p, void *h, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateImage3D, (cl_context c, cl_mem_flags f, const cl_image_format *fmt, size_t w, size_t hh, size_t d, size_t p, size_t s, void *h, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateSampler, (cl_context c, cl_bool n, cl_addressing_mode a, cl_filter_mode f, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateSamplerWithProperties, (cl_context c, const cl_sampler_properties *p, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateProgramWithIL, (cl_context c, const void *il, size_t n, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateProgramWithBuiltInKernels, (cl_context c, cl_uint n, const cl_device_id *d, const char *k, cl_int *e), e)
+UNSUPPORTED_PTR(clLinkProgram, (cl_context c, cl_uint n, const cl_device_id *d, const char *o, cl_uint np, const cl_program *p, void (*cb)(cl_program, void *), void *u, cl_int *e), e)
+UNSUPPORTED_PTR(clCreatePipe, (cl_context c, cl_mem_flags f, cl_uint ps, cl_uint mp, const cl_pipe_properties *p, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateUserEvent, (cl_context c, cl_int *e), e)
+UNSUPPORTED_PTR(clCloneKernel, (cl_kernel k, cl_int *e), e)
+UNSUPPORTED_PTR(clEnqueueMapImage, (cl_command_queue q, cl_mem i, cl_bool b, cl_map_flags f, const size_t *o, const size_t *r, size_t *rp, size_t *sp, cl_uint nw, const cl_event *wl, cl_event *ev, cl_int *e), e)
+UNSUPPORTED_PTR(clCreateFromGLBuffer, (cl_context c, cl_mem_flags f, cl_GLuint b, int *e), e)
+static void *rt_clSVMAlloc(cl_context c, cl_svm_mem_flags f, size_t n, cl_uint a) {
+    rt_log_once("clSVMAlloc");
+    return NULL;
+}
+static void *rt_clGetExtensionFunctionAddressForPlatform(cl_platform_id p, const char *n) {
+    return NULL;
+}
+
+/* ---------------- platform and device ---------------- */
+static cl_int rt_clGetPlatformIDs(cl_uint n, cl_platform_id *platforms, cl_uint *num) {
+    if ((n == 0 && platforms) || (!platforms && !num)) return CL_INVALID_VALUE;
+    if (platforms) platforms[0] = (cl_platform_id)&rt_platform;
+    if (num) *num = 1;
+    return CL_SUCCESS;
+}
+
+static cl_int rt_info(const void *h, cl_uint param, size_t size, void *value, size_t *size_ret,
+                      int cls, int64_t id2, uint64_t extra) {
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_INFO, h);
+    c.u[0] = param;
+    c.u[1] = value ? size : 0;
+    c.u[2] = (uint64_t)cls;
+    c.u[3] = extra;
+    c.id2 = id2;
+    c.dst = value;
+    c.size_ret = size_ret;
+    return rt_call(&c);
+}
+
+static cl_int rt_clGetPlatformInfo(cl_platform_id p, cl_platform_info param, size_t size,
+                                   void *value, size_t *size_ret) {
+    if (p != NULL && !rt_is(p, RT_PLATFORM)) return CL_INVALID_PLATFORM;
+    return rt_info(&rt_platform, param, size, value, size_ret, RT_INFO_OBJECT, 0, 0);
+}
+
+static cl_int rt_clGetDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint n,
+                                cl_device_id *devices, cl_uint *num) {
+    if (p != NULL && !rt_is(p, RT_PLATFORM)) return CL_INVALID_PLATFORM;
+    if ((n == 0 && devices) || (!devices && !num)) return CL_INVALID_VALUE;
+    /* the one virtual device stands for every device of the cluster: any type matches */
+    if (devices) devices[0] = (cl_device_id)&rt_device;
+    if (num) *num = 1;
+    return CL_SUCCESS;
+}
+
+static cl_int rt_clGetDeviceInfo(cl_device_id d, cl_device_info param, size_t size, void *value,
+                                 size_t *size_ret) {
+    if (!rt_is(d, RT_DEVICE)) return CL_INVALID_DEVICE;
+    return rt_info(d, param, size, value, size_ret, RT_INFO_OBJECT, 0, 0);
+}
+static cl_int rt_clRetainDevice(cl_device_id d) { return rt_is(d, RT_DEVICE) ? CL_SUCCESS : CL_INVALID_DEVICE; }
+static cl_int rt_clReleaseDevice(cl_device_id d) { return rt_is(d, RT_DEVICE) ? CL_SUCCESS : CL_INVALID_DEVICE; }
+
+/* ---------------- generic retain / release / info ---------------- */
+static cl_int rt_retain(void *h, int kind, cl_int bad) {
+    if (!rt_is(h, kind)) return bad;
+    __atomic_add_fetch(&OBJ(h)->refs, 1, __ATOMIC_RELAXED);
+    return CL_SUCCESS;
+}
+static cl_int rt_release(void *h, int kind, cl_int bad) {
+    if (!rt_is(h, kind)) return bad;
+    if (__atomic_sub_fetch(&OBJ(h)->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        clproj_rcall c;
+        rt_init_call(&c, RT_OP_RELEASE, h);
+        rt_call(&c);
+        OBJ(h)->magic = 0;
+        free(h);
+    }
+    return CL_SUCCESS;
+}
+static cl_int rt_refcount_info(void *h, size_t size, void *value, size_t *size_ret) {
+    if (value && size < sizeof(cl_uint)) return CL_INVALID_VALUE;
+    if (value) *(cl_uint *)value = (cl_uint)OBJ(h)->refs;
+    if (size_ret) *size_ret = sizeof(cl_uint);
+    return CL_SUCCESS;
+}
+#define RETAIN_RELEASE(Name, type, kind, bad)                                           \
+    static cl_int rt_clRetain##Name(type h) { return rt_retain(h, kind, bad); }         \
+    static cl_int rt_clRelease##Name(type h) { return rt_release(h, kind, bad); }
+RETAIN_RELEASE(Context, cl_context, RT_CONTEXT, CL_INVALID_CONTEXT)
+RETAIN_RELEASE(CommandQueue, cl_command_queue, RT_QUEUE, CL_INVALID_COMMAND_QUEUE)
+RETAIN_RELEASE(MemObject, cl_mem, RT_MEM, CL_INVALID_MEM_OBJECT)
+RETAIN_RELEASE(Program, cl_program, RT_PROGRAM, CL_INVALID_PROGRAM)
+RETAIN_RELEASE(Kernel, cl_kernel, RT_KERNEL, CL_INVALID_KERNEL)
+RETAIN_RELEASE(Event, cl_event, RT_EVENT, CL_INVALID_EVENT)
+
+#define INFO_FN(Name, type, ptype, kind, bad, refparam)                                   \
+    static cl_int rt_clGet##Name##Info(type h, ptype param, size_t size, void *value,     \
+                                       size_t *size_ret) {                                \
+        if (!rt_is(h, kind)) return bad;                                                  \
+        if (param == (refparam)) return rt_refcount_info(h, size, value, size_ret);       \
+        return rt_info(h, param, size, value, size_ret, RT_INFO_OBJECT, 0, 0);            \
+    }
+INFO_FN(Context, cl_context, cl_context_info, RT_CONTEXT, CL_INVALID_CONTEXT, CL_CONTEXT_REFERENCE_COUNT)
+INFO_FN(CommandQueue, cl_command_queue, cl_command_queue_info, RT_QUEUE, CL_INVALID_COMMAND_QUEUE, CL_QUEUE_REFERENCE_COUNT)
+INFO_FN(MemObject, cl_mem, cl_mem_info, RT_MEM, CL_INVALID_MEM_OBJECT, CL_MEM_REFERENCE_COUNT)
+INFO_FN(Program, cl_program, cl_program_info, RT_PROGRAM, CL_INVALID_PROGRAM, CL_PROGRAM_REFERENCE_COUNT)
+INFO_FN(Kernel, cl_kernel, cl_kernel_info, RT_KERNEL, CL_INVALID_KERNEL, CL_KERNEL_REFERENCE_COUNT)
+INFO_FN(Event, cl_event, cl_event_info, RT_EVENT, CL_INVALID_EVENT, CL_EVENT_REFERENCE_COUNT)
+
+static cl_int rt_clGetProgramBuildInfo(cl_program p, cl_device_id d, cl_program_build_info param,
+                                       size_t size, void *value, size_t *size_ret) {
+    if (!rt_is(p, RT_PROGRAM)) return CL_INVALID_PROGRAM;
+    if (!rt_is(d, RT_DEVICE)) return CL_INVALID_DEVICE;
+    return rt_info(p, param, size, value, size_ret, RT_INFO_BUILD, 0, 0);
+}
+static cl_int rt_clGetKernelWorkGroupInfo(cl_kernel k, cl_device_id d,
+                                          cl_kernel_work_group_info param, size_t size,
+                                          void *value, size_t *size_ret) {
+    if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
+    if (d != NULL && !rt_is(d, RT_DEVICE)) return CL_INVALID_DEVICE;
+    return rt_info(k, param, size, value, size_ret, RT_INFO_KERNEL_WG, 0, 0);
+}
+static cl_int rt_clGetKernelArgInfo(cl_kernel k, cl_uint idx, cl_kernel_arg_info param,
+                                    size_t size, void *value, size_t *size_ret) {
+    if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
+    return rt_info(k, param, size, value, size_ret, RT_INFO_KERNEL_ARG, 0, idx);
+}
+static cl_int rt_clGetEventProfilingInfo(cl_event e, cl_profiling_info param, size_t size,
+                                         void *value, size_t *size_ret) {
+    if (!rt_is(e, RT_EVENT)) return CL_INVALID_EVENT;
+    return rt_info(e, param, size, value, size_ret, RT_INFO_PROFILING, 0, 0);
+}
+
+/* ---------------- context and queue ---------------- */
+static cl_context rt_new_context(cl_int *errcode_ret) {
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CREATE_CONTEXT, NULL);
+    cl_int r = rt_call(&c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
+}
+static cl_context rt_clCreateContext(const cl_context_properties *props, cl_uint n,
+                                     const cl_device_id *devs,
+                                     void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *),
+                                     void *user_data, cl_int *errcode_ret) {
+    if (n == 0 || devs == NULL) {
+        SET_ERR(CL_INVALID_VALUE);
+        return NULL;
+    }
+    for (cl_uint i = 0; i < n; i++)
+        if (!rt_is(devs[i], RT_DEVICE)) {
+            SET_ERR(CL_INVALID_DEVICE);
+            return NULL;
+        }
+    return rt_new_context(errcode_ret);
+}
+static cl_context rt_clCreateContextFromType(const cl_context_properties *props, cl_device_type t,
+                                             void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *),
+                                             void *user_data, cl_int *errcode_ret) {
+    return rt_new_context(errcode_ret);
+}
+
+static cl_command_queue rt_new_queue(cl_context ctx, cl_device_id dev, cl_command_queue_properties p,
+                                     cl_int *errcode_ret) {
+    if (!rt_is(ctx, RT_CONTEXT)) {
+        SET_ERR(CL_INVALID_CONTEXT);
+        return NULL;
+    }
+    if (!rt_is(dev, RT_DEVICE)) {
+        SET_ERR(CL_INVALID_DEVICE);
+        return NULL;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CREATE_QUEUE, ctx);
+    c.u[0] = p;
+    cl_int r = rt_call(&c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
+}
+static cl_command_queue rt_clCreateCommandQueue(cl_context ctx, cl_device_id dev,
+                                                cl_command_queue_properties p, cl_int *errcode_ret) {
+    return rt_new_queue(ctx, dev, p, errcode_ret);
+}
+static cl_command_queue rt_clCreateCommandQueueWithProperties(cl_context ctx, cl_device_id dev,
+                                                              const cl_queue_properties *props,
+                                                              cl_int *errcode_ret) {
+    cl_command_queue_properties p = 0;
+    for (int i = 0; props && props[i] != 0; i += 2)
+        if (props[i] == CL_QUEUE_PROPERTIES) p = props[i + 1];
+    return rt_new_queue(ctx, dev, p, errcode_ret);
+}
+
+/* ---------------- buffers ---------------- */
+static cl_mem rt_clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size, void *host,
+                                cl_int *errcode_ret) {
+    if (!rt_is(ctx, RT_CONTEXT)) {
+        SET_ERR(CL_INVALID_CONTEXT);
+        return NULL;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CREATE_BUFFER, ctx);
+    c.u[0] = flags;
+    c.u[1] = size;
+    c.src = host;
+    cl_int r = rt_call(&c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
+}
+static cl_mem rt_clCreateBufferWithProperties(cl_context ctx, const cl_mem_properties *props,
+                                              cl_mem_flags flags, size_t size, void *host,
+                                              cl_int *errcode_ret) {
+    if (props && props[0] != 0) {
+        SET_ERR(CL_INVALID_PROPERTY);
+        return NULL;
+    }
+    return rt_clCreateBuffer(ctx, flags, size, host, errcode_ret);
+}
+
+/* ---------------- programs and kernels ---------------- */
+static cl_program rt_program_from_source(cl_context ctx, const char *src, size_t n,
+                                         cl_int *errcode_ret) {
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CREATE_PROGRAM, ctx);
+    c.src = src;
+    c.u[0] = n;
+    cl_int r = rt_call(&c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
+}
+static cl_program rt_clCreateProgramWithSource(cl_context ctx, cl_uint count, const char **strings,
+                                               const size_t *lengths, cl_int *errcode_ret) {
+    if (!rt_is(ctx, RT_CONTEXT)) {
+        SET_ERR(CL_INVALID_CONTEXT);
+        return NULL;
+    }
+    if (count == 0 || strings == NULL) {
+        SET_ERR(CL_INVALID_VALUE);
+        return NULL;
+    }
+    size_t total = 0;
+    for (cl_uint i = 0; i < count; i++) {
+        if (!strings[i]) {
+            SET_ERR(CL_INVALID_VALUE);
+            return NULL;
+        }
+        total += (lengths && lengths[i]) ? lengths[i] : strlen(strings[i]);
+    }
+    char *src = malloc(total + 1), *p = src;
+    if (!src) {
+        SET_ERR(CL_OUT_OF_HOST_MEMORY);
+        return NULL;
+    }
+    for (cl_uint i = 0; i < count; i++) {
+        size_t n = (lengths && lengths[i]) ? lengths[i] : strlen(strings[i]);
+        memcpy(p, strings[i], n);
+        p += n;
+    }
+    *p = 0;
+    cl_program prog = rt_program_from_source(ctx, src, total, errcode_ret);
+    free(src);
+    return prog;
+}
+/* Our "binaries" are the source behind a magic prefix (so pyopencl's binary cache works). */
+static cl_program rt_clCreateProgramWithBinary(cl_context ctx, cl_uint n, const cl_device_id *devs,
+                                               const size_t *lengths, const unsigned char **bins,
+                                               cl_int *status, cl_int *errcode_ret) {
+    static const char magic[] = "clproj-source\n";
+    size_t m = sizeof magic - 1;
+    if (!rt_is(ctx, RT_CONTEXT)) {
+        SET_ERR(CL_INVALID_CONTEXT);
+        return NULL;
+    }
+    if (n != 1 || !lengths || !bins || !bins[0] || lengths[0] < m || memcmp(bins[0], magic, m) != 0) {
+        if (status && n >= 1) status[0] = CL_INVALID_BINARY;
+        SET_ERR(CL_INVALID_BINARY);
+        rt_log_once("clCreateProgramWithBinary (only binaries from clGetProgramInfo of this platform)");
+        return NULL;
+    }
+    if (status) status[0] = CL_SUCCESS;
+    return rt_program_from_source(ctx, (const char *)bins[0] + m, lengths[0] - m, errcode_ret);
+}
+
+static cl_int rt_clBuildProgram(cl_program prog, cl_uint n, const cl_device_id *devs,
+                                const char *options, void(CL_CALLBACK *notify)(cl_program, void *),
+                                void *user_data) {
+    if (!rt_is(prog, RT_PROGRAM)) return CL_INVALID_PROGRAM;
+    if ((n > 0) != (devs != NULL)) return CL_INVALID_VALUE;
+    for (cl_uint i = 0; i < n; i++)
+        if (!rt_is(devs[i], RT_DEVICE)) return CL_INVALID_DEVICE;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_BUILD, prog);
+    c.src = options;
+    cl_int r = rt_call(&c);
+    if (notify) notify(prog, user_data);
+    return r;
+}
+static cl_int rt_clCompileProgram(cl_program prog, cl_uint n, const cl_device_id *devs,
+                                  const char *options, cl_uint nh, const cl_program *hdrs,
+                                  const char **names, void(CL_CALLBACK *notify)(cl_program, void *),
+                                  void *user_data) {
+    rt_log_once("clCompileProgram");
+    return CL_INVALID_OPERATION;
+}
+static cl_int rt_clUnloadPlatformCompiler(cl_platform_id p) { return CL_SUCCESS; }
+static cl_int rt_clUnloadCompiler(void) { return CL_SUCCESS; }
+
+static cl_kernel rt_clCreateKernel(cl_program prog, const char *name, cl_int *errcode_ret) {
+    if (!rt_is(prog, RT_PROGRAM)) {
+        SET_ERR(CL_INVALID_PROGRAM);
+        return NULL;
+    }
+    if (!name) {
+        SET_ERR(CL_INVALID_VALUE);
+        return NULL;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CREATE_KERNEL, prog);
+    c.src = name;
+    cl_int r = rt_call(&c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
+}
+static cl_int rt_clCreateKernelsInProgram(cl_program prog, cl_uint n, cl_kernel *kernels,
+                                          cl_uint *n_ret) {
+    if (!rt_is(prog, RT_PROGRAM)) return CL_INVALID_PROGRAM;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_KERNELS_IN_PROGRAM, prog);
+    c.u[0] = n;
+    c.dst = kernels;
+    cl_int r = rt_call(&c);
+    if (r == CL_SUCCESS && n_ret) *n_ret = (cl_uint)c.u[1];
+    return r;
+}
+static cl_int rt_clSetKernelArg(cl_kernel k, cl_uint idx, size_t size, const void *value) {
+    if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_SET_ARG, k);
+    c.u[0] = idx;
+    c.u[1] = size;
+    c.src = value;
+    /* a buffer argument: our cl_mem (checked here, where the pointer can be read) */
+    if (value && size == sizeof(cl_mem) && rt_is(*(void *const *)value, RT_MEM))
+        c.id2 = OBJ(*(void *const *)value)->id;
+    else if (value && size == sizeof(cl_mem) && *(void *const *)value == NULL)
+        c.u[2] = 1; /* a NULL cl_mem value */
+    return rt_call(&c);
+}
+
+/* ---------------- events ---------------- */
+static cl_int rt_clWaitForEvents(cl_uint n, const cl_event *list) {
+    if (n == 0 || list == NULL) return CL_INVALID_VALUE;
+    int64_t ids_s[32], *ids = n <= 32 ? ids_s : malloc(n * sizeof *ids);
+    if (!ids) return CL_OUT_OF_HOST_MEMORY;
+    for (cl_uint i = 0; i < n; i++) {
+        if (!rt_is(list[i], RT_EVENT)) {
+            if (ids != ids_s) free(ids);
+            return CL_INVALID_EVENT;
+        }
+        ids[i] = OBJ(list[i])->id;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_WAIT, NULL);
+    c.n_wait = n;
+    c.wait_ids = ids;
+    cl_int r = rt_call(&c);
+    if (ids != ids_s) free(ids);
+    return r;
+}
+
+/* ---------------- queue commands ---------------- */
+#define QCHECK(q, nw, wl)                                          \
+    if (!rt_is(q, RT_QUEUE)) return CL_INVALID_COMMAND_QUEUE;      \
+    do {                                                           \
+        cl_int e_ = rt_wait_list(nw, wl);                          \
+        if (e_ != CL_SUCCESS) return e_;                           \
+    } while (0)
+static cl_int rt_event_out(cl_int r, clproj_rcall *c, cl_event *ev) {
+    if (r == CL_SUCCESS && ev) *ev = c->ret_event;
+    return r;
+}
+
+static cl_int rt_clFlush(cl_command_queue q) {
+    if (!rt_is(q, RT_QUEUE)) return CL_INVALID_COMMAND_QUEUE;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_FLUSH, q);
+    return rt_call(&c);
+}
+static cl_int rt_clFinish(cl_command_queue q) {
+    if (!rt_is(q, RT_QUEUE)) return CL_INVALID_COMMAND_QUEUE;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_FINISH, q);
+    return rt_call(&c);
+}
+
+static cl_int rt_rw(int op, cl_command_queue q, cl_mem b, cl_bool blocking, size_t off, size_t n,
+                    const void *src, void *dst, cl_uint nw, const cl_event *wl, cl_event *ev) {
+    QCHECK(q, nw, wl);
+    if (!rt_is(b, RT_MEM)) return CL_INVALID_MEM_OBJECT;
+    if ((src == NULL && dst == NULL) || n == 0) return CL_INVALID_VALUE;
+    clproj_rcall c;
+    rt_init_call(&c, op, b);
+    c.u[0] = blocking;
+    c.u[1] = off;
+    c.u[2] = n;
+    c.u[5] = OBJ(q)->id;
+    c.src = src;
+    c.dst = dst;
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+static cl_int rt_clEnqueueReadBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off,
+                                     size_t n, void *ptr, cl_uint nw, const cl_event *wl,
+                                     cl_event *ev) {
+    if (!ptr) return CL_INVALID_VALUE;
+    return rt_rw(RT_OP_READ, q, b, blocking, off, n, NULL, ptr, nw, wl, ev);
+}
+static cl_int rt_clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off,
+                                      size_t n, const void *ptr, cl_uint nw, const cl_event *wl,
+                                      cl_event *ev) {
+    if (!ptr) return CL_INVALID_VALUE;
+    return rt_rw(RT_OP_WRITE, q, b, blocking, off, n, ptr, NULL, nw, wl, ev);
+}
+static cl_int rt_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, size_t so, size_t dof,
+                                     size_t n, cl_uint nw, const cl_event *wl, cl_event *ev) {
+    QCHECK(q, nw, wl);
+    if (!rt_is(s, RT_MEM) || !rt_is(d, RT_MEM)) return CL_INVALID_MEM_OBJECT;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_COPY, s);
+    c.id2 = OBJ(d)->id;
+    c.u[1] = so;
+    c.u[2] = dof;
+    c.u[3] = n;
+    c.u[5] = OBJ(q)->id;
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+static cl_int rt_clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *pattern, size_t ps,
+                                     size_t off, size_t n, cl_uint nw, const cl_event *wl,
+                                     cl_event *ev) {
+    QCHECK(q, nw, wl);
+    if (!rt_is(b, RT_MEM)) return CL_INVALID_MEM_OBJECT;
+    if (!pattern || ps == 0 || ps > 128) return CL_INVALID_VALUE;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_FILL, b);
+    c.src = pattern;
+    c.u[0] = ps;
+    c.u[1] = off;
+    c.u[2] = n;
+    c.u[5] = OBJ(q)->id;
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+static void *rt_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, cl_map_flags f,
+                                   size_t off, size_t n, cl_uint nw, const cl_event *wl,
+                                   cl_event *ev, cl_int *errcode_ret) {
+    cl_int e = !rt_is(q, RT_QUEUE) ? CL_INVALID_COMMAND_QUEUE
+               : !rt_is(b, RT_MEM) ? CL_INVALID_MEM_OBJECT
+                                   : rt_wait_list(nw, wl);
+    if (e != CL_SUCCESS) {
+        SET_ERR(e);
+        return NULL;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_MAP, b);
+    c.u[0] = blocking;
+    c.u[1] = off;
+    c.u[2] = n;
+    c.u[3] = f;
+    c.u[5] = OBJ(q)->id;
+    c.want_event = ev != NULL;
+    cl_int r = rt_event_out(rt_call(&c), &c, ev);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
+}
+static cl_int rt_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem b, void *ptr, cl_uint nw,
+                                         const cl_event *wl, cl_event *ev) {
+    QCHECK(q, nw, wl);
+    if (!rt_is(b, RT_MEM)) return CL_INVALID_MEM_OBJECT;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_UNMAP, b);
+    c.src = ptr;
+    c.u[5] = OBJ(q)->id;
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+static cl_int rt_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim,
+                                        const size_t *off, const size_t *g, const size_t *l,
+                                        cl_uint nw, const cl_event *wl, cl_event *ev) {
+    QCHECK(q, nw, wl);
+    if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
+    if (dim < 1 || dim > 3) return CL_INVALID_WORK_DIMENSION;
+    if (!g) return CL_INVALID_GLOBAL_WORK_SIZE;
+    for (cl_uint i = 0; i < dim; i++) {
+        if (g[i] == 0) return CL_INVALID_GLOBAL_WORK_SIZE;
+        if (l && (l[i] == 0 || g[i] % l[i])) return CL_INVALID_WORK_GROUP_SIZE;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_LAUNCH, k);
+    c.u[0] = dim;
+    c.u[5] = OBJ(q)->id;
+    c.g = g;
+    c.l = l;
+    c.o = off;
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+static cl_int rt_clEnqueueTask(cl_command_queue q, cl_kernel k, cl_uint nw, const cl_event *wl,
+                               cl_event *ev) {
+    static const size_t one[1] = {1};
+    return rt_clEnqueueNDRangeKernel(q, k, 1, NULL, one, one, nw, wl, ev);
+}
+static cl_int rt_marker(cl_command_queue q, cl_uint nw, const cl_event *wl, cl_event *ev) {
+    QCHECK(q, nw, wl);
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_MARKER, q);
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+static cl_int rt_clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw, const cl_event *wl,
+                                             cl_event *ev) {
+    return rt_marker(q, nw, wl, ev);
+}
+static cl_int rt_clEnqueueBarrierWithWaitList(cl_command_queue q, cl_uint nw, const cl_event *wl,
+                                              cl_event *ev) {
+    return rt_marker(q, nw, wl, ev);
+}
+static cl_int rt_clEnqueueMarker(cl_command_queue q, cl_event *ev) {
+    if (!ev) return CL_INVALID_VALUE;
+    return rt_marker(q, 0, NULL, ev);
+}
+static cl_int rt_clEnqueueBarrier(cl_command_queue q) { return rt_marker(q, 0, NULL, NULL); }
+static cl_int rt_clEnqueueWaitForEvents(cl_command_queue q, cl_uint n, const cl_event *list) {
+    if (n == 0 || !list) return CL_INVALID_VALUE;
+    return rt_marker(q, n, list, NULL);
+}
+
+/* ---------------- dispatch table ---------------- */
+static void rt_fill_table(void) {
+    void **slots = (void **)&rt_table;
+    for (size_t i = 0; i < sizeof rt_table / sizeof(void *); i++) slots[i] = (void *)rt_unsupported;
+#define T(name) rt_table.name = (void *)rt_##name
+    T(clGetPlatformIDs); T(clGetPlatformInfo); T(clGetDeviceIDs); T(clGetDeviceInfo);
+    T(clRetainDevice); T(clReleaseDevice);
+    T(clCreateContext); T(clCreateContextFromType); T(clRetainContext); T(clReleaseContext);
+    T(clGetContextInfo);
+    T(clCreateCommandQueue); T(clCreateCommandQueueWithProperties); T(clRetainCommandQueue);
+    T(clReleaseCommandQueue); T(clGetCommandQueueInfo);
+    T(clCreateBuffer); T(clCreateBufferWithProperties); T(clRetainMemObject);
+    T(clReleaseMemObject); T(clGetMemObjectInfo);
+    T(clCreateProgramWithSource); T(clCreateProgramWithBinary); T(clRetainProgram);
+    T(clReleaseProgram); T(clBuildProgram); T(clCompileProgram); T(clGetProgramInfo);
+    T(clGetProgramBuildInfo); T(clUnloadPlatformCompiler); T(clUnloadCompiler);
+    T(clCreateKernel); T(clCreateKernelsInProgram); T(clRetainKernel); T(clReleaseKernel);
+    T(clSetKernelArg); T(clGetKernelInfo); T(clGetKernelWorkGroupInfo); T(clGetKernelArgInfo);
+    T(clWaitForEvents); T(clGetEventInfo); T(clRetainEvent); T(clReleaseEvent);
+    T(clGetEventProfilingInfo);
+    T(clFlush); T(clFinish);
+    T(clEnqueueReadBuffer); T(clEnqueueWriteBuffer); T(clEnqueueCopyBuffer);
+    T(clEnqueueFillBuffer); T(clEnqueueMapBuffer); T(clEnqueueUnmapMemObject);
+    T(clEnqueueNDRangeKernel); T(clEnqueueTask); T(clEnqueueMarker); T(clEnqueueBarrier);
+    T(clEnqueueWaitForEvents); T(clEnqueueMarkerWithWaitList); T(clEnqueueBarrierWithWaitList);
+    /* pointer-returning entry points we do not implement: NULL + CL_INVALID_OPERATION */
+    T(clCreateSubBuffer); T(clCreateImage); T(clCreateImage2D); T(clCreateImage3D);
+    T(clCreateSampler); T(clCreateSamplerWithProperties); T(clCreateProgramWithIL);
+    T(clCreateProgramWithBuiltInKernels); T(clLinkProgram); T(clCreatePipe);
+    T(clCreateUserEvent); T(clCloneKernel); T(clEnqueueMapImage); T(clCreateFromGLBuffer);
+    T(clSVMAlloc); T(clGetExtensionFunctionAddressForPlatform);
+#undef T
+}
+
+/* ---------------- exported entry points (reached before any handle of ours exists) ---------------- */
+CL_API_ENTRY cl_int CL_API_CALL clGetPlatformIDs(cl_uint n, cl_platform_id *platforms,
+                                                 cl_uint *num) {
+    if (!clproj_in_shim && clproj_route_on()) return rt_clGetPlatformIDs(n, platforms, num);
+    REAL(clGetPlatformIDs, FAIL_INT);
+    return real_clGetPlatformIDs(n, platforms, num);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clGetPlatformInfo(cl_platform_id p, cl_platform_info param,
+                                                  size_t size, void *value, size_t *size_ret) {
+    if (!clproj_in_shim && clproj_route_on() && (p == NULL || rt_ours(p)))
+        return rt_clGetPlatformInfo(p, param, size, value, size_ret);
+    REAL(clGetPlatformInfo, FAIL_INT);
+    return real_clGetPlatformInfo(p, param, size, value, size_ret);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clGetDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint n,
+                                               cl_device_id *devices, cl_uint *num) {
+    if (!clproj_in_shim && clproj_route_on() && (p == NULL || rt_ours(p)))
+        return rt_clGetDeviceIDs(p, type, n, devices, num);
+    REAL(clGetDeviceIDs, FAIL_INT);
+    return real_clGetDeviceIDs(p, type, n, devices, num);
+}
+
+static const void *props_platform(const cl_context_properties *props) {
+    for (int i = 0; props && props[i] != 0; i += 2)
+        if (props[i] == CL_CONTEXT_PLATFORM) return (const void *)props[i + 1];
+    return NULL;
+}
+
+CL_API_ENTRY cl_context CL_API_CALL clCreateContext(
+    const cl_context_properties *props, cl_uint n, const cl_device_id *devs,
+    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *user_data,
+    cl_int *errcode_ret) {
+    if (!clproj_in_shim && clproj_route_on() &&
+        (rt_ours(props_platform(props)) || (n > 0 && devs && rt_ours(devs[0]))))
+        return rt_clCreateContext(props, n, devs, notify, user_data, errcode_ret);
+    REAL(clCreateContext, FAIL_PTR);
+    return real_clCreateContext(props, n, devs, notify, user_data, errcode_ret);
+}
+
+CL_API_ENTRY cl_context CL_API_CALL clCreateContextFromType(
+    const cl_context_properties *props, cl_device_type type,
+    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *user_data,
+    cl_int *errcode_ret) {
+    const void *plat = props_platform(props);
+    if (!clproj_in_shim && clproj_route_on() && (plat == NULL || rt_ours(plat)))
+        return rt_clCreateContextFromType(props, type, notify, user_data, errcode_ret);
+    REAL(clCreateContextFromType, FAIL_PTR);
+    return real_clCreateContextFromType(props, type, notify, user_data, errcode_ret);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clWaitForEvents(cl_uint n, const cl_event *list) {
+    if (!clproj_in_shim && n > 0 && list && rt_ours(list[0])) return rt_clWaitForEvents(n, list);
+    REAL(clWaitForEvents, FAIL_INT);
+    return real_clWaitForEvents(n, list);
+}

@@ -1,0 +1,15 @@
+/* Route mode: the virtual platform (route.c) and its Python side (route_runtime.py). */
+#ifndef CLPROJ_ROUTE_H
+#define CLPROJ_ROUTE_H
+#include <stdint.h>
+
+#include "route_types.h"
+
+int32_t clproj_py_route(clproj_rcall *);
+void clproj_py_route_exit(void);
+void *clproj_route_handle(int32_t kind, int64_t id);
+void *clproj_route_static(int32_t kind);
+void clproj_route_closed(void);
+int clproj_route_on(void);
+
+#endif
