@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "intercept.cli",
     "runtime.cli_cluster",
     "runtime.cli",
+    "runtime.cli_advisor",
 ]
 
 

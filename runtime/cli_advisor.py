@@ -1,0 +1,143 @@
+"""``clproj advise-partition``: how to split a data-parallel launch across devices, and run it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from clproj.console import emit_json, print_table, stderr
+from clproj.errors import ClprojError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "advise-partition",
+        help="fractions of a launch's NDRange per device so that they finish together",
+        description="Project each device's share of a data-parallel launch (work-group "
+        "granular, transfers included), check from emulated store addresses that work-groups "
+        "write disjoint regions, and recommend a split or the single best device. With "
+        "--execute, run the split for real and check it against a single-device run.",
+    )
+    p.add_argument("record", metavar="RECORD", help="a .clrec launch record")
+    p.add_argument(
+        "--devices",
+        default="local",
+        help="local (default: this machine's OpenCL devices) or a comma list of profile keys/paths",
+    )
+    p.add_argument(
+        "--execute",
+        action="store_true",
+        help="run the advised split on the local devices and compare with one device",
+    )
+    p.add_argument("--repeat", type=int, default=3, help="timed runs with --execute (default 3)")
+    p.add_argument(
+        "--mode",
+        default="single",
+        choices=["single", "quick", "full"],
+        help="emulation mode of the kernel profile (default: single)",
+    )
+    p.add_argument("--timeout", type=float, default=120.0, help="emulation time budget (s)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_advise)
+
+
+def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
+    """(pyopencl devices, their profiles) for ``--devices`` when the split must run here."""
+    from devices.discovery import opencl_devices
+    from runtime.advisor import profile_for_live_device
+
+    cl_devs = opencl_devices()
+    pairs = [(d, profile_for_live_device(d)) for d in cl_devs]
+    if spec != "local":
+        wanted = [k.strip() for k in spec.split(",") if k.strip()]
+        chosen = []
+        for key in wanted:
+            hit = [
+                (d, p) for d, p in pairs if p is not None and key in (p.key, p.key.split("@")[0])
+            ]
+            if not hit:
+                raise ClprojError(
+                    f"device {key!r} is not a local OpenCL device with a measured profile",
+                    "--execute runs on this machine: use `clproj devices --profiles` for the keys",
+                )
+            chosen.append(hit[0])
+        pairs = chosen
+    missing = [d.name.strip() for d, p in pairs if p is None]
+    if missing:
+        raise ClprojError(
+            f"no measured profile for {', '.join(missing)}",
+            "run `clproj profile-device --device N -o devices/profiles/measured/X.json`",
+        )
+    return [d for d, _ in pairs], [p for _, p in pairs]
+
+
+def run_advise(args: argparse.Namespace) -> int:
+    from intercept.record import load
+    from runtime import device_set
+    from runtime.advisor import advise, execute_split
+
+    record = load(args.record)
+    cl_devs: list[Any] = []
+    if args.execute or args.devices == "local":
+        cl_devs, profiles = local_devices(args.devices)
+    else:
+        profiles = device_set.resolve(args.devices)
+    with stderr.status(f"emulating {record.kernel}: kernel profile and store ranges..."):
+        advice = advise(record, profiles, mode=args.mode, timeout_s=args.timeout)
+    result = None
+    if args.execute:
+        if not advice.safety.ok:
+            raise ClprojError(
+                f"{record.kernel} may not be split: {advice.safety.reason}",
+                f"run it on one device ({advice.best_single})",
+            )
+        with stderr.status("running the split and the single-device reference..."):
+            result = execute_split(record, advice, cl_devs, repeat=args.repeat)
+    if args.json:
+        emit_json({"advice": advice.to_dict(), "execution": result and result.to_dict()})
+        return 0 if result is None or result.matches else 1
+    _print(advice, result)
+    return 0 if result is None or result.matches else 1
+
+
+def _print(advice: Any, result: Any) -> None:
+    from runtime.advisor import _fmt
+
+    s = advice.safety
+    print(
+        f"{advice.kernel}: {s.slabs} slabs along dimension {s.dim} "
+        f"({s.groups_per_slab} work-group(s) each); split safe: {'yes' if s.ok else 'no'} "
+        f"- {s.reason}"
+    )
+    rows = []
+    for i, key in enumerate(advice.devices):
+        sh = advice.shares[i] if advice.shares else None
+        rows.append(
+            (
+                key,
+                _fmt(advice.single_s[key]),
+                f"{sh.fraction:.1%}" if sh else "-",
+                f"{sh.slabs}" if sh else "-",
+                _fmt(sh.kernel_s) if sh and sh.slabs else "-",
+                _fmt(sh.h2d_s + sh.d2h_s) if sh and sh.slabs else "-",
+                _fmt(sh.total_s) if sh and sh.slabs else "-",
+                sh.bound if sh else "-",
+            )
+        )
+    print_table(
+        ["device", "alone", "share", "slabs", "kernel", "transfers", "share total", "bound"],
+        rows,
+        title="projected partition",
+    )
+    if advice.explanation_note:
+        print(f"note: {advice.explanation_note}")
+    print(advice.explanation)
+    if result is not None:
+        print(
+            f"measured: split {result.wall_s * 1e3:.1f} ms "
+            f"({', '.join(f'{f:.1%}' for f in result.fractions)}), "
+            f"{result.reference_device} alone {result.reference_wall_s * 1e3:.1f} ms; "
+            f"outputs {'identical to' if result.identical else ('match' if result.matches else 'DIFFER from')} "
+            f"the single-device run"
+            + ("" if result.identical else f" (max rel. diff {result.max_rel_diff:.2e})")
+        )
