@@ -42,7 +42,6 @@ def project_record(
     use_cache: bool = True,
 ) -> dict[str, Any]:
     """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict."""
-    import miniemu
     from runtime.projection import rank, record_footprint
 
     path = os.path.join(cache_dir(), f"{record.signature[:32]}-{mode}-{_devices_id(devices)}.json")
@@ -69,7 +68,11 @@ def project_record(
     if not record.emulatable:
         return base | {"error": record.not_emulatable_reason or "not emulatable", "cached": False}
     try:
-        profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
+        # Launches differing only in NDRange / pivot-like scalars reuse one emulation
+        # (miniemu.reuse: explicit per-work-item scaling, sampled drift checks).
+        from miniemu.reuse import profile_for
+
+        profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
     except ClprojError as exc:
         return base | {"error": exc.cause, "cached": False}
     ranked = rank(profile, devices, record_footprint(record))
