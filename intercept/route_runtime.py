@@ -242,6 +242,7 @@ class Route:
             broker, wait_devices_s=float(os.environ.get("CLPROJ_ROUTE_WAIT", 60))
         )
         self.objs: dict[int, Any] = {}
+        self.parents: dict[int, Any] = {}  # id -> handle it retains implicitly
         self.next_id = 100
         self.platform = lib.clproj_route_static(lib.RT_PLATFORM)
         self.device = lib.clproj_route_static(lib.RT_DEVICE)
@@ -254,12 +255,16 @@ class Route:
         self.closed = False
 
     # ---- handles ----
-    def new(self, kind: int, obj: Any) -> Any:
+    def new(self, kind: int, obj: Any, parent: Any = None) -> Any:
+        """A handle for ``obj``; ``parent`` (an object with a handle) is kept alive by it."""
         self.next_id += 1
         h = self.lib.clproj_route_handle(kind, self.next_id)
         if h == self.ffi.NULL:
             raise CLError(-6, "out of host memory")
         obj.handle = h
+        if parent is not None and parent.handle is not None:
+            self.lib.clproj_route_retain(parent.handle)
+            self.parents[self.next_id] = parent.handle
         self.objs[self.next_id] = obj
         return h
 
@@ -536,7 +541,7 @@ class Route:
         e = VEvent(q, kind, rev, time.monotonic_ns(), launch_req)
         if rev is not None and not rev._reqs:
             e.remote, e.end_ns = None, e.queued_ns
-        c.ret_event = self.new(self.lib.RT_EVENT, e)
+        c.ret_event = self.new(self.lib.RT_EVENT, e, q)
 
     # ---- operations ----
     def call(self, c: Any) -> int:
@@ -557,13 +562,14 @@ class Route:
         elif op == lib.RT_OP_CREATE_QUEUE:
             if int(c.u[0]) & 1:
                 _log_once("ooo", "out-of-order queue requested: the virtual queue is in order")
-            c.ret = self.new(lib.RT_QUEUE, VQueue(self.get(c.id, VContext), int(c.u[0]) & ~1))
+            ctx = self.get(c.id, VContext)
+            c.ret = self.new(lib.RT_QUEUE, VQueue(ctx, int(c.u[0]) & ~1), ctx)
         elif op == lib.RT_OP_CREATE_BUFFER:
             return self.create_buffer(c)
         elif op == lib.RT_OP_CREATE_PROGRAM:
             src = bytes(self.ffi.buffer(c.src, int(c.u[0]))).decode(errors="replace")
             prog = VProgram(self.get(c.id, VContext), src)
-            c.ret = self.new(lib.RT_PROGRAM, prog)
+            c.ret = self.new(lib.RT_PROGRAM, prog, prog.ctx)
         elif op == lib.RT_OP_BUILD:
             return self.build(c)
         elif op == lib.RT_OP_CREATE_KERNEL:
@@ -627,7 +633,7 @@ class Route:
         hostbuf = self.ffi.buffer(host, size) if uses else None
         buf = self.p.create_buffer(size, (flags & 7) or 1, hostbuf=hostbuf)
         m = VMem(ctx, flags, size, buf, self.addr(host) if uses else 0)
-        c.ret = self.new(self.lib.RT_MEM, m)
+        c.ret = self.new(self.lib.RT_MEM, m, ctx)
         return CL_SUCCESS
 
     def build(self, c: Any) -> int:
@@ -661,7 +667,7 @@ class Route:
         ):
             raise CLError(CL_INVALID_KERNEL_NAME, name)
         k = VKernel(prog, name, params, self.p.create_kernel(prog.remote, name))
-        return self.new(self.lib.RT_KERNEL, k)
+        return self.new(self.lib.RT_KERNEL, k, prog)
 
     def set_arg(self, c: Any) -> int:
         from runtime.client import LocalMemory
@@ -710,6 +716,9 @@ class Route:
             self.p.release(o.remote)
         if o is not None:
             o.handle = None
+        parent = self.parents.pop(oid, None)
+        if parent is not None:
+            self.lib.clproj_route_release(parent)
 
     def transfer(self, c: Any) -> int:
         lib, ffi = self.lib, self.ffi

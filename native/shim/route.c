@@ -89,6 +89,15 @@ void *clproj_route_static(int32_t kind) {
     return kind == RT_PLATFORM ? (void *)&rt_platform : kind == RT_DEVICE ? (void *)&rt_device : NULL;
 }
 void clproj_route_closed(void) { rt_closed = 1; }
+static cl_int rt_retain(void *h, int kind, cl_int bad);
+static cl_int rt_release(void *h, int kind, cl_int bad);
+/* Implicit references (a queue keeps its context alive, a kernel its program, ...). */
+void clproj_route_retain(void *h) {
+    if (rt_ours(h)) rt_retain(h, OBJ(h)->kind, 0);
+}
+void clproj_route_release(void *h) {
+    if (rt_ours(h)) rt_release(h, OBJ(h)->kind, 0);
+}
 
 /* One call into Python. */
 static cl_int rt_call(clproj_rcall *c) {

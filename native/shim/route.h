@@ -10,6 +10,8 @@ void clproj_py_route_exit(void);
 void *clproj_route_handle(int32_t kind, int64_t id);
 void *clproj_route_static(int32_t kind);
 void clproj_route_closed(void);
+void clproj_route_retain(void *h);
+void clproj_route_release(void *h);
 int clproj_route_on(void);
 
 #endif
