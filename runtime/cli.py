@@ -151,8 +151,39 @@ def register_evaluate(subparsers: argparse._SubParsersAction) -> None:
         "--emulate", action="store_true", help="(re)compute the apps' kernel profiles first"
     )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument(
+        "--models",
+        help="compare models side by side, e.g. bound,mwp-cwp,learned (docs/models.md); "
+        "the learned model is scored leave-one-app-out",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed of the learned model")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_evaluate)
+
+
+def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
+    """``evaluate --models``: one row per model (runtime/models/compare.py)."""
+    from runtime.models.compare import compare, rows
+
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    with stderr.status(f"evaluating {', '.join(names)} (learned: leave-one-app-out)..."):
+        doc = compare(names, args.results, args.mode, apps, seed=args.seed)
+    if args.json:
+        emit_json(doc)
+        return 0
+    header, body = rows(doc)
+    print_table(header, body, title="models on held-out apps")
+    for name, e in doc["models"].items():
+        lat = e.get("predict_latency_s")
+        if lat:
+            print(
+                f"{name}: prediction latency median {lat['median'] * 1e3:.2f} ms "
+                f"(max {lat['max'] * 1e3:.2f} ms, {lat['calls']} calls); "
+                f"evaluation incl. fitting {e['wall_s']:.1f} s"
+            )
+    for app, why in doc.get("skipped", {}).items():
+        print(f"skipped {app}: {why}")
+    return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -166,6 +197,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
         for name in track(apps or list(APPS), "mini-emulating apps"):
             emulate_app(name, "paper", args.mode)
+    if args.models:
+        return _run_models(args, apps)
     ev = evaluate(args.results, mode=args.mode, apps=apps)
     if args.report:
         from runtime.report import write_report

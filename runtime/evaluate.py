@@ -96,8 +96,11 @@ def device_profile_for(bench_device: dict[str, Any]) -> Any:
     return profile_for_device(dev)
 
 
-def project_app(doc: dict[str, Any], device: Any) -> tuple[float, str]:
-    """Projected seconds of one run of an app, and the bound of its most expensive group."""
+def project_app(doc: dict[str, Any], device: Any, model: Any = None) -> tuple[float, str]:
+    """Projected seconds of one run of an app, and the bound of its most expensive group.
+
+    ``model`` (``runtime.models``): its ``predict`` replaces the bound model's ``project``.
+    """
     total, worst, bound = 0.0, -1.0, "?"
     for g in doc["groups"]:
         if not g["variants"]:
@@ -107,7 +110,12 @@ def project_app(doc: dict[str, Any], device: Any) -> tuple[float, str]:
             )
         t, dominant = 0.0, None
         for v in g["variants"]:
-            p = project(v["profile"], device, g.get("footprint_bytes"))
+            fp = g.get("footprint_bytes")
+            p = (
+                model.predict(v["profile"], device, fp)
+                if model
+                else project(v["profile"], device, fp)
+            )
             t += p.time_s * v["weight"]
             if dominant is None or p.time_s > dominant.time_s:
                 dominant = p
@@ -122,7 +130,11 @@ def evaluate(
     mode: str = "single",
     apps: list[str] | None = None,
     profiles_dir: str = PROFILES_DIR,
+    model: Any = None,
 ) -> Evaluation:
+    """``model``: a ``runtime.models`` model instead of the bound model. A model with
+    ``fit`` is evaluated leave-one-app-out: before predicting an app it is trained on the
+    measured launch groups of every other app (all measured apps, not only ``apps``)."""
     from benchmarks.harness import load_results
 
     paths = results_paths or default_results()
@@ -152,6 +164,14 @@ def evaluate(
         app_names = [a for a in app_names if a in apps]
     out: list[AppEvaluation] = []
     skipped: dict[str, str] = {}
+    rows: list[Any] = []
+    if model is not None and hasattr(model, "fit"):
+        from runtime.models.base import training_rows
+
+        every = sorted(set.intersection(*(set(r["apps"]) for r in measured.values())))
+        size0 = measured[devices[0]]["size"]
+        docs = {a: d for a in every if (d := load_cached(a, size0, mode, profiles_dir))}
+        rows = training_rows(measured, every, docs, {k: p.key for k, p in profiles.items()})
     for app in app_names:
         entries = {d: measured[d]["apps"][app] for d in devices}
         bad = [d for d, e in entries.items() if not e.get("verified") or not e.get("total_ns")]
@@ -163,8 +183,10 @@ def evaluate(
         if doc is None:
             skipped[app] = f"no cached kernel profiles ({mode})"
             continue
+        if rows:
+            model.fit([r for r in rows if r.app != app])  # leave-one-app-out
         try:
-            proj = {d: project_app(doc, profiles[d]) for d in devices}
+            proj = {d: project_app(doc, profiles[d], model) for d in devices}
         except ClprojError as exc:
             skipped[app] = exc.cause
             continue

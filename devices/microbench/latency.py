@@ -12,11 +12,13 @@ coalesced request):
   DRAM latency (TLB misses included: what a random access costs on that device).
 * ``cache``: one work-item, buffer of at most a quarter of the reported global-memory cache
   (and at most 1 MiB, so on NVIDIA it exceeds L1 and measures L2) -> cache latency.
-* ``departure``: ``k`` warps in one work-group (one compute unit; OpenCL cannot pin groups
+* ``departure`` (GPUs): ``k`` warps in one work-group (one compute unit; OpenCL cannot pin groups
   to compute units, but a group never spans two), each lane of a warp loading the same
   node's word ``lane`` (coalesced), each warp running ``ILP`` independent chains. With
   ``n = k*ILP`` requests in flight, time per hop stays at the latency until
-  ``n * departure_delay`` exceeds it, then grows with slope ``departure_delay``.
+  ``n * departure_delay`` exceeds it, then grows with slope ``departure_delay``. CPUs
+  (PoCL runs a group's work-items in turn, so warps never overlap): ``n`` independent
+  chains in one work-item, i.e. the core's memory-level parallelism.
 
 Chains continue across launches (the kernel reads its start node from ``state`` and writes
 the end node back), so repeated launches never revisit nodes and never warm the cache; the
@@ -161,8 +163,15 @@ def measure(bench: Bench, warp: int) -> dict[str, Any]:
     if mode.name == "tiny":
         ks = ks[:3]
     points: list[tuple[int, float]] = []
-    for k in ks:
-        points.append((k * ILP, g.run(k, ILP, mode.target_s, reps)))
+    if b.is_cpu:
+        # PoCL runs a group's work-items one after another (or as SIMD lanes of one
+        # thread), so warps do not overlap: the parallelism of a core is its memory-level
+        # parallelism, i.e. independent chains in one work-item.
+        for k in ks if mode.name == "tiny" else (1, 2, 4, 8, 16, 32):
+            points.append((k, g.run(1, k, mode.target_s, reps, single=True)))
+    else:
+        for k in ks:
+            points.append((k * ILP, g.run(k, ILP, mode.target_s, reps)))
     dep, how = _departure(points, min(glob, points[0][1]))
     return {
         "global_latency_s": glob,
@@ -170,7 +179,8 @@ def measure(bench: Bench, warp: int) -> dict[str, Any]:
         "departure_delay_s": dep,
         "departure_method": how,
         "points": [[float(n), float(t)] for n, t in points],
-        "points_axis": "requests in flight in one work-group (warps x ILP) vs seconds per hop",
+        "points_axis": "requests in flight in one work-group (GPU: warps x ILP, CPU: chains "
+        "in one work-item) vs seconds per hop",
         "global_buffer_bytes": g.nbytes,
         "cache_buffer_bytes": c.nbytes,
         "node_bytes": g.node_words * 4,

@@ -1,0 +1,37 @@
+"""Time models beside the bound model: one interface, several implementations.
+
+``get_model(name)`` returns a fresh instance of ``bound`` (Panwar et al., wraps
+:func:`runtime.projection.project`), ``mwp-cwp`` (Hong & Kim's analytical model) or
+``learned`` (extremely randomised trees after Braun et al.). ``docs/models.md`` documents
+each and compares them with ``clproj evaluate --models bound,mwp-cwp,learned``.
+"""
+
+from __future__ import annotations
+
+from runtime.models.base import Model, ModelPrediction, TrainingRow
+
+MODEL_NAMES = ("bound", "mwp-cwp", "learned")
+
+
+def get_model(name: str, **kwargs: object) -> Model:
+    """A new instance of the model called ``name`` (one of :data:`MODEL_NAMES`)."""
+    from clproj.errors import ClprojError
+
+    if name == "bound":
+        from runtime.models.bound import BoundModel
+
+        return BoundModel()
+    if name == "mwp-cwp":
+        from runtime.models.mwp_cwp import MwpCwpModel
+
+        return MwpCwpModel()
+    if name == "learned":
+        from runtime.models.learned import LearnedModel
+
+        return LearnedModel(**kwargs)  # type: ignore[arg-type]
+    raise ClprojError(
+        f"unknown model {name!r}", f"use one of {', '.join(MODEL_NAMES)} (comma-separated)"
+    )
+
+
+__all__ = ["MODEL_NAMES", "Model", "ModelPrediction", "TrainingRow", "get_model"]
