@@ -165,7 +165,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         record_dir = args.record or (
             os.path.join(tmp, "records") if args.mode == "project" else None
         )
-        env = shim_environment(args.mode, record_dir, args.which, args.kernel, args.verify, summary)
+        env = shim_environment(
+            args.mode, record_dir, args.which, args.kernel, args.verify, summary, args.broker
+        )
         if args.mode == "project":
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
         try:

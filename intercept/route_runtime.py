@@ -885,6 +885,8 @@ class Route:
             if not req.done:
                 keep.append((name, dev, req))
                 continue
+            if dev in self.p.dead and req.res is None:  # lost with its node, replayed
+                dev = f"{dev} (lost: replayed on a survivor)"
             s = self.stats.setdefault((name, dev or "?"), [0, 0, 0])
             s[0] += 1
             t = (req.res or {}).get("t")

@@ -1,0 +1,253 @@
+"""Route mode end to end: unmodified apps (pyopencl and plain C) on the virtual platform.
+
+Real parts only: the preloaded shim, a broker, node *processes* with genuinely different
+PoCL drivers (``basic`` = 1 thread, ``pthread`` = all cores), pyopencl and C apps linked
+against the system loader. Projections are posted by a hook (as project mode would) so
+the test controls where the projection says a kernel should run; a node is killed for
+real in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._cluster_helpers import REPO, start_node, stop, wait_devices
+
+pytestmark = pytest.mark.skipif(
+    not list(REPO.glob("intercept/_shim*.so")), reason="shim not built (make build)"
+)
+
+APP = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import pyopencl as cl
+
+    SRC = '''
+    __kernel void advance(__global float *a, __global const float *b, const float s,
+                          const int reps) {
+        int i = get_global_id(0);
+        float x = a[i];
+        for (int r = 0; r < reps; ++r) x = x * 0.999f + b[i] * s;
+        a[i] = x;
+    }
+    '''
+    n1, n2, reps, pause = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    ctx = cl.create_some_context(interactive=False)
+    q = cl.CommandQueue(ctx)
+    n = 4096
+    rng = np.random.default_rng(1)
+    a = rng.random(n, dtype=np.float32)
+    b = rng.random(n, dtype=np.float32)
+    mf = cl.mem_flags
+    da = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+    db = cl.Buffer(ctx, mf.READ_ONLY, b.nbytes)
+    cl.enqueue_copy(q, db, b, is_blocking=False)
+    k = cl.Program(ctx, SRC).build().advance
+    k.set_args(da, db, np.float32(0.5), np.int32(reps))
+    for i in range(n1):
+        cl.enqueue_nd_range_kernel(q, k, (n,), None)
+    q.finish()
+    print("PHASE1", flush=True)
+    time.sleep(pause)
+    evs = [cl.enqueue_nd_range_kernel(q, k, (n,), None) for _ in range(n2)]
+    evs[-1].wait()
+    out = np.empty_like(a)
+    cl.enqueue_copy(q, out, da)
+    ref = a.copy()
+    for _ in range((n1 + n2) * reps):
+        ref = (ref * np.float32(0.999) + b * np.float32(0.5)).astype(np.float32)
+    ok = np.allclose(out, ref, rtol=1e-4, atol=1e-5)
+    print("PASS" if ok else f"FAIL {out[:4]} {ref[:4]}", flush=True)
+    sys.exit(0 if ok else 1)
+    """
+)
+
+HOOK = textwrap.dedent(
+    """
+    import os, threading, time
+
+    def on_record(rec):
+        from intercept import route_runtime
+
+        fast = os.environ["ROUTE_TEST_FAST"]
+        delay = float(os.environ.get("ROUTE_TEST_DELAY", "0"))
+
+        def post():
+            time.sleep(delay)
+            r = route_runtime.route()
+            times = {d.id: (0.0005 if fast in d.id else 0.05) for d in r.p.devices.values()}
+            route_runtime.post_projection(rec.signature, times)
+
+        if delay:
+            threading.Thread(target=post, daemon=True).start()
+        else:
+            post()
+    """
+)
+
+
+@pytest.fixture()
+def cluster(tmp_path):
+    """Broker thread + a ``basic`` node (nb) and a ``pthread`` node (np), as processes."""
+    from runtime.broker import Broker
+    from runtime.broker import serve_in_thread as broker_thread
+
+    endpoint = f"ipc://{tmp_path}/broker"
+    broker = Broker(endpoint, liveness_s=3.0)
+    th = broker_thread(broker, until=time.time() + 170)
+    nodes = {
+        "nb": start_node(endpoint, "nb", "basic", tmp_path / "nb.log"),
+        "np": start_node(endpoint, "np", "pthread", tmp_path / "np.log"),
+    }
+    try:
+        wait_devices(broker, 2, timeout=60)
+        yield {"endpoint": endpoint, "broker": broker, "nodes": nodes}
+    finally:
+        for p in nodes.values():
+            stop(p)
+        broker.stop()
+        th.join(3)
+
+
+def route_env(tmp_path: Path, fast: str | None = None, delay: float = 0.0) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("POCL_DEVICES", "pthread basic")
+    env.pop("LD_PRELOAD", None)
+    env["PYOPENCL_CTX"] = "0"
+    env["PYOPENCL_NO_CACHE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(tmp_path)])
+    if fast:
+        (tmp_path / "route_test_hook.py").write_text(HOOK)
+        env["CLPROJ_HOOKS"] = "route_test_hook:on_record"
+        env["CLPROJ_RECORD_DIR"] = str(tmp_path / "records")
+        env["ROUTE_TEST_FAST"] = fast
+        env["ROUTE_TEST_DELAY"] = str(delay)
+    return env
+
+
+def clproj_run(cmd: list[str], env: dict[str, str], broker: str | None = None, timeout: int = 150):
+    args = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--json"]
+    if broker:
+        args += ["--broker", broker]
+    return subprocess.Popen(
+        [*args, "--", *cmd],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: int = 150) -> tuple[str, str, dict]:
+    out, err = proc.communicate(timeout=timeout)
+    start = out.rfind("\n{")
+    summary = json.loads(out[start + 1 :]) if start >= 0 else {}
+    return out, err, summary
+
+
+def devices_of(summary: dict, kernel: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in summary.get("kernels", []):
+        if row["kernel"] == kernel:
+            dev = row["device"].split()[0]
+            out[dev] = out.get(dev, 0) + row["launches"]
+    return out
+
+
+def test_pyopencl_vecadd_embedded_cluster(tmp_path):
+    """Without --broker: embedded broker + local node; output correct, launches summarised."""
+    (tmp_path / "app.py").write_text(APP)
+    env = route_env(tmp_path)
+    proc = clproj_run([sys.executable, str(tmp_path / "app.py"), "5", "5", "3", "0"], env)
+    out, err, summary = finish(proc)
+    assert proc.returncode == 0, err
+    assert "PASS" in out
+    assert sum(devices_of(summary, "advance").values()) == 10
+    assert all(d.startswith("local/") for d in devices_of(summary, "advance"))
+
+
+def test_migration_follows_late_projection(tmp_path, cluster):
+    """First launches run at once on the default (pthread: higher peak); a projection that
+    arrives later says basic is faster, and later launches move there."""
+    (tmp_path / "app.py").write_text(APP)
+    env = route_env(tmp_path, fast="nb/", delay=0.3)
+    cmd = [sys.executable, str(tmp_path / "app.py"), "20", "40", "20", "1.0"]
+    proc = clproj_run(cmd, env, broker=cluster["endpoint"])
+    out, err, summary = finish(proc)
+    assert proc.returncode == 0, err
+    assert "PASS" in out
+    devs = devices_of(summary, "advance")
+    assert devs.get("np/0", 0) >= 1, (devs, err)  # first launch: at once, default device
+    assert devs.get("nb/0", 0) >= 40, (devs, err)  # after the projection: where it says
+    assert sum(devs.values()) == 60
+
+
+def test_c_app_goes_where_projection_says(tmp_path, cluster):
+    """An unmodified C app (system ICD loader) on the virtual platform: correct output,
+    and with the projection known at the first launch every launch runs on basic."""
+    exe = tmp_path / "app_many"
+    subprocess.run(
+        ["gcc", "-O1", "-o", str(exe), str(REPO / "tests/c_apps/app_many.c"), "-lOpenCL"],
+        check=True,
+    )
+    plain = subprocess.run([str(exe), "40"], capture_output=True, text=True, timeout=60)
+    env = route_env(tmp_path, fast="nb/", delay=0)
+    proc = clproj_run([str(exe), "40"], env, broker=cluster["endpoint"])
+    out, err, summary = finish(proc)
+    assert proc.returncode == 0, err
+    assert plain.stdout.strip() and plain.stdout.strip() in out
+    devs = devices_of(summary, summary["kernels"][0]["kernel"])
+    assert devs == {"nb/0": 40}, (devs, err)
+
+
+def test_node_killed_mid_run_is_recovered(tmp_path, cluster):
+    """Kill the node running the launches while many are in flight: the client replays
+    them elsewhere from its last consistent state; the app's output is still correct."""
+    (tmp_path / "app.py").write_text(APP)
+    env = route_env(tmp_path)
+    cmd = [sys.executable, str(tmp_path / "app.py"), "10", "60", "400", "0"]
+    proc = clproj_run(cmd, env, broker=cluster["endpoint"])
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "PHASE1", line + proc.stderr.read()
+    victim = cluster["nodes"]["np"]  # the default device (higher peak) runs the launches
+    time.sleep(0.05)
+    os.kill(victim.pid, signal.SIGKILL)
+    out, err, summary = finish(proc)
+    assert proc.returncode == 0, err
+    assert "PASS" in out, err
+    assert "recovered from 1 node failure" in err
+    rows = [r for r in summary["kernels"] if r["kernel"] == "advance"]
+    assert sum(r["launches"] for r in rows) == 70
+    assert any("replayed" in r["device"] for r in rows), rows  # in flight when it died
+
+
+def test_unsupported_call_returns_invalid_operation(tmp_path):
+    """Sub-buffers are not part of the virtual platform: CL_INVALID_OPERATION, logged."""
+    exe = tmp_path / "app_basic"
+    subprocess.run(
+        [
+            "gcc",
+            "-O1",
+            "-o",
+            str(exe),
+            str(REPO / "tests/c_apps/app_basic.c"),
+            "-lOpenCL",
+            "-lpthread",
+        ],
+        check=True,
+    )
+    proc = clproj_run([str(exe), "4", "1"], route_env(tmp_path))
+    out, err, _ = finish(proc)
+    assert "clCreateSubBuffer is not supported" in err
+    assert "-59" in out + err
