@@ -48,7 +48,7 @@ CLASSES = (
     "other",
 )
 # Small grid: the training sets are tens of launch groups (docs/models.md).
-GRID = ({"max_features": f, "min_samples_leaf": m} for f in (0.5, 1.0) for m in (1, 3))
+GRID = tuple({"max_features": f, "min_samples_leaf": m} for f in (0.5, 1.0) for m in (1, 3))
 N_ESTIMATORS = 64
 INNER_FOLDS = 4
 
