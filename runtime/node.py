@@ -3,8 +3,9 @@
 Why asynchronous in one thread: commands are enqueued on an in-order profiling queue per
 device as soon as they arrive and the reply is sent when the command's OpenCL event
 completes, so the socket keeps serving (heartbeats, other clients) while kernels run.
-Completion is signalled by OpenCL event callbacks writing to a pipe the poller watches
-(low latency, no busy polling); a 2 ms poll is the safety net. Write data arrives as a
+Completion is signalled by one waiter thread per device (waiting on that device's events
+in queue order) writing to a pipe the poller watches (low latency, no busy polling, no
+per-command callback thread); a 2 ms poll is the safety net. Write data arrives as a
 zero-copy zmq frame whose buffer goes straight to ``clEnqueueWriteBuffer``; read data
 leaves as a numpy array sent without copying.
 
@@ -21,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -163,6 +165,9 @@ class Node:
         self.pending: deque[_Pending] = deque()
         self.rejects = 0
         self.served = 0
+        # one waiter thread per device (its queue is in order): pyopencl's per-event
+        # set_callback costs ~150 us per command on this machine, a blocked wait nothing
+        self._waitqs: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue() for _ in self.devs]
         self._rfd, self._wfd = os.pipe()
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
@@ -212,6 +217,12 @@ class Node:
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self._rfd, zmq.POLLIN)
+        waiters = [
+            threading.Thread(target=self._waiter, args=(q,), name="clproj-node-wait", daemon=True)
+            for q in self._waitqs
+        ]
+        for th in waiters:
+            th.start()
         self.register()
         next_hb = time.monotonic() + HEARTBEAT_S
         try:
@@ -240,12 +251,26 @@ class Node:
                     self._heartbeat()
                     next_hb = now + HEARTBEAT_S
         finally:
+            for q in self._waitqs:
+                q.put(None)
             for d in self.devs:
                 with contextlib.suppress(Exception):
                     d.queue.finish()
+            for th in waiters:
+                th.join(1)
             self.sock.close(0)
             os.close(self._rfd)
             os.close(self._wfd)
+
+    def _waiter(self, q: queue.SimpleQueue[Any]) -> None:
+        """Wait for a device's events in order; wake the poller as each completes."""
+        while True:
+            ev = q.get()
+            if ev is None:
+                return
+            with contextlib.suppress(Exception):  # failed commands are reported by _complete
+                ev.wait()
+            self._wake(0)
 
     def _wake(self, _status: int) -> None:
         with contextlib.suppress(OSError):
@@ -255,14 +280,19 @@ class Node:
         """Reply to finished commands, oldest first (per-device queues are in order)."""
         cl = self.cl
         remaining: deque[_Pending] = deque()
+        blocked: set[int] = set()  # devices with an unfinished command: later ones wait too
         while self.pending:
             p = self.pending.popleft()
+            if p.dev.index in blocked:
+                remaining.append(p)
+                continue
             try:
                 st = p.event.command_execution_status
             except Exception as exc:
                 st = -1
                 log.warning("event status failed: %s", exc)
             if st > 0:
+                blocked.add(p.dev.index)
                 remaining.append(p)
                 continue
             p.dev.pending -= 1
@@ -288,8 +318,7 @@ class Node:
     ) -> None:
         dev.pending += 1
         self.pending.append(_Pending(event, client, rid, dev, kind, keep or [], out))
-        with contextlib.suppress(Exception):  # without it the 2 ms poll still completes it
-            event.set_callback(self.cl.command_execution_status.COMPLETE, self._wake)
+        self._waitqs[dev.index].put(event)
 
     def _reject(self, why: str) -> None:
         self.rejects += 1
