@@ -15,7 +15,8 @@ answers later launches by explicit scaling:
   serves a launch of W' work-items with factor W'/W (``total``), and ``per_group`` is
   ``total`` / the new number of groups. ``emulation.method`` = ``"reused"``, with
   ``reused_from`` (signature) and ``scale``.
-* **Drift check**: the 2nd, 8th, 32nd, ... reuse of an entry (``check_every`` growing
+* **Drift check**: whenever the NDRange moved by more than 2x from the entry's, and at
+  the 2nd, 8th, 32nd, ... reuse of an entry (``check_every`` growing
   by ``check_growth``) re-emulates the launch and compares the key metrics per work-item
   (instructions, global bytes, transactions, local accesses, branches); a difference above
   ``drift_threshold`` replaces the entry (an *invalidation*) and starts its checks again.
@@ -120,8 +121,13 @@ class ReuseCache:
         self._emulate = emulate  # tests inject a counting wrapper; default miniemu.emulate
         self._families: dict[tuple, _Family] = {}
         self._lock = threading.Lock()
-        self.counts = {"launches": 0, "emulations": 0, "reuses": 0, "drift_checks": 0,
-                       "invalidations": 0}
+        self.counts = {
+            "launches": 0,
+            "emulations": 0,
+            "reuses": 0,
+            "drift_checks": 0,
+            "invalidations": 0,
+        }
 
     def _run(self, record: LaunchRecord) -> KernelProfile:
         import miniemu
@@ -136,9 +142,7 @@ class ReuseCache:
     def _values(self, record: LaunchRecord, relevant: tuple[int, ...]) -> tuple:
         ints = scalar_args(record)
         by_index = {a.index: a for a in record.args}
-        return tuple(
-            ints.get(i, by_index[i].data if i in by_index else None) for i in relevant
-        )
+        return tuple(ints.get(i, by_index[i].data if i in by_index else None) for i in relevant)
 
     def profile(self, record: LaunchRecord) -> KernelProfile:
         """A profile of ``record``: emulated, or reused (scaled) from its family."""
@@ -152,7 +156,13 @@ class ReuseCache:
                 entry = fam.entries.get(vkey)
                 if entry is not None:
                     entry.reuses += 1
-                    check = entry.reuses >= entry.next_check
+                    ratio = math.prod(record.global_size) / max(
+                        1, entry.profile.launch["work_items"]
+                    )
+                    # Boundary work (padding work-items, partial groups) drifts as the
+                    # NDRange shrinks: re-emulate whenever it moved 2x from the entry.
+                    far = not 0.5 <= ratio <= 2.0
+                    check = far or entry.reuses >= entry.next_check
                     if check:
                         entry.next_check = entry.reuses * self.check_growth
                         self.counts["drift_checks"] += 1
@@ -176,14 +186,19 @@ class ReuseCache:
                         f"drift: the cached profile was {err:.0%} off in {what}; cache entry replaced"
                     )
                     fam.entries[vkey] = _Entry(fresh, next_check=self.first_check)
+                else:  # keep the check schedule, but scale from the nearest shape
+                    fam.entries[vkey] = _Entry(fresh, entry.reuses, entry.next_check)
             else:
                 fam.entries[vkey] = _Entry(fresh, next_check=self.first_check)
         return fresh
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return dict(self.counts, families=len(self._families),
-                        entries=sum(len(f.entries) for f in self._families.values()))
+            return dict(
+                self.counts,
+                families=len(self._families),
+                entries=sum(len(f.entries) for f in self._families.values()),
+            )
 
 
 _default: ReuseCache | None = None
@@ -199,6 +214,8 @@ def default_cache(mode: str = "bounded", timeout_s: float = 60.0) -> ReuseCache:
         return _default
 
 
-def profile_for(record: LaunchRecord, mode: str = "bounded", timeout_s: float = 60.0) -> KernelProfile:
+def profile_for(
+    record: LaunchRecord, mode: str = "bounded", timeout_s: float = 60.0
+) -> KernelProfile:
     """Profile of ``record`` through the process-wide :class:`ReuseCache`."""
     return default_cache(mode, timeout_s).profile(record)

@@ -203,7 +203,9 @@ void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
     if (max_instructions_ && total >= max_instructions_) why = "instruction-budget";
     else if (budget_s_ > 0 && nowSeconds() - start_s_ > budget_s_) why = "time-budget";
     if (why != nullptr)
-      stopEarly(workItem->getWorkGroup(), st, st.completed + 1, why);  // + the partial one
+      // With barriers all lanes advance together between barriers: count them all;
+      // without, work-items run one by one: the completed ones plus the partial one.
+      stopEarly(workItem->getWorkGroup(), st, has_barrier_ ? st.lanes : st.completed + 1, why);
   }
   if (info.cls == IGNORED) return;
   st.stats.inst[info.cls] += info.lanes;

@@ -1,0 +1,90 @@
+"""Bounded mini-emulation: work-item sampling, SCEV loop extrapolation, budget fallback, reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import miniemu
+from intercept.record import from_arrays
+from miniemu.bounded import Budget, eval_scev
+from miniemu.reuse import ReuseCache
+
+SRC = """
+__kernel void heavy(__global const float *x, __global float *y, int n, float a) {
+  int i = get_global_id(0);
+  float acc = x[i];
+  for (int k = 0; k < n; ++k) acc = acc * a + x[(i + k) & 4095];
+  y[i] = acc;
+}
+__kernel void spin(__global const uint *x, __global uint *y) {
+  uint v = x[get_global_id(0)], k = 0;
+  while (v != 7u) { v = v * 1664525u + 1013904223u; ++k; }
+  y[get_global_id(0)] = k;
+}
+"""
+X = np.arange(4096, dtype=np.float32)
+
+
+def rec(n: int, gsize: int = 4096):
+    return from_arrays(SRC, "heavy", [X, X.copy(), np.int32(n), np.float32(0.5)], [gsize], [256])
+
+
+def instr(p) -> int:
+    return sum(p.total["instructions"].values())
+
+
+def tx(p) -> int:
+    t = p.total["global"]["transactions"]
+    return sum(c for d in t.values() for w in d.values() for c in w.values())
+
+
+def test_eval_scev_signed_and_unsigned():
+    e = {"op": "smax", "bits": 32, "ops": [{"c": 0, "bits": 32}, {"arg": 2, "bits": 32}]}
+    assert eval_scev(e, {2: 1000}) == 1000
+    assert eval_scev(e, {2: (-5) & 0xFFFFFFFF}) == 0
+    assert Budget.parse("wall=2,instructions=1e6").instructions == 1_000_000
+
+
+def test_sampled_and_loop_extrapolated_agree_with_single():
+    small = miniemu.emulate(rec(20), mode="bounded")
+    assert small.emulation["method"] == "sampled-work-items"
+    assert small.emulation["work_items_emulated"] == 128
+    ref = miniemu.emulate(rec(20), mode="single")
+    assert abs(instr(small) - instr(ref)) <= 0.01 * instr(ref)
+    assert abs(tx(small) - tx(ref)) <= 0.01 * tx(ref)
+    big = miniemu.emulate(rec(2000), mode="bounded", budget="instructions=300000")
+    assert big.emulation["method"] == "loop-extrapolated"
+    assert big.emulation["loop_extrapolation"]["knob_argument"] == 2
+    ref = miniemu.emulate(rec(2000), mode="single")
+    assert abs(instr(big) - instr(ref)) <= 0.02 * instr(ref)
+    assert abs(tx(big) - tx(ref)) <= 0.02 * tx(ref)
+
+
+def test_data_dependent_loop_falls_back_with_low_confidence():
+    seeds = np.full(256, 8, np.uint32)  # never reaches 7 quickly: budget stops it
+    r = from_arrays(SRC, "spin", [seeds, np.zeros(256, np.uint32)], [256], [256])
+    p = miniemu.emulate(r, mode="bounded", budget="wall=2,instructions=200000")
+    assert p.emulation["method"] == "budget-extrapolated"
+    assert p.emulation["confidence"] == "low"
+    assert p.emulation["wall_s"] < 10
+
+
+def test_reuse_scales_and_counts_emulations():
+    calls = []
+
+    def counting(record, **kw):
+        calls.append(record.global_size[0])
+        return miniemu.emulate(record, **kw)
+
+    cache = ReuseCache(mode="bounded", emulate=counting)
+    sizes = [4096, 4096, 3840, 3584, 3328, 2048, 1024]
+    profiles = [cache.profile(rec(20, g)) for g in sizes]
+    assert profiles[1].emulation["method"] == "reused"
+    assert profiles[1].total["work_items"] == 4096
+    assert profiles[2].total["work_items"] == 3840
+    assert cache.stats()["launches"] == len(sizes)
+    assert len(calls) < len(sizes)
+    assert profiles[-1].emulation["method"] != "reused" or len(calls) >= 2
+    # a different loop bound is its own entry
+    cache.profile(rec(40))
+    assert cache.stats()["entries"] == 2
