@@ -30,6 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="time budget in seconds (default 60)",
     )
     p.add_argument(
+        "--budget",
+        default=None,
+        metavar="B",
+        help="bounded mode: seconds, or wall=S,instructions=N,work_items=N,probe_trips=N "
+        "(default wall=3,instructions=2e6,work_items=128)",
+    )
+    p.add_argument(
         "--json", action="store_true", help="print the kernel profile (docs/formats.md section 2)"
     )
     p.set_defaults(func=run)
@@ -40,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from clproj.console import stderr
 
     with stderr.status(f"mini-emulating ({args.mode}) in Oclgrind..."):
-        profile = miniemu.emulate(args.record, mode=args.mode, timeout_s=args.timeout)
+        profile = miniemu.emulate(
+            args.record, mode=args.mode, timeout_s=args.timeout, budget=args.budget
+        )
     if args.json:
         emit_json(profile.to_dict())
         return 0
