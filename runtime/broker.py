@@ -364,6 +364,7 @@ class Broker:
                 "name": d.name,
                 "profile": d.profile,
                 "peak_flops": d.view.peak_flops,
+                "host": self.nodes[d.node].host if d.node in self.nodes else "",
             }
             for d in self.devices.values()
         ]

@@ -26,9 +26,13 @@ app may reuse its memory at once, which OpenCL allows only after the event compl
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import logging
+import mmap
 import os
+import socket
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +64,82 @@ class RemoteDevice:
     name: str
     peak_flops: float
     profile: dict[str, Any]
+    host: str = ""
+
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # one kernel call instead of a fault per page
+
+
+class _ShmMap(mmap.mmap):
+    """Bulk data in a 0600 /dev/shm file: the same-host data path (node on this machine).
+
+    The client's one copy of the host data (also the replay-log entry) is made into such
+    a file; commands then name the file instead of carrying the bytes through two socket
+    hops. The file is unlinked when the last reference (log, checkpoint, host copy) goes."""
+
+    path = ""
+
+    @classmethod
+    def copy_of(cls, data: Any) -> memoryview:
+        src = memoryview(data).cast("B")
+        mv = cls.empty(len(src))
+        mv[:] = src
+        return mv
+
+    @classmethod
+    def empty(cls, size: int) -> memoryview:
+        """A mapped file of ``size`` bytes (content undefined), pooled where possible."""
+        pooled = _SHM_POOL.get(size)
+        path = pooled.pop() if pooled else ""
+        if path:  # a released file of this size: its pages exist, no allocation/zeroing
+            _SHM_POOL_BYTES[0] -= size
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        else:
+            path = f"/dev/shm/clproj-c{os.getpid()}-{os.urandom(8).hex()}"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            m = cls(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
+        except BaseException:
+            os.unlink(path)
+            raise
+        finally:
+            os.close(fd)
+        m.path = path
+        return memoryview(m)
+
+    def __del__(self) -> None:
+        if not self.path:
+            return
+        n = len(self)
+        if _SHM_POOL_BYTES[0] + n <= SHM_POOL_LIMIT:  # keep the file for the next copy
+            _SHM_POOL.setdefault(n, []).append(self.path)
+            _SHM_POOL_BYTES[0] += n
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+# released /dev/shm files by size, reused by the next copy (unlinked at exit)
+SHM_POOL_LIMIT = 512 * 2**20
+_SHM_POOL: dict[int, list[str]] = {}
+_SHM_POOL_BYTES = [0]
+
+
+@atexit.register
+def _shm_pool_cleanup() -> None:
+    for paths in _SHM_POOL.values():
+        for path in paths:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    _SHM_POOL.clear()
+
+
+class _Frame:
+    """What a reply's data frame offers (``.buffer``) for data that came through shm."""
+
+    def __init__(self, buffer: memoryview) -> None:
+        self.buffer = buffer
 
 
 @dataclass(frozen=True)
@@ -125,6 +205,7 @@ class _Req:
     err: str | None = None
     reissue: Any = None  # callable(target device) for a lost read
     res: Any = None  # the reply's ``res`` (launch: ``t`` = profiled kernel seconds)
+    keep: Any = None  # data that must stay alive until the reply
 
 
 class RemoteEvent:
@@ -187,6 +268,10 @@ class RemotePlatform:
             make_client(self.sock, keys or load(keys_dir, "member"))
         self.sock.connect(broker)
         self.timeout_s = timeout_s
+        # same-host data path (see _ShmMap); CLPROJ_SHM=0 sends every byte through sockets
+        self.host = socket.gethostname()
+        self.shm = os.environ.get("CLPROJ_SHM", "1") != "0" and os.path.isdir("/dev/shm")
+        self.shm_min = int(os.environ.get("CLPROJ_SHM_MIN", 1 << 20))
         self.log_limit_bytes = log_limit_bytes
         self.log_limit_ops = log_limit_ops
         self._rid = 0
@@ -243,6 +328,8 @@ class RemotePlatform:
                 return
             if h["ok"]:
                 req.res = h.get("res")
+                if req.op == "buf_read" and isinstance(req.keep, memoryview):
+                    data = [_Frame(req.keep)]  # the node wrote into our /dev/shm file
                 if req.on_done is not None:
                     req.on_done(data[0] if data else None)
                 req.done = True
@@ -346,6 +433,16 @@ class RemotePlatform:
         rid = self._next_id()
         req = _Req(dev, op, on_done, reissue=reissue)
         self._pending[rid] = req
+        if self._same_host(dev):
+            obj = getattr(data, "obj", None)
+            if isinstance(obj, _ShmMap) and len(data) == len(obj):
+                a = {**a, "shm": obj.path}
+                req.keep = data  # the file must exist until the node has read it
+                data = None
+            elif op == "buf_read" and a["n"] >= self.shm_min:
+                with contextlib.suppress(OSError):
+                    req.keep = _ShmMap.empty(a["n"])
+                    a = {**a, "shm": req.keep.obj.path}
         header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
         if data is None:
             self.sock.send(header)
@@ -384,6 +481,7 @@ class RemotePlatform:
                             str(d.get("name")),
                             float(d.get("peak_flops") or 0),
                             d.get("profile") or {},
+                            str(d.get("host") or ""),
                         )
                 self.devices = devs
                 if devs:
@@ -397,6 +495,20 @@ class RemotePlatform:
                     "no live device in the cluster", "start `clproj node --broker ADDR`"
                 )
             time.sleep(0.1)
+
+    def _same_host(self, dev: str | None) -> bool:
+        d = self.devices.get(dev) if dev else None
+        return self.shm and d is not None and d.host == self.host
+
+    def _host_copy(self, data: Any) -> Any:
+        """The client's copy of written data: in /dev/shm when a node shares this host."""
+        mv = memoryview(data).cast("B")
+        if self.shm and len(mv) >= self.shm_min and any(map(self._same_host, self._live())):
+            try:
+                return _ShmMap.copy_of(mv)
+            except OSError as exc:  # /dev/shm full or absent: the socket path still works
+                log.info("shm copy failed (%s): sending through the socket", exc)
+        return bytes(mv)
 
     def _live(self) -> list[str]:
         return [d for d in self.devices if d not in self.dead]
@@ -414,7 +526,7 @@ class RemotePlatform:
             raise ClprojError("buffer size must be positive", "pass the size in bytes")
         b = RemoteBuffer(self._new_handle(), int(size), int(flags))
         if hostbuf is not None:
-            data = bytes(memoryview(hostbuf).cast("B"))
+            data = self._host_copy(hostbuf)
             if len(data) != size:
                 raise ClprojError(
                     f"host buffer has {len(data)} bytes, not {size}",
@@ -509,7 +621,7 @@ class RemotePlatform:
         device: str | None = None,
     ) -> RemoteEvent:
         """clEnqueueWriteBuffer. ``data`` is copied at once (so the caller may reuse it)."""
-        payload = bytes(memoryview(data).cast("B"))
+        payload = self._host_copy(data)
         n = len(payload)
         if offset < 0 or offset + n > b.size or n == 0:
             raise ClprojError("write outside the buffer", f"buffer has {b.size} bytes")

@@ -112,6 +112,21 @@ class _Pending:
     out: Any = None
 
 
+def _shm_open(path: str, n: int, write: bool = False) -> Any:
+    """Map a same-host client's /dev/shm file (protocol-checked name) of at least n bytes."""
+    import mmap
+
+    fd = os.open(path, (os.O_RDWR if write else os.O_RDONLY) | os.O_NOFOLLOW)
+    try:
+        if os.fstat(fd).st_size < n or n <= 0:
+            raise ValueError("shm file smaller than the transfer")
+        pop = getattr(mmap, "MAP_POPULATE", 0)
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
+        return mmap.mmap(fd, n, flags=mmap.MAP_SHARED | pop, prot=prot)
+    finally:
+        os.close(fd)
+
+
 class Node:
     """Connects to the broker, registers devices, serves commands; bounded by ``until``."""
 
@@ -383,7 +398,11 @@ class Node:
             flags = a["flags"] & READ_ONLY_FLAGS_MASK or cl.mem_flags.READ_WRITE
             buf = cl.Buffer(dev.ctx, flags, size)
             self.objects[(client, dev.index, a["h"])] = buf
-            if data:
+            if a.get("shm"):
+                mm = _shm_open(a["shm"], size)
+                ev = cl.enqueue_copy(q, buf, np.frombuffer(mm, np.uint8), is_blocking=False)
+                self._enqueued(ev, client, rid, dev, "write", keep=[mm])
+            elif data:
                 mv = data[0].buffer
                 if len(mv) != size:
                     raise ValueError("initial data size differs from buffer size")
@@ -393,15 +412,22 @@ class Node:
                 self._reply(client, rid)
         elif op == "buf_write":
             buf = self._obj(client, dev, a["h"], cl.Buffer)
-            mv = data[0].buffer
+            keep: Any = _shm_open(a["shm"], a["n"]) if a.get("shm") else data[0]
+            mv = np.frombuffer(keep, np.uint8) if a.get("shm") else data[0].buffer
             if len(mv) != a["n"] or a["off"] + a["n"] > buf.size:
                 raise ValueError("write outside the buffer")
             ev = cl.enqueue_copy(q, buf, mv, dst_offset=a["off"], is_blocking=False)
-            self._enqueued(ev, client, rid, dev, "write", keep=[data[0]])
+            self._enqueued(ev, client, rid, dev, "write", keep=[keep])
         elif op == "buf_read":
             buf = self._obj(client, dev, a["h"], cl.Buffer)
             if a["off"] + a["n"] > buf.size or a["n"] == 0:
                 raise ValueError("read outside the buffer")
+            if a.get("shm"):  # same host: into the client's /dev/shm file
+                mm = _shm_open(a["shm"], a["n"], write=True)
+                out = np.frombuffer(mm, np.uint8)
+                ev = cl.enqueue_copy(q, out, buf, src_offset=a["off"], is_blocking=False)
+                self._enqueued(ev, client, rid, dev, "read", keep=[mm])
+                return
             out = np.empty(a["n"], dtype=np.uint8)
             ev = cl.enqueue_copy(q, out, buf, src_offset=a["off"], is_blocking=False)
             self._enqueued(ev, client, rid, dev, "read", out=out)

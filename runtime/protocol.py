@@ -13,6 +13,7 @@ docs/cluster.md).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,11 +73,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "error": {"id": _INT, "err": _STR},
 }
 
+# Same-host data path: files the client or node created under /dev/shm (no other path).
+SHM_PATH = re.compile(r"/dev/shm/clproj-[A-Za-z0-9_-]{1,64}")
+
 # Command ops (client -> node, through the broker) and their argument schemas.
 OPS: dict[str, dict[str, Any]] = {
-    "buf_create": {"h": _INT, "size": _INT, "flags": _INT, "init?": bool},
-    "buf_write": {"h": _INT, "off": _INT, "n": _INT},  # data in frame 1
-    "buf_read": {"h": _INT, "off": _INT, "n": _INT},  # data returned in frame 1
+    # "shm": same-host data path: the bytes are in this /dev/shm file, not in a frame
+    "buf_create": {"h": _INT, "size": _INT, "flags": _INT, "init?": bool, "shm?": _STR},
+    "buf_write": {"h": _INT, "off": _INT, "n": _INT, "shm?": _STR},  # data in frame 1
+    # data returned in frame 1, or written into the client's /dev/shm file "shm"
+    "buf_read": {"h": _INT, "off": _INT, "n": _INT, "shm?": _STR},
     "buf_copy": {"src": _INT, "dst": _INT, "soff": _INT, "doff": _INT, "n": _INT},
     "buf_fill": {"h": _INT, "pattern": _BYTES, "off": _INT, "n": _INT},
     "prog_build": {"h": _INT, "src": _STR, "opts": _STR},
@@ -166,8 +172,13 @@ def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:
             raise ProtocolError(f"cmd {op}: {k} out of range")
     if op == "buf_create" and a["size"] == 0:
         raise ProtocolError("cmd buf_create: size must be positive")
-    if op == "buf_write" and nframes != 1:
-        raise ProtocolError("cmd buf_write: needs exactly one data frame")
+    shm = a.get("shm")
+    if isinstance(shm, str) and not SHM_PATH.fullmatch(shm):
+        raise ProtocolError(f"cmd {op}: shm must name a file /dev/shm/clproj-*")
+    if op == "buf_write" and nframes != (0 if isinstance(shm, str) else 1):
+        raise ProtocolError("cmd buf_write: needs exactly one data frame (or shm)")
+    if op == "buf_create" and isinstance(shm, str) and nframes:
+        raise ProtocolError("cmd buf_create: data frame and shm both given")
     if op != "buf_write" and op != "buf_create" and nframes:
         raise ProtocolError(f"cmd {op}: takes no data frame")
     if op == "buf_create" and nframes > 1:

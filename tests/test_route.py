@@ -251,3 +251,45 @@ def test_unsupported_call_returns_invalid_operation(tmp_path):
     out, err, _ = finish(proc)
     assert "clCreateSubBuffer is not supported" in err
     assert "-59" in out + err
+
+
+def test_same_host_shm_data_path(tmp_path, monkeypatch):
+    """Large writes/reads to a node on this host go through /dev/shm files named in the
+    commands (not through the sockets); the bytes arrive intact both ways."""
+    import numpy as np
+
+    from runtime import client as client_mod
+    from runtime.client import RemotePlatform
+    from runtime.embedded import EmbeddedCluster
+
+    sent: list[dict] = []
+    pack = client_mod.protocol.pack
+
+    def spy(t, **fields):
+        if t == "cmd":
+            sent.append({"op": fields["op"], **fields["a"]})
+        return pack(t, **fields)
+
+    monkeypatch.setattr(client_mod.protocol, "pack", spy)
+    with EmbeddedCluster(node="process", lifetime_s=120) as c:
+        p = RemotePlatform(c.endpoint, wait_devices_s=60)
+        try:
+            dev = next(iter(p.devices))
+            x = np.random.default_rng(3).random(1 << 20).astype(np.float32)  # 4 MiB
+            b = p.create_buffer(x.nbytes)
+            p.enqueue_write(b, x, device=dev)
+            k = p.create_kernel(
+                p.create_program(
+                    "__kernel void dbl(__global float *a) { a[get_global_id(0)] *= 2.0f; }"
+                ),
+                "dbl",
+            )
+            k.set_args(b)
+            p.enqueue_launch(k, [x.size], device=dev)
+            out = np.empty_like(x)
+            p.enqueue_read(b, out)
+            assert np.array_equal(out, x * 2)
+        finally:
+            p.close()
+    shm_ops = {s["op"] for s in sent if str(s.get("shm", "")).startswith("/dev/shm/clproj-")}
+    assert {"buf_read"} <= shm_ops and shm_ops & {"buf_create", "buf_write"}, sent
