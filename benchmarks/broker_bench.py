@@ -275,13 +275,18 @@ def main() -> int:
     local = local_numbers()
     pl = placement_numbers()
     tmp = tempfile.mkdtemp(prefix="clproj-bench-")
-    configs = [("ipc (no CURVE)", f"ipc://{tmp}/b", "off", None)]
+    configs = [
+        ("ipc (no CURVE), same-host shm data path", f"ipc://{tmp}/b", "off", None),
+        ("ipc (no CURVE), CLPROJ_SHM=0: bytes through the sockets", f"ipc://{tmp}/b0", "off", None),
+    ]
     keys = f"{tmp}/keys"
     from runtime.keys import generate
 
     generate(Path(keys))
     port = 20000 + os.getpid() % 20000
-    configs.append(("tcp loopback + CURVE", f"tcp://127.0.0.1:{port}", "on", keys))
+    configs.append(
+        ("tcp loopback + CURVE, same-host shm data path", f"tcp://127.0.0.1:{port}", "on", keys)
+    )
     remote = {}
     base = zmq_baseline(f"ipc://{tmp}/echo")
     load = os.getloadavg()[0]
@@ -295,8 +300,9 @@ def main() -> int:
             ["node", "--broker", ep, "--lifetime", "120", *extra], {"POCL_DEVICES": "pthread"}
         )
         try:
+            os.environ["CLPROJ_SHM"] = "0" if "SHM=0" in name else "1"
             remote[name] = remote_numbers(ep, curve, kd)
-            if curve == "off":
+            if ep.endswith("/b"):
                 rvo = route_vs_observe(ep)
         finally:
             for p in (nd, b):
