@@ -59,6 +59,7 @@ class Spec:
     pcie_gen: int
     launch_s: float
     per_cu: dict[str, float] = field(default_factory=dict)
+    l2_bytes: int = 0  # last-level (L2) cache; 0 = not listed
     notes: str = ""
     sources: tuple[str, ...] = ()
 
@@ -82,6 +83,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         key="hd5870-spec",
         name="ATI Radeon HD 5870",
+        l2_bytes=524288,
         vendor="AMD",
         arch="Evergreen (VLIW5)",
         cus=20,
@@ -108,6 +110,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         key="hd7970-spec",
         name="AMD Radeon HD 7970",
+        l2_bytes=786432,
         vendor="AMD",
         arch="Southern Islands (GCN1)",
         cus=32,
@@ -160,6 +163,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         key="c2050-spec",
         name="Tesla C2050",
+        l2_bytes=786432,
         vendor="NVIDIA",
         arch="Fermi (GF100, sm_20)",
         cus=14,
@@ -185,6 +189,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         key="a100-sxm-spec",
         name="NVIDIA A100-SXM4-80GB",
+        l2_bytes=41943040,
         vendor="NVIDIA",
         arch="Ampere (GA100, sm_80)",
         cus=108,
@@ -210,6 +215,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         key="h100-sxm-spec",
         name="NVIDIA H100 80GB HBM3",
+        l2_bytes=52428800,
         vendor="NVIDIA",
         arch="Hopper (GH100, sm_90)",
         cus=132,
@@ -236,6 +242,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         key="h200-spec",
         name="NVIDIA H200",
+        l2_bytes=62914560,
         vendor="NVIDIA",
         arch="Hopper (GH100, sm_90)",
         cus=132,
@@ -261,6 +268,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         key="mi250x-gcd-spec",
         name="AMD Instinct MI250X (one GCD)",
+        l2_bytes=8388608,
         vendor="AMD",
         arch="CDNA2 (gfx90a)",
         cus=110,

@@ -130,15 +130,17 @@ CACHED_SRC = """
 __kernel void gread_cached(__global const uint4* restrict src, __global uint* restrict out,
                            uint n, uint reps) {
     uint gid = get_global_id(0), gs = get_global_size(0);
-    uint4 a = (uint4)(0), b = (uint4)(0);
+    uint4 a = (uint4)(0), b = (uint4)(0), c = (uint4)(0), d = (uint4)(0);
     for (uint r = 0; r < reps; ++r) {
         uint rot = r * 64u;
-        for (uint i = gid; i < n; i += 2 * gs) {
+        for (uint i = gid; i < n; i += 4 * gs) {  /* n is a multiple of 4 * gs */
             a += src[(i + rot) & (n - 1)];
-            if (i + gs < n) b += src[(i + gs + rot) & (n - 1)];
+            b += src[(i + gs + rot) & (n - 1)];
+            c += src[(i + 2 * gs + rot) & (n - 1)];
+            d += src[(i + 3 * gs + rot) & (n - 1)];
         }
     }
-    uint4 s = a + b;
+    uint4 s = a + b + c + d;
     out[gid] = s.x + s.y + s.z + s.w;
 }
 """
@@ -200,8 +202,8 @@ class GlobalMemory:
     def cached_read(self, wg: int, groups: int, cache_bytes: int) -> tuple[float, int]:
         """Bytes/s of reads served from the last-level cache, and the buffer size used.
 
-        The buffer is a quarter of the device-reported cache (at least 256 KiB, at most
-        16 MiB, a power of two) and is read repeatedly.
+        The buffer is a quarter of the cache (at least 256 KiB, at most 16 MiB, a power of
+        two) and is read repeatedly.
         """
         b = self.b
         size = 1 << int(np.log2(max(256 << 10, min(16 << 20, max(cache_bytes, 1 << 20) // 4))))
@@ -212,10 +214,15 @@ class GlobalMemory:
             src = CACHED_BLOCK_SRC
             per_pass = gsize * BLOCK  # words each pass reads (blocks wrap around the buffer)
         else:
-            gsize = wg * groups * b.cus
+            # The kernel needs n divisible by 4 * gsize: a power of two as close as possible
+            # to the best read configuration's grid.
+            gsize = min(1 << int(np.log2(wg * groups * b.cus)), n // 4)
+            wg = min(wg, gsize)
             src = CACHED_SRC
             per_pass = n
-        reps = max(1, int((64 << 20) // (per_pass * 16)))
+        # Enough passes that the launch lasts far longer than its start-up (~1 ms on a GPU).
+        total = (64 << 20) if b.is_cpu else (2 << 30)
+        reps = max(1, int(total // (per_pass * 16)))
         kern = b.kernel(_source(src, 16), "gread_cached")
         out = self._out(gsize)
 

@@ -165,6 +165,10 @@ def profile_device(
     def cached() -> None:
         wg, g = best_read_config()
         cache = int(getattr(device, "global_mem_cache_size", 0) or 0)
+        # NVIDIA's OpenCL reports a per-SM cache here, not the L2: prefer the sheet's L2.
+        sheet = specs.spec_for(device.name) if not bench.is_cpu else None
+        if sheet is not None and sheet.l2_bytes > cache:
+            cache = sheet.l2_bytes
         # PoCL vectorises some group sizes better than others: keep the best of a few.
         sizes = sorted({wg, 64, 256} & {w for w, _ in grid}) if bench.is_cpu else [wg]
         best = max((gm.cached_read(w, g, cache) for w in sizes), key=lambda r: r[0])

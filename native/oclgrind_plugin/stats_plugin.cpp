@@ -1,4 +1,5 @@
 #include "stats_plugin.h"
+#include "store_ranges.h"
 
 #include <algorithm>
 #include <chrono>
@@ -237,6 +238,7 @@ void StatsPlugin::recordAccess(const oclgrind::Memory *memory, const oclgrind::W
   } else {
     (store ? s.gstore_bytes : s.gload_bytes) += size;
     (store ? s.gstore_acc : s.gload_acc)++;
+    storeRangesAccess(memory, address, size, store ? 1 : 0);
   }
   // The dynamic instance is assigned at group end from the per-lane callback order.
   st.accesses.push_back({workItem->getCurrentInstruction(), 0, linearLocalId(workItem, st), address,
@@ -256,14 +258,16 @@ void StatsPlugin::memoryStore(const oclgrind::Memory *memory, const oclgrind::Wo
 
 void StatsPlugin::memoryAtomicStore(const oclgrind::Memory *memory,
                                     const oclgrind::WorkItem *workItem, oclgrind::AtomicOp,
-                                    size_t, size_t) {
+                                    size_t address, size_t size) {
   // Every atomic operation notifies one atomic store (read-modify-writes notify a load too).
   if (workItem == nullptr) return;
   unsigned space = memory->getAddressSpace();
   if (space == oclgrind::AddrSpaceLocal)
     state().stats.atom_local++;
-  else if (space != oclgrind::AddrSpacePrivate)
+  else if (space != oclgrind::AddrSpacePrivate) {
     state().stats.atom_global++;
+    storeRangesAccess(memory, address, size, 2);
+  }
 }
 
 void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
@@ -296,6 +300,7 @@ void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
   instructions_ = 0;
   stop_reason_.clear();
   start_s_ = nowSeconds();
+  storeRangesKernelBegin(m_context, inv);
 }
 
 void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
@@ -316,6 +321,7 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
   st.stats.work_items = n;
   st.loop_iters.fill(0);
   st.completed = 0;
+  storeRangesGroupBegin();
 }
 
 void StatsPlugin::workItemComplete(const oclgrind::WorkItem *workItem) {
@@ -423,7 +429,7 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
        << ",\"group_size\":" << size3(group->getGroupSize()) << ",\"loop_iterations\":{";
   for (int i = 0, n = 0; i < kMaxLoops; ++i)
     if (st.loop_iters[i]) line << (n++ ? "," : "") << '"' << i << "\":" << st.loop_iters[i];
-  line << "},\"stats\":" << s.json() << "}\n";
+  line << "},\"stats\":" << s.json() << storeRangesGroupJson() << "}\n";
 
   std::lock_guard<std::mutex> lock(m_mutex);
   sum_.add(s);
