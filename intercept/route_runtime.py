@@ -241,6 +241,8 @@ class LocalCluster:
         env.pop("LD_PRELOAD", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         life = str(max(1, int(lifetime_s)))
+        # their logs would land in the app's stderr; CLPROJ_ROUTE_VERBOSE=1 keeps them
+        quiet = None if os.environ.get("CLPROJ_ROUTE_VERBOSE") == "1" else subprocess.DEVNULL
         exe = sys.executable
         if not exe or not os.path.basename(exe).startswith("python"):
             exe = os.path.join(sys.base_prefix, "bin", "python3")  # embedded in a C app
@@ -251,6 +253,7 @@ class LocalCluster:
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                stderr=quiet,
             ),
             subprocess.Popen(
                 [
@@ -267,6 +270,8 @@ class LocalCluster:
                 ],
                 env=env,
                 stdin=subprocess.DEVNULL,
+                stdout=quiet,
+                stderr=quiet,
             ),
         ]
 
