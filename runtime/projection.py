@@ -138,6 +138,27 @@ def compute_utilisation(device: Any, occ: Occupancy) -> float:
     return cu_fraction * min(1.0, warps / GPU_WARPS_FOR_PEAK)
 
 
+def access_granularity(device: Any) -> int:
+    """Bytes the memory system really moves per scattered access, from measurement.
+
+    The strided-read curve at stride 32 (every 4-byte word in its own 128-byte line)
+    delivers ``peak / granularity x 4`` useful bytes/s, so ``4 x peak / strided(32)`` is
+    the effective access size: about 64 B on the H100 (HBM bursts), although its
+    sectors are 32 B. Never below the device's smallest segment; spec profiles without a
+    measured curve keep their smallest segment.
+    """
+    smallest = min(device.segment_bytes) if device.segment_bytes else 64
+    if device.source_kind == "spec":
+        return smallest
+    try:
+        sparse = device.strided_read(32)
+        peak = device.peak("global_read")
+    except (KeyError, ValueError):
+        return smallest
+    measured = 4.0 * peak / sparse if sparse > 0 else smallest
+    return int(min(128, max(smallest, int(_nearest_key(int(measured), SEGMENT_KEYS)))))
+
+
 def dram_bytes(moved: float, footprint: float | None, cache_bytes: float | None) -> float:
     """Bytes that reach DRAM when ``moved`` bytes of transactions touch ``footprint`` bytes.
 
@@ -158,7 +179,8 @@ def global_time(
 ) -> tuple[float, dict[str, float]]:
     """Seconds to move the kernel's global traffic at the kernel's occupancy.
 
-    Transactions are counted with the device's warp width and smallest segment size.
+    Transactions are counted with the device's warp width and its measured access
+    granularity (:func:`access_granularity`).
     DRAM time uses the measured read/write curves at the kernel's occupancy; when the
     device profile has a measured cache bandwidth and the launch's footprint is known, the
     traffic that re-reads cached data is served by the cache instead, and the global term
@@ -166,8 +188,7 @@ def global_time(
     """
     g = total.get("global", {})
     warp = _nearest_key(device.warp_width, WARP_KEYS)
-    segment_size = min(device.segment_bytes) if device.segment_bytes else 64
-    seg = _nearest_key(segment_size, SEGMENT_KEYS)
+    seg = _nearest_key(access_granularity(device), SEGMENT_KEYS)
     tx = g.get("transactions", {})
     moved = {}
     for direction in ("load", "store"):
