@@ -110,7 +110,7 @@ def shim_environment(
         env["CLPROJ_SUMMARY_FILE"] = summary_file
     if broker:
         env["CLPROJ_BROKER"] = broker
-    if mode == "project":
+    if mode in ("project", "route"):  # route mode migrates kernels by these projections
         hooks = [h for h in env.get("CLPROJ_HOOKS", "").split(",") if h]
         env["CLPROJ_HOOKS"] = ",".join([*hooks, PROJECT_HOOK])
     return env

@@ -48,35 +48,65 @@ def load_cached(
     return doc
 
 
+# Apps with more launch shapes than this are profiled through miniemu's reuse cache
+# (one emulation per launch family, explicit scaling, sampled drift checks).
+REUSE_ABOVE_GROUPS = 32
+
+
 def emulate_app(
     app_name: str,
     size: str = "paper",
     mode: str = "single",
-    timeout_s: float = 300.0,
+    timeout_s: float = 60.0,
     queue: Any = None,
     directory: str = PROFILES_DIR,
 ) -> dict[str, Any]:
-    """Emulate every launch group of an app and write the cache file; returns its document."""
+    """Emulate every launch group of an app and write the cache file; returns its document.
+
+    A launch whose ``mode`` emulation exceeds ``timeout_s`` falls back to the bounded
+    mode (the profile's ``emulation`` says which produced it).
+    """
     import miniemu
     from benchmarks.apps import get_app
-    from runtime.app_records import launch_groups
+    from miniemu.reuse import ReuseCache
+    from runtime.app_records import group_key, launch_groups
 
     app = get_app(app_name)
     plan = app.plan(size)
     if queue is None:
         queue = _local_queue()
-    groups = launch_groups(plan, queue)
+    shapes = {group_key(lc.kernel, lc.global_size, lc.local_size) for lc in plan.launches}
+    reuse = ReuseCache(mode=mode, timeout_s=timeout_s) if len(shapes) > REUSE_ABOVE_GROUPS else None
+
+    def profile_of(record: Any) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            if reuse:
+                emulated = reuse.profile(record)
+            else:
+                try:
+                    emulated = miniemu.emulate(record, mode=mode, timeout_s=timeout_s)
+                except ClprojError:
+                    if mode == "bounded":
+                        raise
+                    # Heavy work-groups (per-work-item loops of millions of iterations)
+                    # exceed any unbounded budget: the bounded mode extrapolates them.
+                    emulated = miniemu.emulate(record, mode="bounded", timeout_s=120.0)
+            profile, error = emulated.to_dict(), None
+        except ClprojError as exc:
+            profile, error = None, exc.cause
+        return {
+            "profile": profile,
+            "error": error,
+            "footprint_bytes": footprint_bytes(record),
+            "seconds": time.perf_counter() - start,
+        }
+
+    groups = launch_groups(plan, queue, transform=profile_of)
     entries = []
     for g in groups:
-        start = time.perf_counter()
-        variants, error = [], None
-        for record, weight in zip(g.records, g.weights, strict=True):
-            try:
-                profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
-            except ClprojError as exc:
-                error = exc.cause
-                break
-            variants.append({"weight": weight, "profile": profile})
+        done = g.records  # what profile_of returned, one per sampled variant
+        error = next((d["error"] for d in done if d["error"]), None)
         entries.append(
             {
                 "key": g.key,
@@ -84,9 +114,14 @@ def emulate_app(
                 "global": list(g.global_size),
                 "local": list(g.local_size) if g.local_size else None,
                 "n_launches": g.n_launches,
-                "footprint_bytes": footprint_bytes(g.record),
-                "emulation_s": time.perf_counter() - start,
-                "variants": variants if error is None else [],
+                "footprint_bytes": done[0]["footprint_bytes"],
+                "emulation_s": sum(d["seconds"] for d in done),
+                "variants": []
+                if error
+                else [
+                    {"weight": w, "profile": d["profile"]}
+                    for d, w in zip(done, g.weights, strict=True)
+                ],
                 "error": error,
             }
         )
@@ -97,6 +132,7 @@ def emulate_app(
         "size": size,
         "mode": mode,
         "source_hash": source_hash(plan),
+        "reuse": reuse.counts if reuse else None,
         "groups": entries,
     }
     os.makedirs(directory, exist_ok=True)

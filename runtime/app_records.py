@@ -61,8 +61,13 @@ def _sample(indices: list[int], limit: int) -> list[int]:
     return sorted({indices[round(i * step)] for i in range(limit)})
 
 
-def launch_groups(plan: Any, queue: Any) -> list[LaunchGroup]:
-    """Record sampled variants of every distinct launch shape of ``plan``, in order."""
+def launch_groups(plan: Any, queue: Any, transform: Any = None) -> list[LaunchGroup]:
+    """Record sampled variants of every distinct launch shape of ``plan``, in order.
+
+    With ``transform``, each record is passed to it as soon as it is made and the group
+    keeps what it returns instead (e.g. the kernel profile): an app with thousands of
+    launch shapes then never holds all its buffer snapshots at once.
+    """
     import pyopencl as cl
 
     # Which launches to record: per group, the first launch of each variant, sampled.
@@ -89,7 +94,7 @@ def launch_groups(plan: Any, queue: Any) -> list[LaunchGroup]:
             cl.enqueue_copy(queue, bufs[n], a)
     kernels = {name: cl.Kernel(prg, name) for name in {launch.kernel for launch in plan.launches}}
     device = {"name": queue.device.name.strip(), "vendor": queue.device.vendor.strip()}
-    recorded: dict[int, LaunchRecord] = {}
+    recorded: dict[int, Any] = {}
     for i, launch in enumerate(plan.launches):
         if i in wanted:
             queue.finish()
@@ -106,7 +111,7 @@ def launch_groups(plan: Any, queue: Any) -> list[LaunchGroup]:
                 else:
                     raise ValueError(f"{launch.kernel}: unknown argument kind {kind!r}")
             queue.finish()
-            recorded[i] = from_arrays(
+            record = from_arrays(
                 plan.source,
                 launch.kernel,
                 args,
@@ -115,6 +120,7 @@ def launch_groups(plan: Any, queue: Any) -> list[LaunchGroup]:
                 options=plan.options,
                 device=device,
             )
+            recorded[i] = transform(record) if transform else record
         k = kernels[launch.kernel]
         for j, (kind, value) in enumerate(launch.args):
             if kind == "buf":

@@ -180,11 +180,11 @@ def global_time(
     """Seconds to move the kernel's global traffic at the kernel's occupancy.
 
     Transactions are counted with the device's warp width and its measured access
-    granularity (:func:`access_granularity`).
-    DRAM time uses the measured read/write curves at the kernel's occupancy; when the
-    device profile has a measured cache bandwidth and the launch's footprint is known, the
-    traffic that re-reads cached data is served by the cache instead, and the global term
-    is the larger of the DRAM time and the time the cache needs for all transactions.
+    granularity (:func:`access_granularity`). Without cache data (spec profiles, unknown
+    footprint) every transaction is priced at the measured DRAM read/write rate at the
+    kernel's occupancy: the paper's model. With a measured last-level-cache bandwidth
+    and the launch's footprint, traffic is split over the hierarchy (docs/projection.md)
+    and the global term is the slowest level.
     """
     g = total.get("global", {})
     warp = _nearest_key(device.warp_width, WARP_KEYS)
@@ -205,22 +205,31 @@ def global_time(
     memory = device.data.get("memory", {})
     cache_bytes = memory.get("cache_bytes")
     cache_bw = memory.get("cache_read_bytes_per_s")
-    use_cache = bool(footprint_bytes and cache_bytes and cache_bw)
-    dram = {
-        d: dram_bytes(moved[d], footprint_bytes, cache_bytes) if use_cache else moved[d]
-        for d in moved
+    moved_total = moved["load"] + moved["store"]
+    detail: dict[str, float] = {
+        "load_bytes_moved": moved["load"], "store_bytes_moved": moved["store"],
+        "read_bw": read_bw, "write_bw": write_bw,
     }
-    t_dram = dram["load"] / read_bw + dram["store"] / write_bw
-    t_cache = (moved["load"] + moved["store"]) / (cache_bw * cu_fraction) if use_cache else 0.0
-    return max(t_dram, t_cache), {
-        "load_bytes_moved": moved["load"],
-        "store_bytes_moved": moved["store"],
-        "dram_load_bytes": dram["load"],
-        "dram_store_bytes": dram["store"],
-        "read_bw": read_bw,
-        "write_bw": write_bw,
-        "t_dram": t_dram,
-        "t_cache": t_cache,
+    if not (footprint_bytes and cache_bytes and cache_bw and moved_total):
+        t_dram = moved["load"] / read_bw + moved["store"] / write_bw
+        return t_dram, detail | {"t_dram": t_dram}
+    # Cache hierarchy. A group's distinct sectors are what it brings into its compute
+    # unit once (re-reads within the group hit the CU-local cache); they come from the
+    # shared last-level cache, and DRAM sees only what that cache cannot keep.
+    unique = g.get("unique_sector_bytes")
+    l2_traffic = min(moved_total, float(unique)) if unique else moved_total
+    dram_total = dram_bytes(l2_traffic, footprint_bytes, cache_bytes)
+    share = {d: moved[d] / moved_total for d in moved}
+    t_dram = dram_total * share["load"] / read_bw + dram_total * share["store"] / write_bw
+    t_l2 = l2_traffic / (cache_bw * cu_fraction)
+    t_l1 = 0.0
+    if unique and device.kind == "GPU":
+        # NVIDIA GPUs since Volta build L1 and local memory from one SRAM per SM: the
+        # measured local-memory peak is the rate at which that SRAM serves loads.
+        t_l1 = moved_total / (device.peak("local") * cu_fraction)
+    return max(t_dram, t_l2, t_l1), detail | {
+        "l2_bytes": l2_traffic, "dram_bytes": dram_total,
+        "t_dram": t_dram, "t_l2": t_l2, "t_l1": t_l1,
     }
 
 

@@ -5,7 +5,9 @@ each kernel signature). The hook only queues the record: a daemon thread mini-em
 (in an Oclgrind subprocess) and projects it on the local devices' profiles, appending
 each result as a JSON line to ``$CLPROJ_PROJECTION_FILE``. The application never waits
 for the emulator; whatever is unfinished when it exits is completed by ``clproj run``
-afterwards (:func:`runtime.live_projection.complete_run`).
+afterwards (:func:`runtime.live_projection.complete_run`). In route mode each projection is
+also posted to the broker (keyed by the launch signature), which moves later launches of
+that kernel to the projected-fastest device.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def _work() -> None:
             if out:
                 with _lock, open(out, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(doc) + "\n")
+            _post_to_route(record, doc)
         except ClprojError:
             pass  # e.g. no measured profile for a local device: `clproj run` completes it
         except Exception as exc:  # never let the worker die silently or touch the app
@@ -61,6 +64,19 @@ def _work() -> None:
             )
         finally:
             _queue.task_done()
+
+
+def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
+    """In route mode, hand the projection to the broker so later launches can migrate."""
+    if os.environ.get("CLPROJ_MODE") != "route" or not doc.get("projections"):
+        return
+    from intercept import route_runtime
+
+    times: dict[str, float | None] = {}
+    for p in doc["projections"]:
+        times[p["device"]] = p["time_s"]
+        times.setdefault(p["name"], p["time_s"])
+    route_runtime.post_projection(record.signature, times)
 
 
 def on_record(record: Any) -> None:

@@ -113,6 +113,7 @@ void Stats::add(const Stats &o) {
   for (int i = 0; i < NUM_CLASSES; ++i) inst[i] += o.inst[i];
   for (int i = 0; i < NUM_SPECIAL; ++i) special[i] += o.special[i];
   gload_bytes += o.gload_bytes;
+  gunique_bytes += o.gunique_bytes;
   gstore_bytes += o.gstore_bytes;
   gload_acc += o.gload_acc;
   gstore_acc += o.gstore_acc;
@@ -144,6 +145,7 @@ std::string Stats::json() const {
   for (int i = 0; i < NUM_SPECIAL; ++i) o << (i ? "," : "") << '"' << kSpecialNames[i] << "\":" << special[i];
   o << "},\"global\":{\"load_bytes\":" << gload_bytes << ",\"store_bytes\":" << gstore_bytes
     << ",\"load_accesses\":" << gload_acc << ",\"store_accesses\":" << gstore_acc
+    << ",\"unique_sector_bytes\":" << gunique_bytes
     << ",\"transactions\":{";
   for (int d = 0; d < 2; ++d) {
     o << (d ? "," : "") << (d ? "\"store\":{" : "\"load\":{");
@@ -373,6 +375,15 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
     for (Access &a : st.accesses) a.instance = next[a.lid][a.inst]++;
     for (auto &m : next) m.clear();
     for (BranchRec &b : st.branches) b.instance = next[b.lid][b.inst]++;
+  }
+  {  // The group's global footprint at 32-byte sector granularity.
+    scratch.clear();
+    for (const Access &a : st.accesses)
+      if (a.kind < 2)
+        for (uint64_t sec = a.addr / 32; sec <= (a.addr + a.size - 1) / 32; ++sec) scratch.push_back(sec);
+    std::sort(scratch.begin(), scratch.end());
+    s.gunique_bytes = 32 * static_cast<uint64_t>(std::unique(scratch.begin(), scratch.end()) - scratch.begin());
+    scratch.clear();
   }
   std::sort(st.accesses.begin(), st.accesses.end(), [](const Access &a, const Access &b) {
     if (a.kind != b.kind) return a.kind < b.kind;

@@ -65,6 +65,9 @@ struct Stats {
   std::array<uint64_t, NUM_CLASSES> inst{};
   std::array<uint64_t, NUM_SPECIAL> special{};
   uint64_t gload_bytes = 0, gstore_bytes = 0, gload_acc = 0, gstore_acc = 0;
+  // Distinct 32-byte sectors of global memory the group touched, x 32: what the group
+  // brings into a compute unit's cache once; re-reads beyond it can hit there.
+  uint64_t gunique_bytes = 0;
   uint64_t trans[2][kNumWarps][kNumSegments] = {};  // [load/store][warp][segment]
   uint64_t lload_bytes = 0, lstore_bytes = 0, lacc = 0;
   uint64_t bank_req[kNumBankCounts] = {}, bank_wave[kNumBankCounts] = {};
