@@ -78,11 +78,49 @@ def _launch(profile: Any) -> dict[str, Any]:
     return doc["launch"]
 
 
+# A kernel whose work-items execute at least this many conditional branches each is
+# taken to loop per work-item (a bounds check or two stays below it).
+LOOP_BRANCHES_PER_WORK_ITEM = 4.0
+
+
+def kernel_loops(total: dict[str, Any]) -> bool:
+    """Whether the work-items of a launch run loops (from the emulated branch counts)."""
+    items = total.get("work_items") or 0
+    return bool(items) and total.get("branches", {}).get("total", 0) / items >= LOOP_BRANCHES_PER_WORK_ITEM
+
+
+def loop_slowdown(device: Any, cls: str) -> float:
+    """How much slower ``cls`` runs on ``device`` when work-items loop (1 on GPUs).
+
+    PoCL vectorises a work-group across SIMD lanes only when no loop stands inside the
+    kernel; the microbenchmarks measure the same arithmetic both ways on CPUs
+    (``detail.loop_throughput``). Floating-point classes take the fp32 ratio, integer,
+    compare and branch classes the integer ratio, others the geometric mean.
+    """
+    detail = device.data.get("detail", {})
+    looped = detail.get("loop_throughput")
+    if device.kind == "GPU" or not looped:
+        return 1.0
+
+    def ratio(name: str) -> float | None:
+        straight = device.data.get("throughput", {}).get(name)
+        return straight / looped[name] if straight and looped.get(name) else None
+
+    if cls.startswith(("fp32", "fp64")):
+        r = ratio("fp32_fma") or ratio("fp32_add")
+    elif cls.startswith("int") or cls in ("compare_select", "branch", "conversion"):
+        r = ratio("int_add")
+    else:
+        r = None
+    return max(1.0, r or float(detail.get("loop_factor", 1.0)))
+
+
 def compute_time(
     total: dict[str, Any], device: Any, occ: Occupancy
 ) -> tuple[float, dict[str, float]]:
     """Seconds of ALU issue for the whole NDRange, and the per-class breakdown."""
     per_class: dict[str, float] = {}
+    loops = kernel_loops(total)
     for cls, count in total.get("instructions", {}).items():
         if not count or cls in MEMORY_CLASSES or cls in FREE_CLASSES:
             continue
@@ -90,6 +128,8 @@ def compute_time(
             per_class[cls] = special_time(total["special_functions"], device)
         else:
             per_class[cls] = count / device.throughput(cls)
+        if loops:
+            per_class[cls] *= loop_slowdown(device, cls)
     utilisation = compute_utilisation(device, occ)
     t = sum(per_class.values()) / utilisation
     return t, per_class

@@ -306,11 +306,23 @@ class Compute:
             return wg * CPU_GROUPS_PER_CORE * b.cus, wg
         return wg * 8 * b.cus, wg  # 2048 work-items per CU on current NVIDIA/AMD parts
 
-    def run(self, op: Op) -> float:
-        """Device-wide class operations per second."""
+    def run(self, op: Op, loop: bool = False) -> float:
+        """Device-wide class operations per second.
+
+        ``loop=True`` on a CPU measures the same chains inside a kernel loop (the GPU form):
+        PoCL keeps such kernels scalar, and the ratio to the straight-line rate is the
+        profile's ``detail.loop_factor``, which the projection applies to kernels whose
+        work-items loop.
+        """
         b = self.b
         gsize, wg = self.grid()
-        if b.is_cpu:
+        if b.is_cpu and loop:
+            iters = max(1, CPU_STEPS // UNROLL // (4 if op.name in EXPENSIVE else 1))
+            if b.mode.name == "tiny":
+                iters = max(1, iters // 8)
+            steps = iters * UNROLL
+            src = source(op)
+        elif b.is_cpu:
             iters = 1
             steps = CPU_STEPS // (4 if op.name in EXPENSIVE else 1)
             if b.mode.name == "tiny":

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from clproj.errors import ClprojError
 from devices import specs
 from devices.microbench import compute, gmem, latency, lmem, overhead
@@ -77,6 +79,10 @@ def _occupancy(bench: Bench, dev: Any) -> tuple[dict[str, int], dict[str, str], 
     }
     rule = "derived: default for unknown GPUs (2048 work-items, 65536 registers per CU)"
     return occ, {"occupancy": rule, "warp_width": rule}, warp
+
+
+# Classes measured a second time inside a kernel loop on CPUs (see Compute.run).
+LOOP_CLASSES = ("fp32_fma", "fp32_add", "int_add")
 
 
 def profile_device(
@@ -220,6 +226,17 @@ def profile_device(
 
         c.__name__ = op.name
         steps.append((op.name, guarded(c)))
+
+    if bench.is_cpu:
+        for op in compute.OPS:
+            if op.name not in LOOP_CLASSES:
+                continue
+
+            def cl_loop(op: compute.Op = op) -> None:
+                extra.setdefault("loop", {})[op.name] = cp.run(op, loop=True)
+
+            cl_loop.__name__ = f"{op.name} (in a kernel loop)"
+            steps.append((cl_loop.__name__, guarded(cl_loop)))
 
     def launch() -> None:
         extra["launch"] = overhead.launch(bench)
@@ -409,6 +426,12 @@ def _assemble(
     if "latency" in extra:
         doc["detail"]["latency"] = extra["latency"]
         prov["detail.latency"] = "measured"
+    loop = extra.get("loop", {})
+    ratios = [rates[n] / loop[n] for n in loop if rates.get(n) and loop[n] > 0]
+    if ratios:
+        doc["detail"]["loop_throughput"] = loop
+        # Geometric mean: how much slower the same arithmetic runs when work-items loop.
+        doc["detail"]["loop_factor"] = float(np.exp(np.mean(np.log(ratios))))
     if "cache" in extra:
         doc["memory"]["cache_bytes"] = extra["cache"]["device_cache_bytes"]
         doc["memory"]["cache_read_bytes_per_s"] = extra["cache"]["read_bytes_per_s"]
