@@ -237,6 +237,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
         f"mean penalty {s['mean_penalty']:.1%} (max {s['max_penalty']:.1%}); "
         f"mean relative error {s['mean_relative_error']:.1%}"
     )
+    print_table(
+        ["device pair", "apps", "best chosen", "mean penalty", "max penalty", "mean rel. err"],
+        [
+            (
+                " vs ".join(p["devices"]),
+                p["apps"],
+                f"{p['best_chosen']}/{p['apps']}",
+                f"{p['mean_penalty']:.1%}",
+                f"{p['max_penalty']:.1%}",
+                f"{p['mean_relative_error']:.1%}",
+            )
+            for p in ev.pairs()
+        ],
+        title="every pair of devices",
+    )
     for app, why in ev.skipped.items():
         print(f"skipped {app}: {why}")
     return 0

@@ -67,6 +67,53 @@ class Evaluation:
             "per_device": per_device,
         }
 
+    def subset(self, devices: list[str]) -> Evaluation:
+        """The same projections judged on a subset of the devices (e.g. one pair)."""
+        apps = []
+        for a in self.apps:
+            act = {d: a.actual_s[d] for d in devices}
+            prj = {d: a.projected_s[d] for d in devices}
+            apps.append(
+                AppEvaluation(
+                    app=a.app,
+                    actual_s=act,
+                    projected_s=prj,
+                    bound={d: a.bound[d] for d in devices},
+                    penalty=metrics.selection_penalty(act, prj),
+                    relative_error=metrics.relative_error(act, prj),
+                )
+            )
+        return Evaluation(
+            devices=list(devices),
+            device_names={d: self.device_names[d] for d in devices},
+            apps=apps,
+            skipped=self.skipped,
+        )
+
+    def pairs(self) -> list[dict[str, Any]]:
+        """Summary metrics for every pair of devices: how well each choice is made."""
+        out = []
+        for i, a in enumerate(self.devices):
+            for b in self.devices[i + 1 :]:
+                s = self.subset([a, b]).summary()
+                out.append(
+                    {
+                        "devices": [a, b],
+                        **{
+                            k: s[k]
+                            for k in (
+                                "apps",
+                                "best_chosen",
+                                "best_chosen_fraction",
+                                "mean_penalty",
+                                "max_penalty",
+                                "mean_relative_error",
+                            )
+                        },
+                    }
+                )
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "devices": self.devices,
@@ -77,6 +124,7 @@ class Evaluation:
                 for a in self.apps
             ],
             "skipped": self.skipped,
+            "pairs": self.pairs(),
         }
 
 

@@ -86,7 +86,10 @@ LOOP_BRANCHES_PER_WORK_ITEM = 4.0
 def kernel_loops(total: dict[str, Any]) -> bool:
     """Whether the work-items of a launch run loops (from the emulated branch counts)."""
     items = total.get("work_items") or 0
-    return bool(items) and total.get("branches", {}).get("total", 0) / items >= LOOP_BRANCHES_PER_WORK_ITEM
+    return (
+        bool(items)
+        and total.get("branches", {}).get("total", 0) / items >= LOOP_BRANCHES_PER_WORK_ITEM
+    )
 
 
 def loop_slowdown(device: Any, cls: str) -> float:
@@ -247,8 +250,10 @@ def global_time(
     cache_bw = memory.get("cache_read_bytes_per_s")
     moved_total = moved["load"] + moved["store"]
     detail: dict[str, float] = {
-        "load_bytes_moved": moved["load"], "store_bytes_moved": moved["store"],
-        "read_bw": read_bw, "write_bw": write_bw,
+        "load_bytes_moved": moved["load"],
+        "store_bytes_moved": moved["store"],
+        "read_bw": read_bw,
+        "write_bw": write_bw,
     }
     if not (footprint_bytes and cache_bytes and cache_bw and moved_total):
         t_dram = moved["load"] / read_bw + moved["store"] / write_bw
@@ -268,8 +273,11 @@ def global_time(
         # measured local-memory peak is the rate at which that SRAM serves loads.
         t_l1 = moved_total / (device.peak("local") * cu_fraction)
     return max(t_dram, t_l2, t_l1), detail | {
-        "l2_bytes": l2_traffic, "dram_bytes": dram_total,
-        "t_dram": t_dram, "t_l2": t_l2, "t_l1": t_l1,
+        "l2_bytes": l2_traffic,
+        "dram_bytes": dram_total,
+        "t_dram": t_dram,
+        "t_l2": t_l2,
+        "t_l1": t_l1,
     }
 
 
@@ -304,6 +312,22 @@ def record_footprint(record: Any) -> int:
     return int(sum(a.size or 0 for a in record.args if a.kind == "buffer"))
 
 
+def atomic_times(total: dict[str, Any], device: Any) -> tuple[float, float]:
+    """Seconds the hottest atomic addresses need, global and local (0 without data).
+
+    Atomics on one 64-byte line (global) or one word (local) are serialised by the memory
+    system, whatever the compute units do meanwhile; the plugin counts each group's
+    hottest line/word, summed over groups (global counters are shared by every group, so
+    their serialisation adds up device-wide). The rates are the device's measured
+    same-address atomic throughputs (``detail.atomics_same_address_per_s``).
+    """
+    atoms = total.get("atomics", {})
+    rates = device.data.get("detail", {}).get("atomics_same_address_per_s", {})
+    t_g = atoms.get("global_same_address_max", 0) / rates["global"] if rates.get("global") else 0.0
+    t_l = atoms.get("local_same_address_max", 0) / rates["local"] if rates.get("local") else 0.0
+    return t_g, t_l
+
+
 def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> Projection:
     """Project one launch described by a kernel profile onto one device profile.
 
@@ -323,6 +347,8 @@ def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> 
     t_c, by_class = compute_time(total, device, occ)
     t_g, g_detail = global_time(total, device, occ, footprint_bytes)
     t_l, l_detail = local_time(total, device, occ)
+    t_atomic_g, t_atomic_l = atomic_times(total, device)
+    t_g, t_l = max(t_g, t_atomic_g), max(t_l, t_atomic_l)
     terms = {"C": t_c, "G": t_g, "L": t_l}
     bound = max(terms, key=lambda k: terms[k])
     tail = 1.0 / occ.wave_efficiency
@@ -338,7 +364,14 @@ def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> 
         time_s=terms[bound] * tail + t_launch,
         bound=bound,
         occupancy=occ,
-        details={"compute_by_class": by_class, **g_detail, **l_detail, "tail_factor": tail},
+        details={
+            "compute_by_class": by_class,
+            **g_detail,
+            **l_detail,
+            "tail_factor": tail,
+            "t_atomic_global": t_atomic_g,
+            "t_atomic_local": t_atomic_l,
+        },
     )
 
 

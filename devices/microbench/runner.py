@@ -19,7 +19,7 @@ import numpy as np
 
 from clproj.errors import ClprojError
 from devices import specs
-from devices.microbench import compute, gmem, latency, lmem, overhead
+from devices.microbench import atomics, compute, gmem, latency, lmem, overhead
 from devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
 from devices.profile import FORMAT, VERSION, validate
 
@@ -238,6 +238,11 @@ def profile_device(
             cl_loop.__name__ = f"{op.name} (in a kernel loop)"
             steps.append((cl_loop.__name__, guarded(cl_loop)))
 
+    def hot_atomics() -> None:
+        extra["atomics"] = atomics.same_address(bench)
+
+    steps.append(("atomics (same address)", guarded(hot_atomics)))
+
     def launch() -> None:
         extra["launch"] = overhead.launch(bench)
 
@@ -426,6 +431,9 @@ def _assemble(
     if "latency" in extra:
         doc["detail"]["latency"] = extra["latency"]
         prov["detail.latency"] = "measured"
+    if "atomics" in extra:
+        doc["detail"]["atomics_same_address_per_s"] = extra["atomics"]
+        prov["detail.atomics_same_address_per_s"] = "measured"
     loop = extra.get("loop", {})
     ratios = [rates[n] / loop[n] for n in loop if rates.get(n) and loop[n] > 0]
     if ratios:

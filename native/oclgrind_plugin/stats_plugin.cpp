@@ -135,6 +135,8 @@ void Stats::add(const Stats &o) {
   barriers += o.barriers;
   atom_global += o.atom_global;
   atom_local += o.atom_local;
+  atom_global_hot += o.atom_global_hot;
+  atom_local_hot += o.atom_local_hot;
 }
 
 std::string Stats::json() const {
@@ -167,7 +169,8 @@ std::string Stats::json() const {
   o << "},\"divergent\":{";
   for (int w = 0; w < kNumWarps; ++w) o << (w ? "," : "") << '"' << kWarps[w] << "\":" << br_div[w];
   o << "}},\"barriers\":" << barriers << ",\"atomics\":{\"global\":" << atom_global
-    << ",\"local\":" << atom_local << "}}";
+    << ",\"local\":" << atom_local << ",\"global_same_address_max\":" << atom_global_hot
+    << ",\"local_same_address_max\":" << atom_local_hot << "}}";
   return o.str();
 }
 
@@ -264,10 +267,13 @@ void StatsPlugin::memoryAtomicStore(const oclgrind::Memory *memory,
   // Every atomic operation notifies one atomic store (read-modify-writes notify a load too).
   if (workItem == nullptr) return;
   unsigned space = memory->getAddressSpace();
-  if (space == oclgrind::AddrSpaceLocal)
-    state().stats.atom_local++;
-  else if (space != oclgrind::AddrSpacePrivate) {
-    state().stats.atom_global++;
+  WorkerState &st = state();
+  if (space == oclgrind::AddrSpaceLocal) {
+    st.stats.atom_local++;
+    st.atomic_hits[1][address / 4]++;  // local: one bank word
+  } else if (space != oclgrind::AddrSpacePrivate) {
+    st.stats.atom_global++;
+    st.atomic_hits[0][address / 64]++;  // global: a 64-byte line, the coherence unit
     storeRangesAccess(memory, address, size, 2);
   }
 }
@@ -375,6 +381,12 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
     for (Access &a : st.accesses) a.instance = next[a.lid][a.inst]++;
     for (auto &m : next) m.clear();
     for (BranchRec &b : st.branches) b.instance = next[b.lid][b.inst]++;
+  }
+  for (int space = 0; space < 2; ++space) {  // hottest atomic address of the group
+    uint64_t hot = 0;
+    for (const auto &kv : st.atomic_hits[space]) hot = std::max(hot, kv.second);
+    (space ? s.atom_local_hot : s.atom_global_hot) = hot;
+    st.atomic_hits[space].clear();
   }
   {  // The group's global footprint at 32-byte sector granularity.
     scratch.clear();

@@ -74,6 +74,10 @@ struct Stats {
   uint64_t br_total = 0, br_warp[kNumWarps] = {}, br_div[kNumWarps] = {};
   uint64_t barriers = 0;
   uint64_t atom_global = 0, atom_local = 0;
+  // Same-address atomics serialise: the most atomic operations one 64-byte line (global;
+  // the unit cores and L2 slices serialise on) or one 4-byte word (local) received in the
+  // group (summed over groups when statistics are added).
+  uint64_t atom_global_hot = 0, atom_local_hot = 0;
   void add(const Stats &o);
   std::string json() const;
 };
@@ -102,6 +106,7 @@ struct WorkerState {
   size_t lanes = 0;
   std::vector<Access> accesses;
   std::vector<BranchRec> branches;
+  std::unordered_map<uint64_t, uint64_t> atomic_hits[2];  // [global, local] address -> count
   Stats stats;
   // Bounded emulation: header-terminator executions per loop, work-items completed in
   // this group, instructions since the last budget check.
