@@ -79,7 +79,13 @@ def main() -> int:
         for name in configs:
             med = statistics.median(times[name])
             rows.append(
-                (app, name, med, med / base, (med - base) / calls * 1e6 if name != "no shim" else 0.0)
+                (
+                    app,
+                    name,
+                    med,
+                    med / base,
+                    (med - base) / calls * 1e6 if name != "no shim" else 0.0,
+                )
             )
     lines = [
         "# Interception overhead",

@@ -76,9 +76,17 @@ def test_every_shipped_profile_validates_and_answers() -> None:
         assert p.throughput("no_such_class") == p.throughput("other")
         for name in ("global_read", "global_write", "global_copy", "local"):
             lo, hi = p.curve(name, 1), p.curve(name, 1e9)
-            assert 0 < lo <= hi * 1.5, (p.key, name)
+            assert lo > 0 and hi > 0, (p.key, name)
+            # GPUs need occupancy to reach bandwidth. On CPUs the x axis is the
+            # work-group size, and small groups can stream faster (measured on PoCL
+            # basic: writes 12.5 GB/s at 16 work-items, 4.2 GB/s at 4096).
+            if p.kind == "GPU":
+                assert lo <= hi * 1.5, (p.key, name)
         assert p.strided_read(1) >= p.strided_read(32) > 0
-        assert p.local_conflict(32) <= p.local_conflict(1)
+        # Bank conflicts exist only in banked local memory; CPUs (local_banks 0) read the
+        # "conflicting" stride from ordinary caches, measured faster or slower by chance.
+        if p.local_banks:
+            assert p.local_conflict(32) <= p.local_conflict(1)
         for path in p.data["provenance"]:
             assert p.provenance(path) in ("measured", "spec") or p.provenance(path).startswith(
                 "derived: "

@@ -228,12 +228,25 @@ def test_atomic_histogram():
     items = 256
     data = np.arange(items, dtype=np.uint32)
     p = emulate(HIST, "hist_global", [data, np.zeros(16, np.uint32)], [items], [64])
-    assert p.total["atomics"] == {"global": items, "local": 0}
+    # All 16 bins share one 64-byte line: every atomic of a group hits the hottest line.
+    assert p.total["atomics"] == {
+        "global": items,
+        "local": 0,
+        "global_same_address_max": items,
+        "local_same_address_max": 0,
+    }
     assert p.total["global"]["atomic_accesses"] == items
     assert p.total["instructions"]["atomic"] == items
     q = emulate(HIST, "hist_local", [data, np.zeros(16, np.uint32), LocalArg(64)], [items], [64])
     groups = items // 64
-    assert q.total["atomics"] == {"global": 16 * groups, "local": items}
+    # Local: data = arange, so each of the 16 bins gets 64 / 16 = 4 increments per group;
+    # global: the 16 merges of a group all land on the one line of the 16 bins.
+    assert q.total["atomics"] == {
+        "global": 16 * groups,
+        "local": items,
+        "global_same_address_max": 16 * groups,
+        "local_same_address_max": 4 * groups,
+    }
     assert q.total["instructions"]["atomic"] == items + 16 * groups
     assert q.total["barriers"] == 2 * items
 

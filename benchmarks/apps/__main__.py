@@ -17,8 +17,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.apps", description=__doc__)
     parser.add_argument("apps", nargs="+", help=f"app names: {', '.join(sorted(APPS))}")
-    parser.add_argument("--size", default="small", help="size label (small, paper/default) or an integer")
-    parser.add_argument("--device", default=None, help="device index or name (clproj devices order)")
+    parser.add_argument(
+        "--size", default="small", help="size label (small, paper/default) or an integer"
+    )
+    parser.add_argument(
+        "--device", default=None, help="device index or name (clproj devices order)"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each app")
     args = parser.parse_args(argv)
 
@@ -40,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         except AssertionError as exc:
             status, failed = f"FAIL: {exc}", failed + 1
         ms = sum(result.launch_times_ns) / 1e6
-        print(f"{name}: {len(plan.launches)} launches, {ms:.3f} ms device time on {device.name.strip()}: {status}")
+        print(
+            f"{name}: {len(plan.launches)} launches, {ms:.3f} ms device time on {device.name.strip()}: {status}"
+        )
     return 1 if failed else 0
 
 
