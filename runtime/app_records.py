@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.apps.execute import bind_args
 from intercept.record import LaunchRecord, LocalArg, from_arrays
 
 MAX_VARIANTS = 8
@@ -122,13 +123,7 @@ def launch_groups(plan: Any, queue: Any, transform: Any = None) -> list[LaunchGr
             )
             recorded[i] = transform(record) if transform else record
         k = kernels[launch.kernel]
-        for j, (kind, value) in enumerate(launch.args):
-            if kind == "buf":
-                k.set_arg(j, bufs[value])
-            elif kind == "scalar":
-                k.set_arg(j, value)
-            else:
-                k.set_arg(j, cl.LocalMemory(int(value)))
+        bind_args(k, launch, bufs)
         cl.enqueue_nd_range_kernel(queue, k, launch.global_size, launch.local_size)
     queue.finish()
 

@@ -12,16 +12,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from clproj import paths
 from clproj.errors import ClprojError
 
 
 def cache_dir() -> str:
-    base = os.environ.get("CLPROJ_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "clproj"
-    )
-    path = os.path.join(base, "profiles")
-    os.makedirs(path, exist_ok=True)
-    return path
+    return paths.cache_dir("profiles")
 
 
 def local_profiles(measure_missing: bool = True) -> list[Any]:

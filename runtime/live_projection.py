@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from clproj import paths
 from clproj.errors import ClprojError
 
 FORMAT = "clproj.launch-projection"
@@ -21,12 +22,7 @@ VERSION = 1
 
 
 def cache_dir() -> str:
-    base = os.environ.get("CLPROJ_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "clproj"
-    )
-    path = os.path.join(base, "projections")
-    os.makedirs(path, exist_ok=True)
-    return path
+    return paths.cache_dir("projections")
 
 
 def _devices_id(devices: list[Any]) -> str:

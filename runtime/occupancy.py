@@ -69,3 +69,15 @@ def compute_occupancy(
         work_items_per_cu=float(groups_per_active_cu * group_size),
         wave_efficiency=min(1.0, wave_efficiency),
     )
+
+
+def profile_occupancy(profile: dict[str, Any], device: Any) -> Occupancy:
+    """Occupancy of the launch a kernel profile (docs/formats.md §2) describes."""
+    launch, per_group = profile["launch"], profile["per_group"]
+    return compute_occupancy(
+        num_groups=int(launch["num_groups"]),
+        group_size=int(launch["group_size"]),
+        local_bytes_per_group=int(per_group.get("local", {}).get("bytes_per_group", 0)),
+        private_bytes_per_work_item=int(per_group.get("private_bytes_per_work_item", 0)),
+        device=device,
+    )

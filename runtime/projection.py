@@ -22,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from runtime.occupancy import Occupancy, compute_occupancy
+from runtime.occupancy import Occupancy, profile_occupancy
 
 WARP_KEYS = (8, 16, 32, 64)
 SEGMENT_KEYS = (32, 64, 128)
@@ -66,16 +66,6 @@ class Projection:
 def _nearest_key(value: int, keys: tuple[int, ...]) -> str:
     """The contract's key closest to ``value`` (in log scale)."""
     return str(min(keys, key=lambda k: abs(math.log2(k) - math.log2(max(1, value)))))
-
-
-def _stats(profile: Any, part: str) -> dict[str, Any]:
-    doc = profile.to_dict() if hasattr(profile, "to_dict") else profile
-    return doc[part]
-
-
-def _launch(profile: Any) -> dict[str, Any]:
-    doc = profile.to_dict() if hasattr(profile, "to_dict") else profile
-    return doc["launch"]
 
 
 # A kernel whose work-items execute at least this many conditional branches each is
@@ -334,16 +324,9 @@ def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> 
     ``footprint_bytes`` (the launch's buffer sizes, :func:`record_footprint`) lets the
     global term credit cache hits; without it every transaction is priced at DRAM rate.
     """
-    launch = _launch(profile)
-    total = _stats(profile, "total")
-    per_group = _stats(profile, "per_group")
-    occ = compute_occupancy(
-        num_groups=int(launch["num_groups"]),
-        group_size=int(launch["group_size"]),
-        local_bytes_per_group=int(per_group.get("local", {}).get("bytes_per_group", 0)),
-        private_bytes_per_work_item=int(per_group.get("private_bytes_per_work_item", 0)),
-        device=device,
-    )
+    doc = profile.to_dict() if hasattr(profile, "to_dict") else profile
+    total = doc["total"]
+    occ = profile_occupancy(doc, device)
     t_c, by_class = compute_time(total, device, occ)
     t_g, g_detail = global_time(total, device, occ, footprint_bytes)
     t_l, l_detail = local_time(total, device, occ)

@@ -46,6 +46,21 @@ def _ensure_profiling(queue: Any) -> Any:
     )
 
 
+def bind_args(kernel: Any, launch: Any, bufs: dict[str, Any]) -> None:
+    """Set a launch's arguments (``("buf", name)``, ``("scalar", v)``, ``("local", n)``)."""
+    import pyopencl as cl
+
+    for i, (kind, value) in enumerate(launch.args):
+        if kind == "buf":
+            kernel.set_arg(i, bufs[value])
+        elif kind == "scalar":
+            kernel.set_arg(i, value)
+        elif kind == "local":
+            kernel.set_arg(i, cl.LocalMemory(int(value)))
+        else:
+            raise ValueError(f"{launch.kernel}: unknown argument kind {kind!r}")
+
+
 def execute(plan: Plan, queue: Any, repeat: int = 1, warmup: int = 0) -> ExecResult:
     """Run the plan ``warmup + repeat`` times; outputs are those of the first run.
 
@@ -76,15 +91,7 @@ def execute(plan: Plan, queue: Any, repeat: int = 1, warmup: int = 0) -> ExecRes
         events = []
         for launch in plan.launches:
             k = kernels[launch.kernel]
-            for i, (kind, value) in enumerate(launch.args):
-                if kind == "buf":
-                    k.set_arg(i, bufs[value])
-                elif kind == "scalar":
-                    k.set_arg(i, value)
-                elif kind == "local":
-                    k.set_arg(i, cl.LocalMemory(int(value)))
-                else:
-                    raise ValueError(f"{launch.kernel}: unknown argument kind {kind!r}")
+            bind_args(k, launch, bufs)
             events.append(
                 cl.enqueue_nd_range_kernel(queue, k, launch.global_size, launch.local_size)
             )

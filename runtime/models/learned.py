@@ -22,31 +22,10 @@ from typing import Any
 import numpy as np
 
 from clproj.errors import ClprojError
+from devices.profile import INSTRUCTION_CLASSES
 from runtime.models.base import ModelPrediction, TrainingRow
 
-CLASSES = (
-    "fp32_add",
-    "fp32_mul",
-    "fp32_fma",
-    "fp32_div",
-    "fp64_add",
-    "fp64_mul",
-    "fp64_fma",
-    "fp64_div",
-    "int_add",
-    "int_mul",
-    "int_div",
-    "special",
-    "conversion",
-    "compare_select",
-    "branch",
-    "barrier",
-    "atomic",
-    "memory_global",
-    "memory_local",
-    "memory_private",
-    "other",
-)
+CLASSES = INSTRUCTION_CLASSES
 # Small grid: the training sets are tens of launch groups (docs/models.md).
 GRID = tuple({"max_features": f, "min_samples_leaf": m} for f in (0.5, 1.0) for m in (1, 3))
 N_ESTIMATORS = 64

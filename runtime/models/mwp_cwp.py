@@ -40,7 +40,7 @@ import math
 from typing import Any
 
 from runtime.models.base import ModelPrediction
-from runtime.occupancy import compute_occupancy
+from runtime.occupancy import profile_occupancy
 from runtime.projection import (
     MEMORY_CLASSES,
     SEGMENT_KEYS,
@@ -134,14 +134,8 @@ class MwpCwpModel:
     def predict(
         self, profile: dict[str, Any], device: Any, footprint_bytes: float | None = None
     ) -> ModelPrediction:
-        launch, total, per_group = profile["launch"], profile["total"], profile["per_group"]
-        occ = compute_occupancy(
-            num_groups=int(launch["num_groups"]),
-            group_size=int(launch["group_size"]),
-            local_bytes_per_group=int(per_group.get("local", {}).get("bytes_per_group", 0)),
-            private_bytes_per_work_item=int(per_group.get("private_bytes_per_work_item", 0)),
-            device=device,
-        )
+        launch, total = profile["launch"], profile["total"]
+        occ = profile_occupancy(profile, device)
         warp = max(1, int(device.warp_width))
         cus = max(1, int(device.compute_units))
         items = max(1, int(total.get("work_items") or launch.get("work_items") or 1))
