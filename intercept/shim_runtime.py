@@ -73,6 +73,43 @@ def _read(ffi, lib, L, mem, size: int, wait: bool) -> bytes:
     return bytes(ffi.buffer(buf, size))
 
 
+def _metadata(ffi, L):
+    """The launch without buffer contents: kernel, NDRange, scalars, buffer sizes."""
+    from intercept.record import ArgRecord, LaunchRecord
+
+    args = []
+    for i in range(L.nargs):
+        a = L.args[i]
+        kind = KINDS.get(a.kind, "null")
+        if kind == "scalar":
+            args.append(ArgRecord(i, kind, data=bytes(ffi.buffer(a.data, a.size))))
+        elif kind in ("buffer", "local"):
+            args.append(ArgRecord(i, kind, size=int(a.size)))
+        else:
+            args.append(ArgRecord(i, kind if kind != "unsupported" else "null"))
+    dim = int(L.work_dim)
+    return LaunchRecord(
+        kernel=ffi.string(L.kernel_name).decode(),
+        source=ffi.string(L.source).decode(errors="replace") if L.source != ffi.NULL else None,
+        options=ffi.string(L.options).decode(errors="replace"),
+        args=args,
+        work_dim=dim,
+        global_size=[int(L.global_size[d]) for d in range(dim)],
+        local_size=[int(L.local_size[d]) for d in range(dim)] if L.has_local else None,
+        global_offset=[int(L.offset[d]) for d in range(dim)] if L.has_offset else None,
+        created=time.time(),
+    )
+
+
+def _admitted(ffi, L) -> bool:
+    """Project mode: does this launch need a snapshot, or will the reuse cache answer it?"""
+    if L.not_emulatable != ffi.NULL:
+        return True
+    from runtime.shim_hook import admit
+
+    return admit(_metadata(ffi, L))
+
+
 def pre_launch(ffi, lib, L):
     """Build the record and snapshot every buffer argument before the launch runs."""
     from intercept.record import ArgRecord, LaunchRecord, new_id, sha256
@@ -81,6 +118,8 @@ def pre_launch(ffi, lib, L):
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
     args = []
     blobs: dict[str, bytes] = {}
+    if os.environ.get("CLPROJ_MODE") == "project" and not _admitted(ffi, L):
+        return 0  # answered from the reuse cache: no snapshot, no record
     for i in range(L.nargs):
         a = L.args[i]
         kind = KINDS.get(a.kind, "null")

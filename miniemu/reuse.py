@@ -120,6 +120,7 @@ class ReuseCache:
         self.first_check, self.check_growth = first_check, check_growth
         self._emulate = emulate  # tests inject a counting wrapper; default miniemu.emulate
         self._families: dict[tuple, _Family] = {}
+        self._pending: set[tuple] = set()  # families whose first emulation is under way
         self._lock = threading.Lock()
         self.counts = {
             "launches": 0,
@@ -171,10 +172,16 @@ class ReuseCache:
                         return scale_profile(
                             entry.profile, record, "same kernel, local size and loop bounds"
                         )
-        fresh = self._run(record)
+        try:
+            fresh = self._run(record)
+        except Exception:
+            with self._lock:
+                self._pending.discard(fkey)  # let a later launch of the family try again
+            raise
         with self._lock:
             if fam is None:
                 fam = self._families.setdefault(fkey, _Family(relevant_arguments(fresh)))
+                self._pending.discard(fkey)
             vkey = self._values(record, fam.relevant)
             if entry is not None:
                 predicted = scale_profile(entry.profile, record, "drift check")
@@ -191,6 +198,62 @@ class ReuseCache:
             else:
                 fam.entries[vkey] = _Entry(fresh, next_check=self.first_check)
         return fresh
+
+    def plan(self, record: LaunchRecord) -> str:
+        """What a launch needs, decided before its buffers are snapshotted.
+
+        ``"record"``: emulate it (first of its family, or a drift check is due), so the
+        shim must snapshot its buffers; ``"reuse"``: a cached entry will answer it;
+        ``"defer"``: its family's first emulation is still running, and the entry it will
+        leave answers this launch too. Only ``"record"`` launches cost a snapshot, so an
+        app with thousands of launch shapes is recorded a bounded number of times.
+        """
+        fkey = family_key(record)
+        with self._lock:
+            fam = self._families.get(fkey)
+            if fam is None:
+                if fkey in self._pending:
+                    return "defer"
+                self._pending.add(fkey)
+                return "record"
+            entry = fam.entries.get(self._values(record, fam.relevant))
+            if entry is None:
+                return "record"
+            ratio = math.prod(record.global_size) / max(1, entry.profile.launch["work_items"])
+            due = not 0.5 <= ratio <= 2.0 or entry.reuses + 1 >= entry.next_check
+            return "record" if due else "reuse"
+
+    def seed(self, record: LaunchRecord, profile: KernelProfile) -> None:
+        """Enter an emulated profile of ``record`` (e.g. from a disk cache of an earlier run)."""
+        fkey = family_key(record)
+        with self._lock:
+            fam = self._families.setdefault(fkey, _Family(relevant_arguments(profile)))
+            fam.entries.setdefault(
+                self._values(record, fam.relevant), _Entry(profile, next_check=self.first_check)
+            )
+            self._pending.discard(fkey)
+
+    def scaled(self, record: LaunchRecord) -> KernelProfile | None:
+        """The family's nearest cached profile scaled to ``record`` (no emulation), if any."""
+        with self._lock:
+            fam = self._families.get(family_key(record))
+            if fam is None or not fam.entries:
+                return None
+            entry = fam.entries.get(self._values(record, fam.relevant))
+            if entry is None:
+                size = math.prod(record.global_size)
+                entry = min(
+                    fam.entries.values(),
+                    key=lambda e: abs(
+                        math.log(max(1, e.profile.launch["work_items"]) / max(1, size))
+                    ),
+                )
+            entry.reuses += 1
+            self.counts["launches"] += 1
+            self.counts["reuses"] += 1
+        return scale_profile(
+            entry.profile, record, "same kernel and local size (decided before snapshot)"
+        )
 
     def stats(self) -> dict[str, int]:
         with self._lock:

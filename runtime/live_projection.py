@@ -36,16 +36,39 @@ def project_record(
     mode: str = "single",
     timeout_s: float = 60.0,
     use_cache: bool = True,
+    profile: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict."""
+    """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict.
+
+    ``profile`` (a kernel profile already scaled from the reuse cache) skips emulation and
+    the disk cache: such launches carry no buffer snapshots.
+    """
+    return _project_record(record, devices, mode, timeout_s, use_cache, profile)
+
+
+def _project_record(
+    record: Any,
+    devices: list[Any],
+    mode: str,
+    timeout_s: float,
+    use_cache: bool,
+    profile: dict[str, Any] | None,
+) -> dict[str, Any]:
     from runtime.projection import rank, record_footprint
 
     path = os.path.join(cache_dir(), f"{record.signature[:32]}-{mode}-{_devices_id(devices)}.json")
-    if use_cache and os.path.exists(path):
+    if profile is None and use_cache and os.path.exists(path):
         try:
             with open(path, encoding="utf-8") as fh:
                 doc = json.load(fh)
             if doc.get("format") == FORMAT and doc.get("version") == VERSION:
+                if doc.get("profile"):  # let later launches of the family reuse it
+                    from miniemu.profile import KernelProfile
+                    from miniemu.reuse import default_cache
+
+                    default_cache(mode, timeout_s).seed(
+                        record, KernelProfile.from_dict(doc["profile"])
+                    )
                 doc["cached"] = True
                 return doc
         except (OSError, ValueError):
@@ -63,14 +86,16 @@ def project_record(
     }
     if not record.emulatable:
         return base | {"error": record.not_emulatable_reason or "not emulatable", "cached": False}
-    try:
-        # Launches differing only in NDRange / pivot-like scalars reuse one emulation
-        # (miniemu.reuse: explicit per-work-item scaling, sampled drift checks).
-        from miniemu.reuse import profile_for
+    reused = profile is not None
+    if profile is None:
+        try:
+            # Launches differing only in NDRange / pivot-like scalars reuse one emulation
+            # (miniemu.reuse: explicit per-work-item scaling, sampled drift checks).
+            from miniemu.reuse import profile_for
 
-        profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
-    except ClprojError as exc:
-        return base | {"error": exc.cause, "cached": False}
+            profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
+        except ClprojError as exc:
+            return base | {"error": exc.cause, "cached": False}
     ranked = rank(profile, devices, record_footprint(record))
     doc = base | {
         "emulation": profile["emulation"],
@@ -90,6 +115,9 @@ def project_record(
         "recommended": ranked[0].device_key,
         "cached": False,
     }
+    if reused:
+        return doc
+    doc["profile"] = profile
     tmp = path + f".{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
@@ -124,7 +152,8 @@ def complete_run(
         devices = device_set.resolve(devices_spec)
         for r in track(missing, "projecting launches the app did not wait for"):
             done[r.signature] = project_record(r, devices, mode)
-    return [done[r.signature] for r in records if r.signature in done]
+    # Launches answered from the reuse cache carry no record: keep every projection.
+    return list(done.values())
 
 
 def print_projections(

@@ -40,21 +40,54 @@ def _local_devices() -> list[Any]:
     return _devices
 
 
+def _mode() -> str:
+    return os.environ.get("CLPROJ_EMULATION_MODE", "single")
+
+
+def admit(record: Any) -> bool:
+    """Asked by the shim before it snapshots a launch's buffers: must it record this one?
+
+    ``record`` carries the launch's kernel, NDRange and scalar arguments but no buffer
+    data. Launches the reuse cache will answer (same kernel and local size as one already
+    emulated, no drift check due) are queued for a scaled projection instead, so a
+    launch-heavy application pays for a bounded number of snapshots (miniemu.reuse).
+    """
+    from miniemu.reuse import default_cache
+
+    if default_cache(_mode()).plan(record) == "record":
+        return True
+    _start_worker()
+    _queue.put(("scaled", record))
+    return False
+
+
+def _project(item: Any) -> dict[str, Any] | None:
+    from miniemu.reuse import default_cache
+    from runtime.live_projection import project_record
+
+    if isinstance(item, tuple):  # ("scaled", metadata-only record)
+        record = item[1]
+        profile = default_cache(_mode()).scaled(record)
+        if profile is None:
+            return None
+        return project_record(record, _local_devices(), _mode(), profile=profile.to_dict())
+    return project_record(item, _local_devices(), _mode())
+
+
 def _work() -> None:
     from clproj.errors import ClprojError
-    from runtime.live_projection import project_record
 
     out = os.environ.get("CLPROJ_PROJECTION_FILE")
     while True:
-        record = _queue.get()
+        item = _queue.get()
+        record = item[1] if isinstance(item, tuple) else item
         try:
-            doc = project_record(
-                record, _local_devices(), os.environ.get("CLPROJ_EMULATION_MODE", "single")
-            )
-            if out:
-                with _lock, open(out, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(doc) + "\n")
-            _post_to_route(record, doc)
+            doc = _project(item)
+            if doc is not None:
+                if out:
+                    with _lock, open(out, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps(doc) + "\n")
+                _post_to_route(record, doc)
         except ClprojError:
             pass  # e.g. no measured profile for a local device: `clproj run` completes it
         except Exception as exc:  # never let the worker die silently or touch the app
@@ -79,10 +112,15 @@ def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
     route_runtime.post_projection(record.signature, times)
 
 
+def _start_worker() -> None:
+    global _worker
+    with _lock:
+        if _worker is None:
+            _worker = threading.Thread(target=_work, name="clproj-projection", daemon=True)
+            _worker.start()
+
+
 def on_record(record: Any) -> None:
     """Queue ``record`` for emulation + projection; returns at once."""
-    global _worker
-    if _worker is None:
-        _worker = threading.Thread(target=_work, name="clproj-projection", daemon=True)
-        _worker.start()
+    _start_worker()
     _queue.put(record)
