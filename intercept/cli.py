@@ -170,6 +170,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         if args.mode == "project":
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
+            env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
+            env.setdefault("CLPROJ_EMULATION_NICE", "10")
         try:
             rc = subprocess.call(cmd, env=env)
         except FileNotFoundError:

@@ -43,6 +43,10 @@ _CLEARED_ENV = (
 )
 
 
+def _nice() -> None:
+    os.nice(int(os.environ.get("CLPROJ_EMULATION_NICE", "10")))
+
+
 def _repo_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -113,6 +117,9 @@ class OclgrindBackend:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: a timeout kills all of it
+                # Inside an application (project mode) the emulator must not take the
+                # cores from the app it watches: CLPROJ_EMULATION_NICE lowers its priority.
+                preexec_fn=_nice if os.environ.get("CLPROJ_EMULATION_NICE") else None,
             )
             try:
                 _, err = proc.communicate(timeout=timeout_s)

@@ -125,6 +125,50 @@ def _project_record(
     return doc
 
 
+def _deferred_records(path: str, programs: dict[str, tuple[str | None, str]]) -> list[Any]:
+    """Buffer-less records of launches the app left to the reuse cache (shim_hook.admit).
+
+    Their program text is that of the recorded launch with the same program hash (the
+    first launch of every family is recorded in full).
+    """
+    from intercept.record import ArgRecord, LaunchRecord
+
+    out: list[Any] = []
+    if not os.path.exists(path):
+        return out
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            if m["program_hash"] not in programs:
+                continue
+            source, options = programs[m["program_hash"]]
+            args = [
+                ArgRecord(
+                    a["index"],
+                    a["kind"],
+                    size=a["size"],
+                    data=bytes.fromhex(a["data"]) if a["data"] else None,
+                )
+                for a in m["args"]
+            ]
+            out.append(
+                LaunchRecord(
+                    kernel=m["kernel"],
+                    source=source,
+                    options=options,
+                    args=args,
+                    work_dim=m["work_dim"],
+                    global_size=m["global_size"],
+                    local_size=m["local_size"],
+                    global_offset=m["global_offset"],
+                )
+            )
+    return out
+
+
 def complete_run(
     record_dir: str, projection_file: str, devices_spec: str = "local", mode: str = "single"
 ) -> list[dict[str, Any]]:
@@ -148,11 +192,27 @@ def complete_run(
         paths = []
     records = [load(p) for p in paths]
     missing = [r for r in records if r.signature not in done]
-    if missing:
+    deferred_file = os.path.join(os.path.dirname(projection_file), "deferred.jsonl")
+    programs = {r.program_hash: (r.source, r.options) for r in records}
+    deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
+    if missing or deferred:
         devices = device_set.resolve(devices_spec)
         for r in track(missing, "projecting launches the app did not wait for"):
             done[r.signature] = project_record(r, devices, mode)
-    # Launches answered from the reuse cache carry no record: keep every projection.
+        if deferred:
+            from miniemu.profile import KernelProfile
+            from miniemu.reuse import ReuseCache
+
+            # Rebuild the app's reuse cache from the emulated launches, then scale.
+            cache = ReuseCache(mode=mode)
+            for r in records:
+                prof = done.get(r.signature, {}).get("profile")
+                if prof:
+                    cache.seed(r, KernelProfile.from_dict(prof))
+            for r in track(deferred, "projecting reused launches"):
+                prof = cache.scaled(r)
+                if prof is not None:
+                    done[r.signature] = project_record(r, devices, mode, profile=prof.to_dict())
     return list(done.values())
 
 

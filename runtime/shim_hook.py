@@ -56,22 +56,41 @@ def admit(record: Any) -> bool:
 
     if default_cache(_mode()).plan(record) == "record":
         return True
-    _start_worker()
-    _queue.put(("scaled", record))
+    # Scaling and projecting is cheap but not free: it is done after the app exits
+    # (runtime.live_projection.complete_run), from these lines, so the app never waits.
+    out = os.environ.get("CLPROJ_DEFERRED_FILE")
+    if out:
+        with _lock, open(out, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(_metadata_line(record)) + "\n")
     return False
 
 
-def _project(item: Any) -> dict[str, Any] | None:
-    from miniemu.reuse import default_cache
+def _metadata_line(record: Any) -> dict[str, Any]:
+    """What complete_run needs to rebuild a buffer-less record of a reused launch."""
+    return {
+        "kernel": record.kernel,
+        "program_hash": record.program_hash,
+        "signature": record.signature,
+        "work_dim": record.work_dim,
+        "global_size": record.global_size,
+        "local_size": record.local_size,
+        "global_offset": record.global_offset,
+        "args": [
+            {
+                "index": a.index,
+                "kind": a.kind,
+                "size": a.size,
+                "data": a.data.hex() if a.data else None,
+            }
+            for a in record.args
+        ],
+    }
+
+
+def _project(record: Any) -> dict[str, Any] | None:
     from runtime.live_projection import project_record
 
-    if isinstance(item, tuple):  # ("scaled", metadata-only record)
-        record = item[1]
-        profile = default_cache(_mode()).scaled(record)
-        if profile is None:
-            return None
-        return project_record(record, _local_devices(), _mode(), profile=profile.to_dict())
-    return project_record(item, _local_devices(), _mode())
+    return project_record(record, _local_devices(), _mode())
 
 
 def _work() -> None:
@@ -79,10 +98,9 @@ def _work() -> None:
 
     out = os.environ.get("CLPROJ_PROJECTION_FILE")
     while True:
-        item = _queue.get()
-        record = item[1] if isinstance(item, tuple) else item
+        record = _queue.get()
         try:
-            doc = _project(item)
+            doc = _project(record)
             if doc is not None:
                 if out:
                     with _lock, open(out, "a", encoding="utf-8") as fh:
