@@ -31,9 +31,10 @@ BANK_KEYS = (16, 32)
 # Classes executed by the memory pipeline: their cost is the memory terms, not compute.
 MEMORY_CLASSES = {"memory_global", "memory_local", "memory_private"}
 # IR bookkeeping that compiles to no ALU operation (phi, bitcast, vector element moves,
-# unconditional jumps, work-item id builtins: registers or constants on every device),
-# and barriers, whose cost is synchronisation, not issue slots.
-FREE_CLASSES = {"barrier", "other"}
+# unconditional jumps, work-item id builtins: registers or constants on every device).
+# Barriers are priced only where their rate was measured (``throughput.barrier``: on
+# PoCL CPUs each one restarts the work-item loop); elsewhere they cost no issue slot.
+FREE_CLASSES = {"other"}
 
 # A GPU compute unit issues from several schedulers (4 on every NVIDIA part since Maxwell
 # and on AMD CDNA/GCN): with fewer resident warps than schedulers some issue slots stay
@@ -117,11 +118,13 @@ def compute_time(
     for cls, count in total.get("instructions", {}).items():
         if not count or cls in MEMORY_CLASSES or cls in FREE_CLASSES:
             continue
+        if cls == "barrier" and "barrier" not in device.data.get("throughput", {}):
+            continue
         if cls == "special" and total.get("special_functions"):
             per_class[cls] = special_time(total["special_functions"], device)
         else:
             per_class[cls] = count / device.throughput(cls)
-        if loops:
+        if loops and cls != "barrier":  # the barrier benchmark already runs in a loop
             per_class[cls] *= loop_slowdown(device, cls)
     utilisation = compute_utilisation(device, occ)
     t = sum(per_class.values()) / utilisation

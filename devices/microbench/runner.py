@@ -19,7 +19,7 @@ import numpy as np
 
 from clproj.errors import ClprojError
 from devices import specs
-from devices.microbench import atomics, compute, gmem, latency, lmem, overhead
+from devices.microbench import atomics, compute, gmem, latency, lmem, overhead, sync
 from devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
 from devices.profile import FORMAT, VERSION, validate
 
@@ -238,6 +238,11 @@ def profile_device(
             cl_loop.__name__ = f"{op.name} (in a kernel loop)"
             steps.append((cl_loop.__name__, guarded(cl_loop)))
 
+    def barriers() -> None:
+        rates["barrier"] = sync.barrier_rate(bench)
+
+    steps.append(("barrier", guarded(barriers)))
+
     def hot_atomics() -> None:
         extra["atomics"] = atomics.same_address(bench)
 
@@ -323,7 +328,7 @@ def _assemble(
     throughput: dict[str, float] = {}
     detail_tp: dict[str, float] = {}
     for name, r in rates.items():
-        cls = next(o.cls for o in compute.OPS if o.name == name)
+        cls = next((o.cls for o in compute.OPS if o.name == name), name)
         if cls == "special":
             detail_tp[name] = r
         else:
