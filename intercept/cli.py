@@ -182,7 +182,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         if args.mode == "project":
             from runtime.live_projection import complete_run
 
-            projections = complete_run(record_dir, env["CLPROJ_PROJECTION_FILE"])
+            projections = complete_run(
+                record_dir, env["CLPROJ_PROJECTION_FILE"], env["CLPROJ_DEFERRED_FILE"]
+            )
     if args.json:
         emit_json(
             {

@@ -74,7 +74,9 @@ def _read(ffi, lib, L, mem, size: int, wait: bool) -> bytes:
 
 
 def _metadata(ffi, L):
-    """The launch without buffer contents: kernel, NDRange, scalars, buffer sizes."""
+    """The launch as a record without buffer contents: kernel, NDRange, argument kinds,
+    scalars and buffer sizes. Cheap enough to build for every launch; ``pre_launch``
+    adds the snapshots and the device when the launch is really recorded."""
     from intercept.record import ArgRecord, LaunchRecord
 
     args = []
@@ -83,53 +85,8 @@ def _metadata(ffi, L):
         kind = KINDS.get(a.kind, "null")
         if kind == "scalar":
             args.append(ArgRecord(i, kind, data=bytes(ffi.buffer(a.data, a.size))))
-        elif kind in ("buffer", "local"):
-            args.append(ArgRecord(i, kind, size=int(a.size)))
-        else:
-            args.append(ArgRecord(i, kind if kind != "unsupported" else "null"))
-    dim = int(L.work_dim)
-    return LaunchRecord(
-        kernel=ffi.string(L.kernel_name).decode(),
-        source=ffi.string(L.source).decode(errors="replace") if L.source != ffi.NULL else None,
-        options=ffi.string(L.options).decode(errors="replace"),
-        args=args,
-        work_dim=dim,
-        global_size=[int(L.global_size[d]) for d in range(dim)],
-        local_size=[int(L.local_size[d]) for d in range(dim)] if L.has_local else None,
-        global_offset=[int(L.offset[d]) for d in range(dim)] if L.has_offset else None,
-        created=time.time(),
-    )
-
-
-def _admitted(ffi, L) -> bool:
-    """Project mode: does this launch need a snapshot, or will the reuse cache answer it?"""
-    if L.not_emulatable != ffi.NULL:
-        return True
-    from runtime.shim_hook import admit
-
-    return admit(_metadata(ffi, L))
-
-
-def pre_launch(ffi, lib, L):
-    """Build the record and snapshot every buffer argument before the launch runs."""
-    from intercept.record import ArgRecord, LaunchRecord, new_id, sha256
-
-    if os.environ.get("CLPROJ_FAULT") == "launch":
-        raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
-    args = []
-    blobs: dict[str, bytes] = {}
-    if os.environ.get("CLPROJ_MODE") == "project" and not _admitted(ffi, L):
-        return 0  # answered from the reuse cache: no snapshot, no record
-    for i in range(L.nargs):
-        a = L.args[i]
-        kind = KINDS.get(a.kind, "null")
-        if kind == "scalar":
-            args.append(ArgRecord(i, kind, data=bytes(ffi.buffer(a.data, a.size))))
         elif kind == "buffer":
-            data = _read(ffi, lib, L, a.mem, int(a.size), wait=True)
-            sha = sha256(data)
-            blobs[sha] = data
-            r = ArgRecord(i, kind, size=int(a.size), flags=int(a.flags), blob=sha)
+            r = ArgRecord(i, kind, size=int(a.size), flags=int(a.flags))
             if a.parent_size:
                 r.origin, r.parent = int(a.origin), int(a.parent_size)
             args.append(r)
@@ -141,10 +98,9 @@ def pre_launch(ffi, lib, L):
         else:
             args.append(ArgRecord(i, "null"))
     dim = int(L.work_dim)
-    name = ffi.string(L.kernel_name).decode()
     reason = ffi.string(L.not_emulatable).decode() if L.not_emulatable != ffi.NULL else None
-    rec = LaunchRecord(
-        kernel=name,
+    return LaunchRecord(
+        kernel=ffi.string(L.kernel_name).decode(),
         source=ffi.string(L.source).decode(errors="replace") if L.source != ffi.NULL else None,
         options=ffi.string(L.options).decode(errors="replace"),
         args=args,
@@ -152,14 +108,32 @@ def pre_launch(ffi, lib, L):
         global_size=[int(L.global_size[d]) for d in range(dim)],
         local_size=[int(L.local_size[d]) for d in range(dim)] if L.has_local else None,
         global_offset=[int(L.offset[d]) for d in range(dim)] if L.has_offset else None,
-        device=_device_info(ffi, lib, L.device),
         binary_kind=ffi.string(L.binary_kind).decode() if L.binary_kind != ffi.NULL else None,
         emulatable=reason is None,
         not_emulatable_reason=reason,
-        id=new_id(name, record_dir()),
         created=time.time(),
-        blobs=blobs,
     )
+
+
+def pre_launch(ffi, lib, L):
+    """Build the record and snapshot every buffer argument before the launch runs."""
+    from intercept.record import new_id, sha256
+
+    if os.environ.get("CLPROJ_FAULT") == "launch":
+        raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
+    rec = _metadata(ffi, L)
+    if os.environ.get("CLPROJ_MODE") == "project" and rec.emulatable:
+        from runtime.shim_hook import admit
+
+        if not admit(rec):
+            return 0  # answered from the reuse cache: no snapshot, no record
+    for arg in rec.args:
+        if arg.kind == "buffer":
+            data = _read(ffi, lib, L, L.args[arg.index].mem, int(arg.size), wait=True)
+            arg.blob = sha256(data)
+            rec.blobs[arg.blob] = data
+    rec.device = _device_info(ffi, lib, L.device)
+    rec.id = new_id(rec.kernel, record_dir())
     with _lock:
         handle = next(_handles)
         _pending[handle] = rec

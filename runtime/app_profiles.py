@@ -70,6 +70,7 @@ def emulate_app(
     from benchmarks.apps import get_app
     from miniemu.reuse import ReuseCache
     from runtime.app_records import group_key, launch_groups
+    from runtime.projection import record_footprint
 
     app = get_app(app_name)
     plan = app.plan(size)
@@ -98,7 +99,7 @@ def emulate_app(
         return {
             "profile": profile,
             "error": error,
-            "footprint_bytes": footprint_bytes(record),
+            "footprint_bytes": record_footprint(record),
             "seconds": time.perf_counter() - start,
         }
 
@@ -139,12 +140,6 @@ def emulate_app(
     with open(cache_path(app_name, size, mode, directory), "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=1)
     return doc
-
-
-def footprint_bytes(record: Any) -> int:
-    from runtime.projection import record_footprint
-
-    return record_footprint(record)
 
 
 def _local_queue() -> Any:

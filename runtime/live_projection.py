@@ -125,7 +125,19 @@ def _project_record(
     return doc
 
 
-def _deferred_records(path: str, programs: dict[str, tuple[str | None, str]]) -> list[Any]:
+def _json_lines(path: str | None) -> Any:
+    """The objects of a JSON-lines file written by the app; a torn last line is skipped."""
+    if not path or not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+
+def _deferred_records(path: str | None, programs: dict[str, tuple[str | None, str]]) -> list[Any]:
     """Buffer-less records of launches the app left to the reuse cache (shim_hook.admit).
 
     Their program text is that of the recorded launch with the same program hash (the
@@ -134,65 +146,54 @@ def _deferred_records(path: str, programs: dict[str, tuple[str | None, str]]) ->
     from intercept.record import ArgRecord, LaunchRecord
 
     out: list[Any] = []
-    if not os.path.exists(path):
-        return out
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                m = json.loads(line)
-            except ValueError:
-                continue
-            if m["program_hash"] not in programs:
-                continue
-            source, options = programs[m["program_hash"]]
-            args = [
-                ArgRecord(
-                    a["index"],
-                    a["kind"],
-                    size=a["size"],
-                    data=bytes.fromhex(a["data"]) if a["data"] else None,
-                )
-                for a in m["args"]
-            ]
-            out.append(
-                LaunchRecord(
-                    kernel=m["kernel"],
-                    source=source,
-                    options=options,
-                    args=args,
-                    work_dim=m["work_dim"],
-                    global_size=m["global_size"],
-                    local_size=m["local_size"],
-                    global_offset=m["global_offset"],
-                )
+    for m in _json_lines(path):
+        if m["program_hash"] not in programs:
+            continue
+        source, options = programs[m["program_hash"]]
+        args = [
+            ArgRecord(
+                a["index"],
+                a["kind"],
+                size=a["size"],
+                data=bytes.fromhex(a["data"]) if a["data"] else None,
             )
+            for a in m["args"]
+        ]
+        out.append(
+            LaunchRecord(
+                kernel=m["kernel"],
+                source=source,
+                options=options,
+                args=args,
+                work_dim=m["work_dim"],
+                global_size=m["global_size"],
+                local_size=m["local_size"],
+                global_offset=m["global_offset"],
+            )
+        )
     return out
 
 
 def complete_run(
-    record_dir: str, projection_file: str, devices_spec: str = "local", mode: str = "single"
+    record_dir: str,
+    projection_file: str,
+    deferred_file: str | None = None,
+    devices_spec: str = "local",
+    mode: str = "single",
 ) -> list[dict[str, Any]]:
-    """After the app exited: project every record the background worker did not finish."""
+    """After the app exited: project every record the background worker did not finish,
+    and every launch the app left to the reuse cache (``deferred_file``)."""
     from clproj.console import track
     from intercept.record import list_records, load
     from runtime import device_set
 
-    done: dict[str, dict[str, Any]] = {}
-    if os.path.exists(projection_file):
-        with open(projection_file, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    continue
-                done[doc["signature"]] = doc
+    done = {doc["signature"]: doc for doc in _json_lines(projection_file)}
     try:
         paths = list_records(record_dir)
     except ClprojError:
         paths = []
     records = [load(p) for p in paths]
     missing = [r for r in records if r.signature not in done]
-    deferred_file = os.path.join(os.path.dirname(projection_file), "deferred.jsonl")
     programs = {r.program_hash: (r.source, r.options) for r in records}
     deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
     if missing or deferred:
