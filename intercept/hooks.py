@@ -10,9 +10,11 @@ exceptions are logged once and never reach the application.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 
 from intercept.record import LaunchRecord
@@ -53,3 +55,44 @@ def notify(record: LaunchRecord) -> None:
             if key not in _failed:
                 _failed.add(key)
                 print(f"clproj: hook {key} failed: {exc!r}", file=sys.stderr)
+
+
+_exit_fns: list[Callable[[], None]] = []
+_exit_lock = threading.Lock()
+_c_callback = None  # keeps the ctypes thunk alive for the C library
+
+
+def _run_exit_fns() -> None:
+    with _exit_lock:
+        fns = list(reversed(_exit_fns))
+        _exit_fns.clear()
+    for fn in fns:
+        try:
+            fn()
+        except Exception as exc:  # exit must go on
+            print(f"clproj: at exit: {exc!r}", file=sys.stderr)
+
+
+def at_exit(fn: Callable[[], None]) -> None:
+    """Run ``fn`` once when the intercepted process exits (last registered, first run).
+
+    Buffered work of the shim (records written by a background thread, buffered lines)
+    must be drained before ``clproj run`` reads it. In a Python app the interpreter is
+    finalized: :mod:`atexit` runs. In a C app the interpreter cffi embedded is never
+    finalized (``sys.orig_argv`` is empty there), so the function is registered with
+    the C library (``__cxa_atexit``) and runs from ``exit()`` while the interpreter is
+    still alive; registering it there in a Python app would run it after finalization.
+    """
+    global _c_callback
+    with _exit_lock:
+        first = not _exit_fns
+        _exit_fns.append(fn)
+    if not first:
+        return
+    if getattr(sys, "orig_argv", None):
+        atexit.register(_run_exit_fns)
+        return
+    import ctypes
+
+    _c_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _arg: _run_exit_fns())
+    ctypes.CDLL(None).__cxa_atexit(_c_callback, None, None)

@@ -8,10 +8,13 @@ matrix passed to a thousand launches) are stored once. Records made in memory
 
 from __future__ import annotations
 
+import collections
+import functools
 import hashlib
 import itertools
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -89,8 +92,10 @@ class BlobStore:
         self.directory = directory
         self.path = os.path.join(directory, BLOBS_SUBDIR)
 
-    def put(self, data: bytes) -> str:
-        sha = sha256(data)
+    def put(self, data: bytes, sha: str | None = None) -> str:
+        """Store ``data``; ``sha`` (its sha256, when the caller has it) spares a second
+        pass over a multi-MiB snapshot."""
+        sha = sha or sha256(data)
         target = os.path.join(self.path, sha)
         if os.path.exists(target):
             return sha
@@ -236,7 +241,9 @@ class LaunchRecord:
         }
 
 
+@functools.lru_cache(maxsize=64)
 def program_hash(source: str | None, options: str) -> str:
+    """sha256 of source and options; memoized, as project mode asks it at every launch."""
     h = hashlib.sha256()
     h.update((source or "").encode())
     h.update(b"\0")
@@ -288,7 +295,7 @@ def save(record: LaunchRecord, directory: str) -> str:
     shas += list((record.outputs or {}).values())
     for sha in shas:
         if not store.has(sha):
-            store.put(record.blob(sha))
+            store.put(record.blob(sha), sha if sha in record.blobs else None)
     if not record.id:
         record.id = new_id(record.kernel, directory)
     if not record.created:
@@ -309,6 +316,84 @@ def save(record: LaunchRecord, directory: str) -> str:
     record.store_dir = directory
     record.path = path
     return path
+
+
+class RecordWriter:
+    """Saves records on a background thread, so a recording app does not wait for it.
+
+    The blocking read of a launch's buffers must happen at the launch, but writing a
+    multi-MiB snapshot (msgpack, blob files) need not: :meth:`submit` queues the record
+    and returns. At most ``max_bytes`` of blob data wait in the queue (a full queue makes
+    :meth:`submit` wait: memory stays bounded). ``then(record)`` runs on the writer thread
+    once the record file is complete (blobs first, then the record, renamed into place),
+    so nothing refers to a record file that is not whole. :meth:`drain` waits until the
+    queue is written (at exit, before ``clproj run`` reads the records).
+    """
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._bytes = 0
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._failed = False
+
+    def submit(self, record: LaunchRecord, directory: str, then: Any = None) -> None:
+        size = sum(len(b) for b in record.blobs.values())
+        with self._cond:
+            while self._bytes and self._bytes + size > self.max_bytes:
+                self._cond.wait()
+            self._queue.append((record, directory, then, size))
+            self._bytes += size
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="clproj-record-writer", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                record, directory, then, size = self._queue.popleft()
+                self._busy = True
+            try:
+                save(record, directory)
+                if then is not None:
+                    then(record)
+            except Exception as exc:  # log once; the app must go on
+                if not self._failed:
+                    self._failed = True
+                    print(f"clproj: writing record {record.id} failed: {exc!r}", file=sys.stderr)
+            finally:
+                record.blobs.clear()  # written: the snapshot's memory is not needed here
+                with self._cond:
+                    self._bytes -= size
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted record is written; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+
+_writer: RecordWriter | None = None
+
+
+def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
+    """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit."""
+    global _writer
+    with _seq_lock:
+        if _writer is None:
+            from intercept.hooks import at_exit
+
+            _writer = RecordWriter()
+            at_exit(_writer.drain)
+    _writer.submit(record, directory, then)
 
 
 def _bad(path: str, what: str) -> ClprojError:

@@ -141,9 +141,10 @@ def pre_launch(ffi, lib, L):
 
 
 def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
-    """Store the outputs (--verify) and the measured time, write the record, run hooks."""
+    """Store the outputs (--verify) and the measured time; the record is written and the
+    hooks run on the background writer (intercept.record.save_later), not in the app."""
     from intercept import hooks
-    from intercept.record import save, sha256
+    from intercept.record import save_later, sha256
 
     with _lock:
         rec = _pending.pop(handle, None)
@@ -158,8 +159,7 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
                 sha = sha256(data)
                 rec.blobs[sha] = data
                 rec.outputs[a.index] = sha
-    save(rec, record_dir())
-    hooks.notify(rec)
+    save_later(rec, record_dir(), then=hooks.notify)
 
 
 def install(ffi, lib) -> None:
