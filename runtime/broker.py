@@ -1,9 +1,12 @@
 """The cluster broker: node/device registry, liveness, placement, forwarding, status.
 
-Why one ROUTER socket that forwards: nodes and clients only ever *connect* to the broker
-(one address, one CURVE server key, works through NAT), and the broker sees every
-command and reply, so it knows each device's in-flight launches exactly and learns
-measured launch times for the fallback projection without extra messages. Commands are
+Why one ROUTER socket: nodes and clients only ever *connect* to the broker (one address,
+one CURVE server key). Nodes that announce a *direct* endpoint get their commands
+straight from clients (one round trip instead of two: the broker is out of the command
+path); the broker then learns each device's queue and measured launch times from the
+node's heartbeats (every 0.5 s) and keeps answering placements from its cache. Commands
+that do come through the broker (nodes without a direct endpoint) are forwarded, and
+for those it counts in-flight launches exactly and learns times from the replies. They are
 forwarded with their original header frame and zero-copy data frames (no re-encoding of
 bulk data). Every inbound message is validated (runtime.protocol) before use; rejects are
 counted, logged (rate-limited) and never crash the loop.
@@ -43,6 +46,8 @@ class NodeRec:
     devices: list[str]
     last_seen: float
     load: dict[str, Any] = field(default_factory=dict)
+    direct: str = ""
+    direct_key: str = ""
 
 
 @dataclass
@@ -95,6 +100,7 @@ class Broker:
         self.started = time.time()
         self._stop = threading.Event()
         self._times_cache: dict[str, tuple[int, dict[str, float | None]]] = {}
+        self._fwd: dict[str, int] = {}  # device -> launches forwarded and not yet replied
 
     # ---- lifecycle -------------------------------------------------------------------
     def stop(self) -> None:
@@ -192,7 +198,16 @@ class Broker:
             )
             self.devices[did] = DevRec(did, name, str(d["name"])[:200], prof, view)
             ids.append(did)
-        self.nodes[name] = NodeRec(ident, name, h["host"][:200], h["pid"], ids, time.monotonic())
+        self.nodes[name] = NodeRec(
+            ident,
+            name,
+            h["host"][:200],
+            h["pid"],
+            ids,
+            time.monotonic(),
+            direct=h.get("direct") or "",
+            direct_key=h.get("direct_key") or "",
+        )
         self.by_ident[ident] = name
         self.epoch += 1
         log.info("node %s registered %d device(s)", name, len(ids))
@@ -207,6 +222,31 @@ class Broker:
         rec.load = {
             str(k): v for k, v in list(h["load"].items())[:64] if isinstance(v, (int, float))
         }
+        lt = h.get("lt") or {}
+        for i, did in enumerate(rec.devices):
+            dev = self.devices.get(did)
+            if dev is None:
+                continue
+            t = lt.get(str(i))
+            if isinstance(t, (int, float)) and t >= 0:
+                dev.launch_ewma_s = float(t)
+            q = rec.load.get(str(i))
+            if isinstance(q, (int, float)) and q >= 0:
+                # the node's own count covers direct commands the broker never saw
+                dev.view.inflight = max(int(q), self._forwarded_inflight(did))
+            dev.view.queue_s = dev.view.inflight * dev.launch_ewma_s
+        for key, per_dev in (h.get("measured") or {}).items():
+            m = self.measured.setdefault(key, {})
+            for i, t in per_dev.items():
+                if not i.isdigit() or int(i) >= len(rec.devices) or t <= 0:
+                    continue
+                did = rec.devices[int(i)]
+                if did not in m:
+                    self._times_cache.pop(key, None)
+                m[did] = float(t)
+
+    def _forwarded_inflight(self, did: str) -> int:
+        return self._fwd.get(did, 0)
 
     def _on_hello(self, ident: bytes, h: dict[str, Any], body: list[Any]) -> None:
         self.clients[ident] = time.monotonic()
@@ -263,6 +303,7 @@ class Broker:
             return
         self.forwarded += 1
         if h["op"] == "launch":
+            self._fwd[dev.id] = self._fwd.get(dev.id, 0) + 1
             dev.view.inflight += 1
             dev.view.queue_s = dev.view.inflight * dev.launch_ewma_s
             self.inflight[(ident, h["id"])] = (dev.id, key if isinstance(key, str) else None)
@@ -276,6 +317,7 @@ class Broker:
             dev = self.devices.get(did)
             t = (h.get("res") or {}).get("t")
             if dev is not None:
+                self._fwd[did] = max(0, self._fwd.get(did, 0) - 1)
                 dev.view.inflight = max(0, dev.view.inflight - 1)
                 if isinstance(t, (int, float)) and t >= 0:
                     dev.launch_ewma_s = (
@@ -345,6 +387,7 @@ class Broker:
         self.by_ident.pop(rec.ident, None)
         for d in rec.devices:
             self.devices.pop(d, None)
+            self._fwd.pop(d, None)
         for k, (d, _) in list(self.inflight.items()):
             if d in rec.devices:
                 del self.inflight[k]
@@ -365,6 +408,8 @@ class Broker:
                 "profile": d.profile,
                 "peak_flops": d.view.peak_flops,
                 "host": self.nodes[d.node].host if d.node in self.nodes else "",
+                "direct": self.nodes[d.node].direct if d.node in self.nodes else "",
+                "direct_key": self.nodes[d.node].direct_key if d.node in self.nodes else "",
             }
             for d in self.devices.values()
         ]
@@ -385,6 +430,7 @@ class Broker:
                     "devices": n.devices,
                     "last_seen_s": round(now - n.last_seen, 3),
                     "load": n.load,
+                    "direct": n.direct,
                 }
                 for n in self.nodes.values()
             ],

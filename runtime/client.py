@@ -11,6 +11,15 @@ and the app still sees correct data. Kernels are assumed deterministic given the
 inputs (OpenCL kernels with atomics-order-dependent results are the exception; they are
 replayed too, with the same caveat as any re-execution).
 
+Direct path: a node that announces a direct endpoint (``welcome``: ``direct``,
+``direct_key``) gets this client's commands for its devices on a DEALER socket connected
+straight to it (same routing id as the broker socket, so the node sees one client): a
+launch+wait is one round trip client <-> node, not two through the broker. Every
+command for a device takes the same path, so per-device order is kept. The broker stays
+in charge of placement, liveness and ``node_lost``; a node that dies is noticed through
+the broker (the direct socket itself just stays silent) and recovered as below.
+``CLPROJ_DIRECT=0`` sends everything through the broker.
+
 Placement: a launch without an explicit device asks the broker (``place``) with the bytes
 that would have to move to each device; the answer is cached per kernel key and asked
 again every 16 launches, every 0.25 s, or when the broker's epoch changes (a projection
@@ -51,6 +60,10 @@ MEM_WRITE_ONLY = 2
 MEM_READ_ONLY = 4
 REASK_LAUNCHES = 16
 REASK_S = 0.25
+# commands in flight before a send first takes in what has arrived, and the most there may
+# be: zmq drops a ROUTER's messages past its high-water mark, so replies must be read
+PUMP_INFLIGHT = 1024
+MAX_INFLIGHT = 8192
 
 
 class RemoteError(ClprojError):
@@ -65,6 +78,8 @@ class RemoteDevice:
     peak_flops: float
     profile: dict[str, Any]
     host: str = ""
+    direct: str = ""  # the node's direct command endpoint ("" = through the broker)
+    direct_key: str = ""  # its CURVE server key (Z85), "" without CURVE
 
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # one kernel call instead of a fault per page
@@ -232,6 +247,7 @@ class _KeyState:
     asked_at: float = 0.0
     since_ask: int = 0
     reason: str = ""
+    asking: int = 0  # id of a background re-ask in flight (0: none)
 
 
 class RemotePlatform:
@@ -264,9 +280,14 @@ class RemotePlatform:
         self.sock.setsockopt(zmq.RCVHWM, 10000)
         self.sock.setsockopt(zmq.RECONNECT_IVL, 100)
         self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
-        if needs_curve(broker, curve):
-            make_client(self.sock, keys or load(keys_dir, "member"))
+        self._curve_keys = keys or load(keys_dir, "member") if needs_curve(broker, curve) else None
+        if self._curve_keys is not None:
+            make_client(self.sock, self._curve_keys)
         self.sock.connect(broker)
+        self.direct = os.environ.get("CLPROJ_DIRECT", "1") != "0"
+        self._dsocks: dict[str, zmq.Socket] = {}  # direct endpoint -> socket
+        self._poller = zmq.Poller()
+        self._poller.register(self.sock, zmq.POLLIN)
         self.timeout_s = timeout_s
         # same-host data path (see _ShmMap); CLPROJ_SHM=0 sends every byte through sockets
         self.host = socket.gethostname()
@@ -278,6 +299,7 @@ class RemotePlatform:
         self._handle = 0
         self._pending: dict[int, _Req] = {}
         self._broker_replies: dict[int, dict[str, Any]] = {}
+        self._reasks: dict[int, str] = {}  # background place request id -> kernel key
         self._welcome: dict[str, Any] | None = None
         self.epoch = 0
         self.devices: dict[str, RemoteDevice] = {}
@@ -303,25 +325,81 @@ class RemotePlatform:
 
     def _pump(self, timeout_ms: int) -> bool:
         """Receive and dispatch what has arrived (waiting up to ``timeout_ms`` for the first)."""
-        if not self.sock.poll(timeout_ms):
-            return False
+        if self._dsocks:
+            ready = [s for s, _ in self._poller.poll(timeout_ms)]
+        else:
+            ready = [self.sock] if self.sock.poll(timeout_ms) else []
         got = False
-        for _ in range(10000):
-            try:
-                frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
-            got = True
-            try:
-                h, data = protocol.decode(frames)
-            except protocol.ProtocolError as exc:
-                log.warning("client dropped a malformed message: %s", exc)
-                continue
-            self._dispatch(h, data)
+        for sock in ready:
+            for _ in range(10000):
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                got = True
+                try:
+                    h, data = protocol.decode(frames)
+                except protocol.ProtocolError as exc:
+                    log.warning("client dropped a malformed message: %s", exc)
+                    continue
+                if sock is not self.sock and h["t"] not in ("reply", "done"):
+                    log.warning("client dropped a %r from a node's direct socket", h["t"])
+                    continue
+                self._dispatch(h, data)
         return got
+
+    def _sock_for(self, dev: str) -> zmq.Socket:
+        """The socket commands for ``dev`` go through: its node's direct socket if any."""
+        d = self.devices.get(dev)
+        if not self.direct or d is None or not d.direct:
+            return self.sock
+        s = self._dsocks.get(d.direct)
+        if s is None:
+            s = self.ctx.socket(zmq.DEALER)
+            protocol.secure_socket_options(s)
+            s.setsockopt(zmq.ROUTING_ID, self.sock.getsockopt(zmq.ROUTING_ID))
+            s.setsockopt(zmq.SNDHWM, 10000)
+            s.setsockopt(zmq.RCVHWM, 10000)
+            s.setsockopt(zmq.RECONNECT_IVL, 100)
+            s.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+            if d.direct_key:
+                k = self._curve_keys
+                if k is None:
+                    raise ClprojError(
+                        f"node of {dev} wants CURVE on its direct socket",
+                        "connect to the broker with CURVE on (--curve on)",
+                    )
+                s.setsockopt(zmq.CURVE_SERVERKEY, d.direct_key.encode())
+                s.setsockopt(zmq.CURVE_PUBLICKEY, k.own_public)
+                s.setsockopt(zmq.CURVE_SECRETKEY, k.own_secret)
+            s.connect(d.direct)
+            self._dsocks[d.direct] = s
+            self._poller.register(s, zmq.POLLIN)
+        return s
+
+    def _drop_direct(self, dead: set[str]) -> None:
+        """Close direct sockets no live device uses any more (their node is gone)."""
+        used = {d.direct for d in self.devices.values() if d.id not in dead}
+        for ep in [ep for ep in self._dsocks if ep not in used]:
+            s = self._dsocks.pop(ep)
+            self._poller.unregister(s)
+            s.close(0)
 
     def _dispatch(self, h: dict[str, Any], data: list[Any]) -> None:
         t = h["t"]
+        if t == "done":  # a batch of successful commands without data (direct path)
+            pending = self._pending
+            for rid, secs in zip(h["ids"], h["ts"], strict=True):
+                req = pending.pop(rid, None)
+                if req is None:
+                    continue
+                req.res = {} if secs is None else {"t": secs}
+                if req.on_done is not None:
+                    # a read into our /dev/shm file: the data is there, not in a frame
+                    keep = req.keep if req.op == "buf_read" else None
+                    req.on_done(_Frame(keep) if isinstance(keep, memoryview) else None)
+                req.done = True
+            return
         if t == "reply":
             req = self._pending.pop(h["id"], None)
             if req is None:
@@ -357,6 +435,10 @@ class RemotePlatform:
                 self._pending.pop(h["id"])
                 req.err, req.done = h["err"], True
                 self._async_errors.append(req)
+            elif h["id"] in self._reasks:  # a background re-ask failed: ask again later
+                ks = self._keys.get(self._reasks.pop(h["id"]))
+                if ks is not None:
+                    ks.asking = 0
             else:
                 self._broker_replies[h["id"]] = h
         elif t == "node_lost":
@@ -364,6 +446,8 @@ class RemotePlatform:
             self._lost({d for d in h["devices"] if isinstance(d, str)})
         elif t == "welcome":
             self._welcome = h
+        elif t == "placed" and h["id"] in self._reasks:
+            self._apply_place(self._reasks.pop(h["id"]), h)
         elif t in ("placed", "status_reply"):
             self._broker_replies[h["id"]] = h
 
@@ -430,6 +514,10 @@ class RemotePlatform:
         on_done: Any = None,
         reissue: Any = None,
     ) -> _Req:
+        if len(self._pending) >= PUMP_INFLIGHT:
+            self._pump(0)  # take in replies (and background placements) as they come
+            while len(self._pending) >= MAX_INFLIGHT:
+                self._wait([next(iter(self._pending.values()))])
         rid = self._next_id()
         req = _Req(dev, op, on_done, reissue=reissue)
         self._pending[rid] = req
@@ -444,10 +532,11 @@ class RemotePlatform:
                     req.keep = _ShmMap.empty(a["n"])
                     a = {**a, "shm": req.keep.obj.path}
         header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
+        sock = self._sock_for(dev)
         if data is None:
-            self.sock.send(header)
+            sock.send(header)
         else:
-            self.sock.send_multipart([header, data], copy=False)
+            sock.send_multipart([header, data], copy=False)
         return req
 
     # ---- devices ---------------------------------------------------------------------
@@ -482,6 +571,8 @@ class RemotePlatform:
                             float(d.get("peak_flops") or 0),
                             d.get("profile") or {},
                             str(d.get("host") or ""),
+                            str(d.get("direct") or ""),
+                            str(d.get("direct_key") or ""),
                         )
                 self.devices = devs
                 if devs:
@@ -832,36 +923,52 @@ class RemotePlatform:
         return reqs
 
     def _place(self, key: str, bufs: list[RemoteBuffer]) -> str:
+        """The device for a launch of ``key``: the cached decision, asked again now when
+        there is none (or it is stale: older than REASK_S, its device died, the broker's
+        epoch moved) and in the background every REASK_LAUNCHES launches (the answer is
+        applied when it arrives, so a stream of launches never stalls on the broker)."""
         ks = self._keys.setdefault(key, _KeyState())
         now = time.monotonic()
         if (
             ks.dev is None
             or ks.dev in self.dead
             or ks.epoch != self.epoch
-            or ks.since_ask >= REASK_LAUNCHES
             or now - ks.asked_at > REASK_S
         ):
-            live = self._live()
-            move = {d: sum(b.size for b in bufs if d not in b.valid) for d in live}
-            fields: dict[str, Any] = {"key": key, "move": move, "remaining": max(1, ks.count)}
-            if ks.dev and ks.dev in live:
-                fields["current"] = ks.dev
-            h = self._broker_call("place", **fields)
-            self.epoch = max(self.epoch, h["epoch"])
-            if h["dev"] not in self.devices:
-                self.refresh_devices()
-            ks.dev, ks.epoch, ks.asked_at, ks.since_ask, ks.reason = (
-                h["dev"],
-                self.epoch,
-                now,
-                0,
-                h["reason"],
-            )
-            self.placements.append((key, h["dev"], h["reason"]))
-            del self.placements[:-100]
+            fields = self._place_fields(key, ks, bufs)
+            self._apply_place(key, self._broker_call("place", **fields), now)
+        elif ks.since_ask >= REASK_LAUNCHES and not ks.asking:
+            rid = self._next_id()
+            self.sock.send(protocol.pack("place", id=rid, **self._place_fields(key, ks, bufs)))
+            ks.asking, ks.since_ask = rid, 0
+            self._reasks[rid] = key
         ks.count += 1
         ks.since_ask += 1
         return ks.dev  # type: ignore[return-value]
+
+    def _place_fields(self, key: str, ks: _KeyState, bufs: list[RemoteBuffer]) -> dict[str, Any]:
+        live = self._live()
+        move = {d: sum(b.size for b in bufs if d not in b.valid) for d in live}
+        fields: dict[str, Any] = {"key": key, "move": move, "remaining": max(1, ks.count)}
+        if ks.dev and ks.dev in live:
+            fields["current"] = ks.dev
+        return fields
+
+    def _apply_place(self, key: str, h: dict[str, Any], now: float | None = None) -> None:
+        ks = self._keys.setdefault(key, _KeyState())
+        if h["id"] == ks.asking:
+            ks.asking = 0
+        self.epoch = max(self.epoch, h["epoch"])
+        if h["dev"] not in self.devices and now is not None:  # not from inside a pump
+            self.refresh_devices()
+        if h["dev"] in self.dead or h["dev"] not in self.devices:
+            return
+        ks.dev, ks.epoch, ks.reason = h["dev"], self.epoch, h["reason"]
+        ks.asked_at = time.monotonic() if now is None else now
+        if now is not None:
+            ks.since_ask = 0
+        self.placements.append((key, h["dev"], h["reason"]))
+        del self.placements[:-100]
 
     def post_projection(
         self, key: str, times: dict[str, float | None], source: str = "client"
@@ -892,6 +999,9 @@ class RemotePlatform:
                 self._cmd(dev, "release_all", {})
             self.sock.send(protocol.pack("bye"))
         finally:
+            for s in self._dsocks.values():
+                s.close(linger=200)
+            self._dsocks.clear()
             self.sock.close(linger=200)
 
     # ---- replay log & recovery -------------------------------------------------------
@@ -945,6 +1055,7 @@ class RemotePlatform:
         log.warning("devices %s lost: replaying %d logged commands", sorted(dead), len(self._log))
         self.recoveries += 1
         self.dead |= dead
+        self._drop_direct(dead)
         for d in dead:
             self.devices.pop(d, None)
         lost = {rid: r for rid, r in self._pending.items() if r.dev in dead}

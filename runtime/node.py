@@ -9,6 +9,14 @@ per-command callback thread); a 2 ms poll is the safety net. Write data arrives 
 zero-copy zmq frame whose buffer goes straight to ``clEnqueueWriteBuffer``; read data
 leaves as a numpy array sent without copying.
 
+Direct path: besides its connection to the broker, a node binds its own ROUTER socket
+(ipc:// in a private 0700 directory when the broker is local, tcp:// otherwise) and
+announces it when it registers. Clients send commands for this node's devices straight
+there: one round trip client <-> node instead of two through the broker. The broker
+still learns load and measured launch times from the heartbeats. With CURVE that socket
+is a CURVE server with a fresh key pair per process (its public key reaches clients
+through the authenticated broker) and accepts only the cluster's member keys.
+
 Objects are keyed by (client identity, client handle), so a client that reconnects
 (broker restart) keeps its buffers, and one client cannot touch another's objects.
 Built programs are cached per device by source + options so replays and migrations do
@@ -99,6 +107,8 @@ class _Dev:
     ctx: Any
     queue: Any
     pending: int = 0
+    # commands enqueued and not yet answered, in queue order (the queue is in order)
+    waiting: deque[Any] = field(default_factory=deque)
 
 
 @dataclass
@@ -110,6 +120,54 @@ class _Pending:
     kind: str
     keep: list[Any] = field(default_factory=list)
     out: Any = None
+    sock: Any = None  # where the command came from (broker or direct socket)
+    key: str | None = None  # launch: placement key, for the measured times
+
+
+def _outbound_ip(host: str) -> str:
+    """The local address a connection to ``host`` leaves from (no packet is sent)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((host, 9))
+        return str(s.getsockname()[0])
+    return socket.gethostbyname(socket.gethostname())
+
+
+def _member_authenticator(ctx: Any, keys: Keys) -> Any:
+    """ZAP handler of the direct socket: the keys the broker accepts (``authorized/``
+    when this machine has it) and this node's own member key (clients share that pair)."""
+    import zmq.auth
+    from zmq.auth.thread import ThreadAuthenticator
+
+    allowed = {keys.own_public}
+    if keys.authorized_dir.is_dir():
+        allowed |= set(zmq.auth.load_certificates(str(keys.authorized_dir)))
+
+    class _Members:
+        def callback(self, domain: str, key: bytes) -> bool:
+            return domain == "clproj" and key in allowed
+
+    auth = ThreadAuthenticator(ctx, log=logging.getLogger("clproj.node.auth"))
+    auth.start()
+    auth.configure_curve_callback(domain="clproj", credentials_provider=_Members())
+    return auth
+
+
+def direct_bind(broker: str, direct: str) -> tuple[str, str]:
+    """(address to bind, host to announce) for the node's direct socket.
+
+    "auto": next to the broker: a loopback broker gets a loopback tcp port, a remote one
+    a port on every interface announced with the address that reaches the broker, and a
+    local ipc/inproc broker an ipc socket in a private directory ("" for the caller).
+    """
+    if direct != "auto":
+        host = direct.split("://", 1)[-1].rsplit(":", 1)[0]
+        return direct, host
+    if not broker.startswith("tcp://"):
+        return "", ""
+    host = broker[6:].rsplit(":", 1)[0].strip("[]")
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return "tcp://127.0.0.1:0", "127.0.0.1"
+    return "tcp://0.0.0.0:0", _outbound_ip(host)
 
 
 def _shm_open(path: str, n: int, write: bool = False) -> Any:
@@ -138,6 +196,7 @@ class Node:
         ctx: zmq.Context | None = None,
         profiles_dir: Path | None = None,
         device_filter: str | None = None,
+        direct: str | None = "auto",
     ) -> None:
         import pyopencl as cl
 
@@ -156,6 +215,13 @@ class Node:
         if keys:
             make_client(self.sock, keys)
         self.sock.connect(broker)
+        self.direct, self.direct_key = "", ""
+        self.dsock: Any = None
+        self._dctx: Any = None
+        self._dauth: Any = None
+        self._dtmp: Any = None
+        if direct and direct != "off":
+            self._open_direct(broker, direct, keys)
         devs = opencl_devices()
         if device_filter:
             devs = [d for d in devs if device_filter.lower() in d.name.lower()]
@@ -177,7 +243,7 @@ class Node:
         self.objects: dict[tuple[bytes, int, int], Any] = {}
         self.kernels: dict[tuple[bytes, int, int, str], Any] = {}
         self.prog_cache: dict[tuple[int, str], Any] = {}
-        self.pending: deque[_Pending] = deque()
+        self.npending = 0  # commands enqueued on some device and not yet answered
         self.rejects = 0
         self.served = 0
         # one waiter thread per device (its queue is in order): pyopencl's per-event
@@ -187,6 +253,42 @@ class Node:
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._stop = threading.Event()
+        # kernel key -> {device index: seconds}, launch-time means the broker has not seen
+        self._measured: dict[str, dict[str, float]] = {}
+        self._measured_new: set[str] = set()
+        self._lt: dict[str, float] = {}
+        self._cur_sock: Any = self.sock  # the socket of the command being handled
+        self._cur_key: str | None = None
+
+    def _open_direct(self, broker: str, direct: str, keys: Keys | None) -> None:
+        """Bind the direct command socket (see the module docstring)."""
+        import tempfile
+
+        bind, host = direct_bind(broker, direct)
+        if not bind:
+            self._dtmp = tempfile.TemporaryDirectory(prefix="clproj-node-")
+            os.chmod(self._dtmp.name, 0o700)
+            bind = f"ipc://{self._dtmp.name}/direct"
+        # own context: its ZAP handler must not clash with a broker in the same process
+        self._dctx = zmq.Context() if keys else self.ctx
+        s = self._dctx.socket(zmq.ROUTER)
+        protocol.secure_socket_options(s)
+        s.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        s.setsockopt(zmq.SNDHWM, 10000)
+        s.setsockopt(zmq.RCVHWM, 10000)
+        if keys:
+            self._dauth = _member_authenticator(self._dctx, keys)
+            pub, sec = zmq.curve_keypair()
+            s.setsockopt(zmq.CURVE_SERVER, 1)
+            s.setsockopt(zmq.CURVE_SECRETKEY, sec)
+            s.setsockopt(zmq.CURVE_PUBLICKEY, pub)
+            s.setsockopt(zmq.ZAP_DOMAIN, b"clproj")
+            self.direct_key = pub.decode()
+        s.bind(bind)
+        ep = s.getsockopt_string(zmq.LAST_ENDPOINT)
+        if ep.startswith("tcp://0.0.0.0:"):
+            ep = f"tcp://{host}:{ep.rsplit(':', 1)[1]}"
+        self.dsock, self.direct = s, ep
 
     def stop(self) -> None:
         self._stop.set()
@@ -200,13 +302,24 @@ class Node:
                 host=socket.gethostname(),
                 devices=self.descr,
                 pid=os.getpid(),
+                direct=self.direct,
+                direct_key=self.direct_key,
             )
         )
 
     def _heartbeat(self) -> None:
         load = {str(d.index): d.pending for d in self.devs}
+        measured = {k: self._measured[k] for k in list(self._measured_new)[:512]}
+        self._measured_new.difference_update(measured)
         self.sock.send(
-            protocol.pack("heartbeat", node=self.name, load=load, inflight=len(self.pending))
+            protocol.pack(
+                "heartbeat",
+                node=self.name,
+                load=load,
+                inflight=self.npending,
+                measured=measured,
+                lt=self._lt,
+            )
         )
 
     def _reply(
@@ -217,6 +330,7 @@ class Node:
         err: str | None = None,
         res: dict[str, Any] | None = None,
         data: Any = None,
+        sock: Any = None,
     ) -> None:
         fields: dict[str, Any] = {"id": rid, "ok": ok}
         if err is not None:
@@ -226,12 +340,17 @@ class Node:
         frames: list[Any] = [client, protocol.pack("reply", **fields)]
         if data is not None:
             frames.append(data)
-        self.sock.send_multipart(frames, copy=False)
+        try:
+            (sock or self._cur_sock).send_multipart(frames, copy=False)
+        except zmq.ZMQError as exc:  # a direct client that went away
+            log.info("cannot reply to %s: %s", client.hex()[:16], exc)
 
     def run(self, until: float | None = None) -> None:
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self._rfd, zmq.POLLIN)
+        if self.dsock is not None:
+            poller.register(self.dsock, zmq.POLLIN)
         waiters = [
             threading.Thread(target=self._waiter, args=(q,), name="clproj-node-wait", daemon=True)
             for q in self._waitqs
@@ -242,24 +361,15 @@ class Node:
         next_hb = time.monotonic() + HEARTBEAT_S
         try:
             while not self._stop.is_set() and (until is None or time.time() < until):
-                timeout = 2 if self.pending else 100
+                timeout = 2 if self.npending else 100
                 events = dict(poller.poll(timeout))
                 if self._rfd in events:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._rfd, 4096)
-                if self.sock in events:
-                    for _ in range(1000):
-                        try:
-                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                        except zmq.Again:
-                            break
-                        try:
-                            self._handle(frames)
-                        except Exception as exc:  # never let one message stop the node
-                            self._reject(f"internal error {type(exc).__name__}: {exc}")
-                            if self.rejects <= 5:
-                                log.exception("node failed on a message")
-                if self.pending:
+                for sock in (self.sock, self.dsock):
+                    if sock is not None and sock in events:
+                        self._drain(sock)
+                if self.npending:
                     self._complete()
                 now = time.monotonic()
                 if now >= next_hb:
@@ -274,13 +384,49 @@ class Node:
             for th in waiters:
                 th.join(1)
             self.sock.close(0)
+            if self.dsock is not None:
+                self.dsock.close(0)
+            if self._dauth is not None:
+                self._dauth.stop()
+            if self._dctx is not None and self._dctx is not self.ctx:
+                self._dctx.term()
+            if self._dtmp is not None:
+                self._dtmp.cleanup()
             os.close(self._rfd)
             os.close(self._wfd)
 
+    def _drain(self, sock: Any) -> None:
+        """Handle what arrived on one socket (bounded burst, then the loop goes on)."""
+        for _ in range(1000):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            try:
+                self._handle(frames, sock)
+            except Exception as exc:  # never let one message stop the node
+                self._reject(f"internal error {type(exc).__name__}: {exc}")
+                if self.rejects <= 5:
+                    log.exception("node failed on a message")
+
     def _waiter(self, q: queue.SimpleQueue[Any]) -> None:
-        """Wait for a device's events in order; wake the poller as each completes."""
+        """Wait for a device's commands; wake the poller when the newest one queued so far
+        has completed.
+
+        Why the newest, not each in turn: the device queue is in order, so its completion
+        implies all earlier ones, and a burst of non-blocking launches then costs one wait
+        and one wake-up (each a GIL hand-off between this thread and the serving one)
+        instead of one per launch. A single command (launch+wait) is reported as soon as
+        it completes; an older command of a burst is still noticed by the serving loop's
+        2 ms status scan while newer ones run."""
         while True:
             ev = q.get()
+            while ev is not None:  # skip to the newest command queued meanwhile
+                try:
+                    nxt = q.get_nowait()
+                except queue.Empty:
+                    break
+                ev = nxt
             if ev is None:
                 return
             with contextlib.suppress(Exception):  # failed commands are reported by _complete
@@ -292,34 +438,81 @@ class Node:
             os.write(self._wfd, b"x")
 
     def _complete(self) -> None:
-        """Reply to finished commands, oldest first (per-device queues are in order)."""
+        """Answer finished commands, oldest first, looking only at each device's head:
+        its queue is in order, so the first unfinished command ends the scan (a scan of
+        everything in flight made a pipelined launch cost O(launches in flight)).
+
+        Successful commands that came on the direct socket and return no data are
+        answered in one ``done`` message per client and pass (ids + kernel seconds)
+        instead of one ``reply`` each: a burst of non-blocking launches costs the node
+        and the client one message per pass, not per launch."""
         cl = self.cl
-        remaining: deque[_Pending] = deque()
-        blocked: set[int] = set()  # devices with an unfinished command: later ones wait too
-        while self.pending:
-            p = self.pending.popleft()
-            if p.dev.index in blocked:
-                remaining.append(p)
-                continue
-            try:
-                st = p.event.command_execution_status
-            except Exception as exc:
-                st = -1
-                log.warning("event status failed: %s", exc)
-            if st > 0:
-                blocked.add(p.dev.index)
-                remaining.append(p)
-                continue
-            p.dev.pending -= 1
-            if st < 0:
-                self._reply(p.client, p.rid, ok=False, err=f"{p.kind} failed with status {st}")
-                continue
-            res: dict[str, Any] = {}
-            if p.kind == "launch":
-                with contextlib.suppress(cl.Error):
-                    res["t"] = (p.event.profile.end - p.event.profile.start) * 1e-9
-            self._reply(p.client, p.rid, res=res, data=p.out)
-        self.pending = remaining
+        batch: dict[bytes, tuple[list[int], list[float | None]]] = {}
+        for dev in self.devs:
+            w = dev.waiting
+            while w:
+                p = w[0]
+                try:
+                    st = p.event.command_execution_status
+                except Exception as exc:
+                    st = -1
+                    log.warning("event status failed: %s", exc)
+                if st > 0:
+                    break
+                w.popleft()
+                dev.pending -= 1
+                self.npending -= 1
+                if st < 0:
+                    self._reply(
+                        p.client,
+                        p.rid,
+                        ok=False,
+                        err=f"{p.kind} failed with status {st}",
+                        sock=p.sock,
+                    )
+                    continue
+                t: float | None = None
+                if p.kind == "launch":
+                    with contextlib.suppress(cl.Error):
+                        t = (p.event.profile.end - p.event.profile.start) * 1e-9
+                        self._learn(p, t)
+                if p.sock is self.dsock and p.out is None:
+                    ids, ts = batch.setdefault(p.client, ([], []))
+                    ids.append(p.rid)
+                    ts.append(t)
+                    if len(ids) >= protocol.MAX_LIST:
+                        self._done(p.client, batch.pop(p.client))
+                    continue
+                self._reply(
+                    p.client, p.rid, res={} if t is None else {"t": t}, data=p.out, sock=p.sock
+                )
+        for client, done in batch.items():
+            self._done(client, done)
+
+    def _done(self, client: bytes, done: tuple[list[int], list[float | None]]) -> None:
+        try:
+            self.dsock.send_multipart(
+                [client, protocol.pack("done", ids=done[0], ts=done[1])], copy=False
+            )
+        except zmq.ZMQError as exc:  # a direct client that went away
+            log.info("cannot reply to %s: %s", client.hex()[:16], exc)
+
+    def _learn(self, p: _Pending, t: float) -> None:
+        """Fold a direct launch's profiled time into the means the heartbeat reports (the
+        broker no longer sees those replies)."""
+        if p.sock is self.sock:
+            return  # the broker saw this reply itself
+        i = str(p.dev.index)
+        old = self._lt.get(i)
+        self._lt[i] = t if old is None else 0.8 * old + 0.2 * t
+        if p.key:
+            m = self._measured.get(p.key)
+            if m is None:
+                if len(self._measured) >= 4096:
+                    self._measured.clear()
+                m = self._measured[p.key] = {}
+            m[i] = t if i not in m else 0.7 * m[i] + 0.3 * t
+            self._measured_new.add(p.key)
 
     def _enqueued(
         self,
@@ -332,7 +525,10 @@ class Node:
         out: Any = None,
     ) -> None:
         dev.pending += 1
-        self.pending.append(_Pending(event, client, rid, dev, kind, keep or [], out))
+        self.npending += 1
+        dev.waiting.append(
+            _Pending(event, client, rid, dev, kind, keep or [], out, self._cur_sock, self._cur_key)
+        )
         self._waitqs[dev.index].put(event)
 
     def _reject(self, why: str) -> None:
@@ -340,8 +536,9 @@ class Node:
         if self.rejects <= 20 or self.rejects % 1000 == 0:
             log.warning("node %s rejected command #%d: %s", self.name, self.rejects, why)
 
-    def _handle(self, frames: list[Any]) -> None:
-        if len(frames) == 1:  # broker control message
+    def _handle(self, frames: list[Any], sock: Any = None) -> None:
+        sock = sock or self.sock
+        if len(frames) == 1 and sock is self.sock:  # broker control message
             try:
                 h, _ = protocol.decode(frames)
             except protocol.ProtocolError as exc:
@@ -362,15 +559,18 @@ class Node:
             self._reject(str(exc))
             return
         rid = h["id"]
+        self._cur_sock = sock
+        key = h["a"].get("key") if h["op"] == "launch" else None
+        self._cur_key = key if isinstance(key, str) else None
         try:
             dev = self._device(h["dev"])
             self._execute(client, rid, dev, h["op"], h["a"], data)
             self.served += 1
         except (protocol.ProtocolError, KeyError, ValueError) as exc:
             self._reject(str(exc))
-            self._reply(client, rid, ok=False, err=f"rejected: {exc}")
+            self._reply(client, rid, ok=False, err=f"rejected: {exc}", sock=sock)
         except self.cl.Error as exc:
-            self._reply(client, rid, ok=False, err=f"OpenCL error: {exc}")
+            self._reply(client, rid, ok=False, err=f"OpenCL error: {exc}", sock=sock)
 
     def _device(self, did: str) -> _Dev:
         node, _, idx = did.rpartition("/")
@@ -479,27 +679,33 @@ class Node:
     def _launch(self, client: bytes, rid: int, dev: _Dev, a: dict[str, Any]) -> None:
         cl = self.cl
         kkey = (client, dev.index, a["prog"], a["kernel"])
-        kern = self.kernels.get(kkey)
-        if kern is None:
+        ent = self.kernels.get(kkey)
+        if ent is None:
             prog = self._obj(client, dev, a["prog"], cl.Program)
             if prog.get_info(cl.program_info.CONTEXT) != dev.ctx:
                 raise ValueError("program was built for another device")
             kern = cl.Kernel(prog, a["kernel"])
-            self.kernels[kkey] = kern
-        if len(a["args"]) != kern.num_args:
-            raise ValueError(
-                f"kernel {a['kernel']} takes {kern.num_args} arguments, got {len(a['args'])}"
-            )
+            ent = self.kernels[kkey] = (kern, kern.num_args, {})
+        kern, nargs, last = ent
+        if len(a["args"]) != nargs:
+            raise ValueError(f"kernel {a['kernel']} takes {nargs} arguments, got {len(a['args'])}")
+        # clSetKernelArg only for arguments that changed since this kernel's last launch
+        # (a launch loop re-sends the same arguments; each set_arg is a driver call)
         for i, arg in enumerate(a["args"]):
             kind = arg[0]
             if kind == "b":
-                kern.set_arg(i, self._obj(client, dev, arg[1], cl.Buffer))
+                v: Any = self._obj(client, dev, arg[1], cl.Buffer)
             elif kind == "s":
-                kern.set_arg(i, arg[1])
+                v = arg[1]
             elif kind == "l":
-                kern.set_arg(i, cl.LocalMemory(max(1, arg[1])))
+                v = ("l", max(1, arg[1]))
             else:
-                kern.set_arg(i, None)
+                v = None
+            old = last.get(i, last)
+            if old is v or (kind != "b" and type(old) is type(v) and old == v):
+                continue
+            kern.set_arg(i, cl.LocalMemory(v[1]) if kind == "l" else v)
+            last[i] = v
         ev = cl.enqueue_nd_range_kernel(
             dev.queue,
             kern,

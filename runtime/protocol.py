@@ -47,9 +47,28 @@ _ANY = object
 # type -> {field: type}. Fields not listed are rejected, so a typo cannot pass silently.
 SCHEMAS: dict[str, dict[str, Any]] = {
     # node -> broker
-    "register": {"node": _STR, "host": _STR, "devices": _LIST, "pid": _INT},
-    "heartbeat": {"node": _STR, "load": _MAP, "inflight": _INT},
+    # direct: the node's own command socket (clients send commands there, one round
+    # trip instead of two); direct_key: its CURVE server key (Z85), "" without CURVE
+    "register": {
+        "node": _STR,
+        "host": _STR,
+        "devices": _LIST,
+        "pid": _INT,
+        "direct?": _STR,
+        "direct_key?": _STR,
+    },
+    # measured: kernel key -> {device index: seconds} (launches that came directly);
+    # lt: device index -> mean launch seconds (the broker's queue estimate)
+    "heartbeat": {
+        "node": _STR,
+        "load": _MAP,
+        "inflight": _INT,
+        "measured?": _MAP,
+        "lt?": _MAP,
+    },
     "reply": {"id": _INT, "ok": bool, "err?": _STR, "res?": _MAP},
+    # node -> client (direct socket): these commands succeeded; ts = kernel seconds or nil
+    "done": {"ids": _LIST, "ts": _LIST},
     # broker -> node
     "reregister": {},
     # client -> broker
@@ -72,6 +91,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "node_lost": {"node": _STR, "devices": _LIST, "epoch": _INT},
     "error": {"id": _INT, "err": _STR},
 }
+
+# A node's direct command endpoint, and a CURVE public key in Z85 (40 characters).
+DIRECT_ENDPOINT = re.compile(r"(ipc|tcp)://[!-~]{1,240}")
+Z85_KEY = re.compile(r"[0-9a-zA-Z.:+=^!/*?&<>()\[\]{}@%$#-]{40}")
 
 # Same-host data path: files the client or node created under /dev/shm (no other path).
 SHM_PATH = re.compile(r"/dev/shm/clproj-[A-Za-z0-9_-]{1,64}")
@@ -103,18 +126,33 @@ OPS: dict[str, dict[str, Any]] = {
 _SCALAR_LIMIT = 256  # bytes of one scalar kernel argument (double16 = 128)
 
 
+_SPECS: dict[int, tuple[frozenset[str], dict[str, Any]]] = {}
+
+
+def _spec(schema: dict[str, Any]) -> tuple[frozenset[str], dict[str, Any]]:
+    """(required fields, field -> type) of a schema, computed once: validation runs on
+    every message, so the per-message cost matters (a launch is validated on the node)."""
+    sp = _SPECS.get(id(schema))
+    if sp is None:
+        sp = _SPECS[id(schema)] = (
+            frozenset(k for k in schema if not k.endswith("?")),
+            {k.rstrip("?"): t for k, t in schema.items()},
+        )
+    return sp
+
+
 def _check_fields(what: str, obj: dict[str, Any], schema: dict[str, Any]) -> None:
-    required = {k for k in schema if not k.endswith("?")}
-    known = {k.rstrip("?"): t for k, t in schema.items()}
-    for k in obj:
-        if not isinstance(k, str) or k not in known:
-            raise ProtocolError(f"{what}: unknown field {k!r}")
-    for k in required:
-        if k not in obj:
-            raise ProtocolError(f"{what}: missing field {k!r}")
+    required, known = _spec(schema)
     for k, v in obj.items():
-        t = known[k]
-        if t is _ANY:
+        t = known.get(k) if type(k) is str else None
+        if t is None:
+            raise ProtocolError(f"{what}: unknown field {k!r}")
+        tv = type(v)
+        if tv is t or t is _ANY:  # the common case: exactly the declared type
+            if tv is str and len(v) > MAX_STR:
+                raise ProtocolError(f"{what}: field {k!r} too long")
+            if (tv is list or tv is dict) and len(v) > MAX_LIST:
+                raise ProtocolError(f"{what}: field {k!r} has too many entries")
             continue
         if t is _INT and (isinstance(v, bool) or not isinstance(v, int)):
             raise ProtocolError(f"{what}: field {k!r} must be an integer")
@@ -126,6 +164,9 @@ def _check_fields(what: str, obj: dict[str, Any], schema: dict[str, Any]) -> Non
             raise ProtocolError(f"{what}: field {k!r} too long")
         if isinstance(v, (list, dict)) and len(v) > MAX_LIST:
             raise ProtocolError(f"{what}: field {k!r} has too many entries")
+    if not required.issubset(obj):
+        missing = sorted(required.difference(obj))
+        raise ProtocolError(f"{what}: missing field {missing[0]!r}")
 
 
 def _check_dims(name: str, v: Any, allow_zero: bool) -> None:
@@ -215,6 +256,12 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
         validate_command(header["op"], header["a"], nframes)
     elif t != "reply" and nframes:
         raise ProtocolError(f"{t}: takes no data frames")
+    if t == "done":
+        ids, ts = header["ids"], header["ts"]
+        if len(ids) != len(ts) or not all(type(i) is int for i in ids):
+            raise ProtocolError("done: ids must be integers, one time each")
+        if not all(x is None or type(x) is float for x in ts):
+            raise ProtocolError("done: times must be seconds or nil")
     if t == "projection":
         for k, v in header["times"].items():
             if not isinstance(k, str) or not (v is None or isinstance(v, (int, float))):
@@ -231,6 +278,20 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
                 raise ProtocolError("register: each device needs a name")
             if not isinstance(d.get("profile"), dict):
                 raise ProtocolError("register: each device needs a profile map")
+        if header.get("direct") and not DIRECT_ENDPOINT.fullmatch(header["direct"]):
+            raise ProtocolError("register: direct must be an ipc:// or tcp:// endpoint")
+        if header.get("direct_key") and not Z85_KEY.fullmatch(header["direct_key"]):
+            raise ProtocolError("register: direct_key must be a Z85 CURVE key")
+    if t == "heartbeat":
+        for k, v in (header.get("measured") or {}).items():
+            if not isinstance(k, str) or not 0 < len(k) <= MAX_ID or not isinstance(v, dict):
+                raise ProtocolError("heartbeat: measured must map key -> {device: seconds}")
+            for i, s in v.items():
+                if not isinstance(i, str) or isinstance(s, bool) or not isinstance(s, (int, float)):
+                    raise ProtocolError("heartbeat: measured times must be numbers")
+        for i, s in (header.get("lt") or {}).items():
+            if not isinstance(i, str) or isinstance(s, bool) or not isinstance(s, (int, float)):
+                raise ProtocolError("heartbeat: lt must map device index -> seconds")
     for k in ("node", "key", "client"):
         v = header.get(k)
         if isinstance(v, str) and not 0 < len(v) <= MAX_ID:
