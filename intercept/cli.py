@@ -39,6 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--verify", action="store_true", help="also store post-launch buffers (for replay --verify)"
     )
     p.add_argument(
+        "--time-all",
+        action="store_true",
+        help="time every launch (default: the first 100 of each kernel, then about 1 in 64; "
+        "totals and means are scaled from the timed launches)",
+    )
+    p.add_argument(
         "--json", action="store_true", help="summary as JSON on stdout (after the app's output)"
     )
     p.add_argument(
@@ -77,8 +83,12 @@ def shim_environment(
     verify: bool = False,
     summary_file: str | None = None,
     broker: str | None = None,
+    time_all: bool = False,
 ) -> dict[str, str]:
-    """Environment that preloads the shim into a child process (also used by tests)."""
+    """Environment that preloads the shim into a child process (also used by tests).
+
+    ``time_all`` times every launch; by default observe mode times a sample of them
+    (``CLPROJ_TIMING_FIRST`` / ``CLPROJ_TIMING_EVERY`` in the environment tune it)."""
     from clproj.native import shim_library
 
     env = dict(os.environ)
@@ -110,6 +120,8 @@ def shim_environment(
         env["CLPROJ_SUMMARY_FILE"] = summary_file
     if broker:
         env["CLPROJ_BROKER"] = broker
+    if time_all:
+        env["CLPROJ_TIMING"] = "all"
     if mode in ("project", "route"):  # route mode migrates kernels by these projections
         hooks = [h for h in env.get("CLPROJ_HOOKS", "").split(",") if h]
         env["CLPROJ_HOOKS"] = ",".join([*hooks, PROJECT_HOOK])
@@ -121,25 +133,52 @@ PROJECT_HOOK = "runtime.shim_hook:on_record"
 
 
 def read_summary(path: str) -> list[dict]:
+    """Per-kernel rows of the summary TSV the shim (or route mode) writes at exit.
+
+    The C shim writes six columns: kernel, device, launches, timed launches, estimated
+    total ns of all launches and measured ns of the timed ones. Observe mode times a sample
+    of the launches (docs/intercept.md, "Sampled timing"), so ``total_ns`` and ``mean_ns``
+    are estimates whenever ``timed < launches`` (``sampled`` is then true); launch counts
+    are always exact. Route mode writes five columns (its total is over the timed launches).
+    """
     rows: dict[tuple[str, str], dict] = {}
     if not os.path.exists(path):
         return []
     with open(path) as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
-            if len(parts) != 5:
+            route = len(parts) == 5  # route mode: its total is over the timed launches
+            if route:
+                parts.append(parts[4])
+            if len(parts) != 6:
                 continue
-            name, device, launches, timed, total = parts
+            name, device, launches, timed, total, measured = parts
             row = rows.setdefault(
                 (name, device),
-                {"kernel": name, "device": device, "launches": 0, "timed": 0, "total_ns": 0},
+                {
+                    "kernel": name,
+                    "device": device,
+                    "launches": 0,
+                    "timed": 0,
+                    "total_ns": 0,
+                    "measured_ns": 0,
+                    "_route": route,
+                },
             )
             row["launches"] += int(launches)
             row["timed"] += int(timed)
             row["total_ns"] += int(total)
+            row["measured_ns"] += int(measured)
     out = sorted(rows.values(), key=lambda r: -r["total_ns"])
     for r in out:
-        r["mean_ns"] = r["total_ns"] / r["timed"] if r["timed"] else None
+        r["sampled"] = r["timed"] < r["launches"]
+        if not r["timed"]:
+            r["mean_ns"] = None
+        elif r.pop("_route"):
+            r["mean_ns"] = r["measured_ns"] / r["timed"]
+        else:  # the stratified estimate over all launches (the C summary's mean)
+            r["mean_ns"] = r["total_ns"] / r["launches"]
+        r.pop("_route", None)
     return out
 
 
@@ -166,7 +205,14 @@ def run_cmd(args: argparse.Namespace) -> int:
             os.path.join(tmp, "records") if args.mode == "project" else None
         )
         env = shim_environment(
-            args.mode, record_dir, args.which, args.kernel, args.verify, summary, args.broker
+            args.mode,
+            record_dir,
+            args.which,
+            args.kernel,
+            args.verify,
+            summary,
+            args.broker,
+            time_all=args.time_all,
         )
         if args.mode == "project":
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
@@ -198,11 +244,12 @@ def run_cmd(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if rows:
         print_table(
-            ["kernel", "launches", "total ms", "mean us", "device"],
+            ["kernel", "launches", "timed", "total ms", "mean us", "device"],
             [
                 (
                     r["kernel"],
                     r["launches"],
+                    r["timed"],
                     r["total_ns"] / 1e6,
                     None if r["mean_ns"] is None else r["mean_ns"] / 1e3,
                     r["device"],
@@ -211,6 +258,12 @@ def run_cmd(args: argparse.Namespace) -> int:
             ],
             title=f"clproj {args.mode}: kernels of {os.path.basename(cmd[0])}",
         )
+        if any(r["sampled"] for r in rows):
+            print(
+                "clproj: total and mean are estimated from the timed launches "
+                "(--time-all times every launch)",
+                file=sys.stderr,
+            )
     else:
         print("clproj: no kernel launches seen", file=sys.stderr)
     if projections:

@@ -1,5 +1,5 @@
-/* clEnqueueNDRangeKernel / clEnqueueTask: count and time every launch in C; call
- * Python only for the launches that are recorded. */
+/* clEnqueueNDRangeKernel / clEnqueueTask: count every launch and time a sample of them in C
+ * (see stats_sample); call Python only for the launches that are recorded. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,58 +125,88 @@ static cl_int forward(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel
     return task ? task(q, k, nw, wl, ev) : nd(q, k, dim, off, gsz, lsz, nw, wl, ev);
 }
 
+/* Per-thread cache of the last (kernel, queue) lookup. Without recording a launch needs only
+ * the kernel's statistics slot and whether the queue is ours, and launch-heavy apps launch
+ * the same kernel on the same queue over and over: the global lock and two hash lookups per
+ * launch were a measurable share of the observe overhead. The entry is valid while
+ * clproj_table_gen (bumped on every change of the kernel or queue table) is unchanged; an
+ * app cannot legally release the kernel or queue it is launching with. */
+static __thread struct {
+    cl_kernel k;
+    cl_command_queue q;
+    uint64_t gen;
+    int stat, tracked;
+} last;
+
 static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uint dim,
                      const size_t *off, const size_t *gsz, const size_t *lsz, cl_uint nw,
                      const cl_event *wl, cl_event *ev) {
     static const size_t one[1] = {1};
     const size_t *rgsz = task ? one : gsz, *rlsz = task ? one : lsz;
     cl_uint rdim = task ? 1 : dim;
-    clproj_lock();
-    kern_info *ki = clproj_kernels ? pm_get(clproj_kernels, k) : NULL;
-    queue_info *qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
-    cl_device_id dev = qi ? qi->device : NULL;
-    int stat = -1, record = 0, timing = clproj_cfg.timing && qi != NULL;
-    if (ki) {
-        if (ki->stat_idx < 0 || ki->stat_device != dev) {
-            ki->stat_idx = stats_index(ki->name, dev);
-            ki->stat_device = dev;
-        }
-        stat = ki->stat_idx;
-        if (qi && clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
-            name_selected(ki->name)) {
-            if (clproj_cfg.which_all) {
-                record = 1;
-            } else {
-                uint64_t sig = launch_signature(ki, rdim, rgsz, rlsz);
-                if (!pm_get(clproj_signatures, (void *)(uintptr_t)sig)) {
-                    pm_put(clproj_signatures, (void *)(uintptr_t)sig, (void *)1);
-                    record = 1;
-                }
-            }
-        }
-    }
+    int stat = -1, record = 0, tracked = 0;
     clproj_launch *L = NULL;
     prog_info *prog = NULL;
-    if (record) {
-        L = build_launch(ki, q, dev, k, rdim, task ? NULL : off, rgsz, rlsz, nw, wl);
-        prog = ki->prog;
+    if (!clproj_cfg.recording && last.k == k && last.q == q && last.k &&
+        last.gen == __atomic_load_n(&clproj_table_gen, __ATOMIC_ACQUIRE)) {
+        stat = last.stat;
+        tracked = last.tracked;
+    } else {
+        clproj_lock();
+        kern_info *ki = clproj_kernels ? pm_get(clproj_kernels, k) : NULL;
+        queue_info *qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
+        cl_device_id dev = qi ? qi->device : NULL;
+        tracked = qi != NULL;
+        if (ki) {
+            if (ki->stat_idx < 0 || ki->stat_device != dev) {
+                ki->stat_idx = stats_index(ki->name, dev);
+                ki->stat_device = dev;
+            }
+            stat = ki->stat_idx;
+            if (qi && clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
+                name_selected(ki->name)) {
+                if (clproj_cfg.which_all) {
+                    record = 1;
+                } else {
+                    uint64_t sig = launch_signature(ki, rdim, rgsz, rlsz);
+                    if (!pm_get(clproj_signatures, (void *)(uintptr_t)sig)) {
+                        pm_put(clproj_signatures, (void *)(uintptr_t)sig, (void *)1);
+                        record = 1;
+                    }
+                }
+            }
+            if (!clproj_cfg.recording) {
+                last.k = k;
+                last.q = q;
+                last.gen = clproj_table_gen; /* read under the lock that guards its changes */
+                last.stat = stat;
+                last.tracked = tracked;
+            }
+        }
+        if (record) {
+            L = build_launch(ki, q, dev, k, rdim, task ? NULL : off, rgsz, rlsz, nw, wl);
+            prog = ki->prog;
+        }
+        clproj_unlock();
     }
-    clproj_unlock();
 
+    int rest = 0;
+    int timed = clproj_cfg.timing && tracked && stats_sample(stat, &rest);
     if (!L) {
+        /* Untimed launches (most of them, see stats_sample) are forwarded as they are. */
         cl_event own = NULL;
-        cl_event *evp = ev ? ev : (timing ? &own : NULL);
+        cl_event *evp = ev ? ev : (timed ? &own : NULL);
         cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
         if (err == CL_SUCCESS) {
-            stats_launch(stat);
-            if (timing && *evp) {
+            stats_launch(stat, rest);
+            if (timed && *evp) {
                 if (ev) {
                     REAL(clRetainEvent, return err);
                     clproj_in_shim = 1;
                     real_clRetainEvent(*ev);
                     clproj_in_shim = 0;
                 }
-                pending_add(*evp, stat);
+                pending_add(*evp, stat, rest);
             }
         }
         return err;
@@ -193,7 +223,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
     int64_t time_ns = -1;
     if (err == CL_SUCCESS) {
-        stats_launch(stat);
+        stats_launch(stat, rest);
         REAL(clWaitForEvents, return err);
         REAL(clGetEventProfilingInfo, return err);
         REAL(clReleaseEvent, return err);
@@ -206,7 +236,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
                                              NULL) == CL_SUCCESS &&
                 t1 >= t0) {
                 time_ns = (int64_t)(t1 - t0);
-                stats_add_time(stat, (uint64_t)time_ns);
+                stats_add_time(stat, (uint64_t)time_ns, rest);
             }
         }
         if (own) real_clReleaseEvent(own);

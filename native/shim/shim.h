@@ -99,7 +99,11 @@ typedef struct {
     int which_all;  /* 1: every launch; 0: first of each signature */
     char **kernel_filter; /* NULL-terminated, or NULL */
     int verify;
-    int timing;
+    int timing;       /* add profiling to queues and time launches */
+    int timing_all;   /* time every launch (CLPROJ_TIMING=all) instead of sampling */
+    uint64_t timing_first; /* sampled timing: the first N launches of each kernel are timed */
+    uint64_t timing_every; /* ... then about 1 in K of the others, chosen by a hash */
+    int track_args;   /* clSetKernelArg state is needed (recording) */
     int disabled;
 } shim_config;
 
@@ -116,14 +120,21 @@ void *pm_del(ptrmap *m, const void *key);
 void *pm_put_replace(ptrmap *m, const void *key, void *val); /* returns the old value */
 extern ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *clproj_samplers,
     *clproj_signatures;
+/* Bumped (under the lock) whenever an entry of the kernel or queue table is added, replaced or
+ * removed: launch.c's per-thread lookup cache is valid only while it is unchanged. */
+extern uint64_t clproj_table_gen;
 
 void prog_unref(prog_info *p); /* under lock */
 void kern_free(kern_info *k);
 uint64_t fnv(uint64_t h, const void *data, size_t n);
 int stats_index(const char *kernel, cl_device_id device); /* under lock */
-void stats_launch(int idx);
-void stats_add_time(int idx, uint64_t ns);
-void pending_add(cl_event ev, int stat_idx);
+/* Sampled timing (observe mode): stats_sample draws the launch's ticket and says whether it
+ * is timed; `rest` (out) is 1 for launches after the first timing_first ones of the kernel,
+ * the stratum the summary scales up. */
+int stats_sample(int idx, int *rest);
+void stats_launch(int idx, int rest);
+void stats_add_time(int idx, uint64_t ns, int rest);
+void pending_add(cl_event ev, int stat_idx, int rest);
 void pending_harvest(int block);
 void clproj_once_log(const char *key, const char *msg);
 

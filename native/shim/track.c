@@ -16,6 +16,7 @@ void clproj_unlock(void) { pthread_mutex_unlock(&lock); }
 /* ---- open-addressing pointer map ---- */
 struct ptrmap {
     size_t cap, used, live;
+    int bumps_gen; /* kernel and queue tables: changes invalidate launch.c's lookup cache */
     const void **keys; /* NULL empty, TOMB deleted */
     void **vals;
 };
@@ -33,6 +34,10 @@ static size_t pm_hash(const void *k) {
     uint64_t x = (uint64_t)(uintptr_t)k;
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
     return (size_t)x;
+}
+uint64_t clproj_table_gen = 1;
+static void pm_changed(ptrmap *m) {
+    if (m->bumps_gen) __atomic_add_fetch(&clproj_table_gen, 1, __ATOMIC_RELEASE);
 }
 static void pm_grow(ptrmap *m) {
     size_t oc = m->cap;
@@ -56,6 +61,7 @@ void *pm_get(ptrmap *m, const void *key) {
     return NULL;
 }
 void pm_put(ptrmap *m, const void *key, void *val) {
+    pm_changed(m);
     if ((m->used + 1) * 2 > m->cap) pm_grow(m);
     size_t mask = m->cap - 1, i = pm_hash(key) & mask, tomb = (size_t)-1;
     while (m->keys[i]) {
@@ -78,6 +84,7 @@ void *pm_del(ptrmap *m, const void *key) {
     while (m->keys[i]) {
         if (m->keys[i] == key) {
             void *v = m->vals[i];
+            pm_changed(m);
             m->keys[i] = TOMB;
             m->vals[i] = NULL;
             m->live--;
@@ -139,7 +146,9 @@ typedef struct {
     char kernel[128];
     char device[96];
     void *dev;
-    uint64_t launches, timed, total_ns;
+    uint64_t tickets;                 /* launches attempted: drives the sampling */
+    uint64_t launches, timed, total_ns; /* successful launches; timed ones and their sum */
+    uint64_t rest_launches, rest_timed, rest_ns; /* the same, after the first timing_first */
 } kstat;
 static kstat stats[MAX_STATS];
 static int nstats = 0;
@@ -154,29 +163,71 @@ int stats_index(const char *kernel, cl_device_id device) {
     s->device[0] = 0; /* name resolved outside the lock at exit */
     return nstats++;
 }
-void stats_launch(int idx) {
-    if (idx >= 0) __atomic_add_fetch(&stats[idx].launches, 1, __ATOMIC_RELAXED);
+/* splitmix64 finaliser: the sampling decision is a hash of the launch's ticket, so it is
+ * deterministic per kernel yet cannot fall into step with a periodic pattern of the app
+ * (every k-th launch could always hit the same one of k alternating sizes). */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
 }
-void stats_add_time(int idx, uint64_t ns) {
+int stats_sample(int idx, int *rest) {
+    *rest = 0;
+    if (idx < 0) return 0;
+    uint64_t t = __atomic_fetch_add(&stats[idx].tickets, 1, __ATOMIC_RELAXED);
+    if (t < clproj_cfg.timing_first) return 1;
+    *rest = 1;
+    return clproj_cfg.timing_all || mix64(t) % clproj_cfg.timing_every == 0;
+}
+void stats_launch(int idx, int rest) {
+    if (idx < 0) return;
+    __atomic_add_fetch(&stats[idx].launches, 1, __ATOMIC_RELAXED);
+    if (rest) __atomic_add_fetch(&stats[idx].rest_launches, 1, __ATOMIC_RELAXED);
+}
+void stats_add_time(int idx, uint64_t ns, int rest) {
     if (idx < 0) return;
     __atomic_add_fetch(&stats[idx].timed, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&stats[idx].total_ns, ns, __ATOMIC_RELAXED);
+    if (rest) {
+        __atomic_add_fetch(&stats[idx].rest_timed, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&stats[idx].rest_ns, ns, __ATOMIC_RELAXED);
+    }
+}
+
+/* Device time of all launches of a kernel, estimated stratum by stratum: the first
+ * timing_first launches (all timed; they carry the warm-up) and the sampled rest, each
+ * scaled by launches / timed. Exact when every launch was timed. A stratum without a
+ * timed launch borrows the other's mean. */
+static uint64_t stats_estimate(const kstat *s) {
+    uint64_t fl = s->launches - s->rest_launches, ft = s->timed - s->rest_timed;
+    uint64_t fns = s->total_ns - s->rest_ns;
+    if (s->timed == s->launches) return s->total_ns;
+    double fm = ft ? (double)fns / ft : -1.0;
+    double rm = s->rest_timed ? (double)s->rest_ns / s->rest_timed : -1.0;
+    if (fm < 0) fm = rm;
+    if (rm < 0) rm = fm;
+    if (fm < 0) return 0;
+    double first = ft == fl ? (double)fns : fm * fl;
+    double rest = s->rest_timed == s->rest_launches ? (double)s->rest_ns : rm * s->rest_launches;
+    return (uint64_t)(first + rest + 0.5);
 }
 
 /* ---- pending profiling events (observe mode timing) ---- */
 #define MAX_PENDING 8192
 #define HARVEST_AT 128
-typedef struct { cl_event ev; int stat; } pend;
+typedef struct { cl_event ev; int stat; int rest; } pend;
 static pend pending[MAX_PENDING];
 static int npending = 0;
 static pthread_mutex_t harvest_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void pending_add(cl_event ev, int stat_idx) {
+void pending_add(cl_event ev, int stat_idx, int rest) {
     int full = 0, harvest = 0;
     clproj_lock();
     if (npending < MAX_PENDING) {
         pending[npending].ev = ev;
         pending[npending].stat = stat_idx;
+        pending[npending].rest = rest;
         npending++;
         harvest = npending >= HARVEST_AT;
     } else {
@@ -197,6 +248,8 @@ void pending_harvest(int block) {
     REAL(clGetEventProfilingInfo, return);
     REAL(clReleaseEvent, return);
     REAL(clWaitForEvents, return);
+    /* clFinish harvests: with sampled timing there is usually nothing to do */
+    if (__atomic_load_n(&npending, __ATOMIC_RELAXED) == 0) return;
     if (pthread_mutex_trylock(&harvest_lock) != 0) {
         if (!block) return;
         pthread_mutex_lock(&harvest_lock);
@@ -223,7 +276,7 @@ void pending_harvest(int block) {
                 real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                              NULL) == CL_SUCCESS &&
                 t1 >= t0)
-                stats_add_time(batch[i].stat, t1 - t0);
+                stats_add_time(batch[i].stat, t1 - t0, batch[i].rest);
             real_clReleaseEvent(batch[i].ev);
         } else if (status < 0) {
             real_clReleaseEvent(batch[i].ev); /* failed command: no time */
@@ -302,16 +355,27 @@ static void init_once(void) {
     clproj_cfg.which_all = v && strcmp(v, "all") == 0;
     if (v && strcmp(v, "none") == 0) clproj_cfg.recording = 0;
     clproj_cfg.kernel_filter = split_list(getenv("CLPROJ_RECORD_KERNELS"));
+    /* Kernel arguments are read only when a launch is recorded: plain observe mode does
+     * not track clSetKernelArg at all (it is the hottest call of launch-heavy apps). */
+    clproj_cfg.track_args = clproj_cfg.recording;
     v = getenv("CLPROJ_VERIFY");
     clproj_cfg.verify = v && strcmp(v, "1") == 0;
     v = getenv("CLPROJ_TIMING");
     clproj_cfg.timing = !(v && strcmp(v, "0") == 0);
+    clproj_cfg.timing_all = v && strcmp(v, "all") == 0;
+    v = getenv("CLPROJ_TIMING_FIRST");
+    clproj_cfg.timing_first = v && *v ? strtoull(v, NULL, 10) : 100;
+    v = getenv("CLPROJ_TIMING_EVERY");
+    clproj_cfg.timing_every = v && *v ? strtoull(v, NULL, 10) : 64;
+    if (clproj_cfg.timing_every == 0) clproj_cfg.timing_every = 1;
     v = getenv("CLPROJ_DISABLE");
     clproj_cfg.disabled = v && strcmp(v, "1") == 0;
     clproj_programs = pm_new();
     clproj_kernels = pm_new();
+    clproj_kernels->bumps_gen = 1;
     clproj_mems = pm_new();
     clproj_queues = pm_new();
+    clproj_queues->bumps_gen = 1;
     clproj_samplers = pm_new();
     clproj_signatures = pm_new();
     /* Registered at the first OpenCL call: runs before the drivers' own destructors. */
@@ -322,6 +386,8 @@ void clproj_init(void) { pthread_once(&once, init_once); }
 static void free_prog(void *p) { prog_unref(p); /* the table's reference */ }
 static void free_kern(void *k) { kern_free(k); }
 
+/* stderr table, or a TSV for `clproj run`: kernel, device, launches, timed launches,
+ * estimated total ns (all launches), measured ns (timed launches only). */
 static void write_summary(void) {
     const char *path = getenv("CLPROJ_SUMMARY_FILE");
     const char *quiet = getenv("CLPROJ_SUMMARY");
@@ -329,21 +395,30 @@ static void write_summary(void) {
     if (path && *path) f = fopen(path, "w");
     else if (!(quiet && strcmp(quiet, "0") == 0)) f = stderr;
     if (!f) return;
-    if (f == stderr) fprintf(f, "clproj: %-32s %10s %14s %12s  %s\n", "kernel", "launches",
-                             "total_ms", "mean_us", "device");
+    int sampled = 0;
+    if (f == stderr) fprintf(f, "clproj: %-32s %10s %10s %14s %12s  %s\n", "kernel", "launches",
+                             "timed", "total_ms", "mean_us", "device");
     for (int i = 0; i < nstats; i++) {
         kstat *s = &stats[i];
+        uint64_t est = stats_estimate(s);
+        sampled |= s->timed < s->launches;
         clproj_device_str(s->dev, CL_DEVICE_NAME, s->device, sizeof s->device);
         if (f == stderr) {
-            double mean = s->timed ? (double)s->total_ns / s->timed / 1e3 : 0.0;
-            fprintf(f, "clproj: %-32s %10llu %14.3f %12.3f  %s\n", s->kernel,
-                    (unsigned long long)s->launches, s->total_ns / 1e6, mean, s->device);
+            double mean = s->timed && s->launches ? (double)est / s->launches / 1e3 : 0.0;
+            fprintf(f, "clproj: %-32s %10llu %10llu %14.3f %12.3f  %s\n", s->kernel,
+                    (unsigned long long)s->launches, (unsigned long long)s->timed, est / 1e6,
+                    mean, s->device);
         } else {
-            fprintf(f, "%s\t%s\t%llu\t%llu\t%llu\n", s->kernel, s->device,
+            fprintf(f, "%s\t%s\t%llu\t%llu\t%llu\t%llu\n", s->kernel, s->device,
                     (unsigned long long)s->launches, (unsigned long long)s->timed,
-                    (unsigned long long)s->total_ns);
+                    (unsigned long long)est, (unsigned long long)s->total_ns);
         }
     }
+    if (f == stderr && sampled)
+        fprintf(f, "clproj: total_ms estimated from the timed launches (the first %llu of each "
+                   "kernel, then 1 in %llu); CLPROJ_TIMING=all times every launch\n",
+                (unsigned long long)clproj_cfg.timing_first,
+                (unsigned long long)clproj_cfg.timing_every);
     if (f != stderr) fclose(f);
 }
 
