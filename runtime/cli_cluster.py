@@ -66,6 +66,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--profiles", type=Path, default=None, help="directory of measured device profiles (*.json)"
     )
     p.add_argument("--device", default=None, help="only devices whose name contains this")
+    p.add_argument(
+        "--direct",
+        default="auto",
+        help="endpoint clients send commands to directly (one round trip instead of two "
+        "through the broker): auto (ipc next to a local broker, tcp otherwise), off, or an "
+        "address to bind such as tcp://0.0.0.0:5600",
+    )
     p.add_argument("--lifetime", type=float, default=None, help="stop after this many seconds")
     _common(p)
     p.set_defaults(func=run_node)
@@ -133,12 +140,16 @@ def run_node(args: argparse.Namespace) -> int:
         name=args.name,
         profiles_dir=args.profiles,
         device_filter=args.device,
+        direct=args.direct,
     )
     _stop_on_signal(node)
     if args.json:
-        emit_json({"node": node.name, "devices": node.descr})
+        emit_json({"node": node.name, "devices": node.descr, "direct": node.direct})
     else:
-        stderr.print(f"clproj node {node.name}: {len(node.devs)} device(s) -> {args.broker}")
+        direct = f", direct {node.direct}" if node.direct else ""
+        stderr.print(
+            f"clproj node {node.name}: {len(node.devs)} device(s) -> {args.broker}{direct}"
+        )
     node.run(until=_until(args.lifetime))
     return 0
 
@@ -180,9 +191,16 @@ def run_status(args: argparse.Namespace) -> int:
         emit_json(st)
         return 0
     print_table(
-        ["node", "host", "pid", "devices", "last seen s"],
+        ["node", "host", "pid", "devices", "last seen s", "direct"],
         [
-            (n["node"], n["host"], n["pid"], len(n["devices"]), n["last_seen_s"])
+            (
+                n["node"],
+                n["host"],
+                n["pid"],
+                len(n["devices"]),
+                n["last_seen_s"],
+                n.get("direct") or "-",
+            )
             for n in st["nodes"]
         ],
         title=f"nodes (epoch {st['epoch']}, {st['rejects']} rejected messages, {st['forwarded']} forwarded)",

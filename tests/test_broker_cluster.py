@@ -174,10 +174,52 @@ def test_10000_garbage_messages_rejected_and_cluster_keeps_serving(cluster):
     # kinds 0-4 and 6 are rejected by the broker; 5 by the node; 7 answered "unknown device"
     assert broker.rejects - before == 6 * 1250
     s.close(0)
+    # the node's direct socket takes the same garbage (a bounded share of it)
+    d = ctx.socket(zmq.DEALER)
+    d.setsockopt(zmq.LINGER, 0)
+    d.setsockopt(zmq.SNDHWM, 0)
+    d.connect(broker.nodes["pthread"].direct)
+    for g in garbage[:2000]:
+        d.send_multipart(g)
     # both the broker and the nodes still serve a real app correctly
     test_kernel_goes_where_the_projection_says_and_results_are_correct(cluster, "pthread/0")
-    log = (cluster["tmp"] / "pthread.log").read_text()
-    assert "rejected command" in log
+    d.close(0)
+    # 1250 rejects came through the broker; the log's 3000th exists only if the node
+    # rejected the direct garbage too (its log is rate-limited: every 1000th)
+    deadline = time.monotonic() + 15
+    while "rejected command #3000" not in (cluster["tmp"] / "pthread.log").read_text():
+        assert time.monotonic() < deadline, "the node did not reject the direct garbage"
+        time.sleep(0.1)
+
+
+def test_direct_path_skips_the_broker_which_learns_from_heartbeats(cluster, monkeypatch):
+    """Commands go straight to the node (the broker forwards none of them), yet the broker
+    learns the kernel's measured time and the device's launch time from the heartbeats;
+    CLPROJ_DIRECT=0 puts the broker back in the command path."""
+    broker = cluster["broker"]
+    assert broker.nodes["pthread"].direct.startswith("ipc://")
+    for direct in ("1", "0"):
+        monkeypatch.setenv("CLPROJ_DIRECT", direct)
+        plat = RemotePlatform(cluster["endpoint"])
+        try:
+            a0, b0, k, A = _run_app(plat, n=512)
+            key = f"direct-test-{direct}"
+            before = broker.forwarded
+            for _ in range(3):
+                plat.enqueue_launch(k, [a0.size], device="pthread/0", key=key)
+            out = np.empty_like(a0)
+            plat.enqueue_read(A, out)
+            np.testing.assert_allclose(out, reference_step(a0, b0, 0.25, 4, 3), rtol=1e-5)
+            forwarded = broker.forwarded - before
+            assert forwarded == 0 if direct == "1" else forwarded >= 5
+            deadline = time.monotonic() + 5
+            while "pthread/0" not in broker.measured.get(key, {}):
+                assert time.monotonic() < deadline, "the broker never learnt the launch time"
+                time.sleep(0.05)
+            assert broker.measured[key]["pthread/0"] > 0
+            assert broker.devices["pthread/0"].launch_ewma_s > 0
+        finally:
+            plat.close()
 
 
 def test_broker_restart_clients_and_nodes_reconnect(cluster):
@@ -200,6 +242,66 @@ def test_broker_restart_clients_and_nodes_reconnect(cluster):
         np.testing.assert_allclose(out, reference_step(a0, b0, 0.25, 4, 2), rtol=1e-5)
     finally:
         plat.close()
+
+
+def test_curve_direct_path_serves_members_and_rejects_others(tmp_path):
+    """With CURVE, a node's direct socket is a CURVE server whose key clients get from
+    the broker; a member's commands run there, an unknown key or a plaintext peer gets
+    nothing through (the node never sees their messages)."""
+    from runtime.keys import Keys, generate, load
+    from runtime.node import Node
+    from runtime.node import serve_in_thread as node_thread
+
+    generate(tmp_path / "keys")
+    generate(tmp_path / "other")
+    member = load(tmp_path / "keys", "member")
+    ctx = zmq.Context()
+    broker = Broker("tcp://127.0.0.1:0", keys=load(tmp_path / "keys", "broker"), ctx=ctx)
+    bth = serve_in_thread(broker, until=time.time() + 60)
+    node = Node(broker.endpoint, keys=member, name="sec")
+    nth = node_thread(node, until=time.time() + 60)
+    try:
+        assert node.direct.startswith("tcp://127.0.0.1:") and node.direct_key
+        wait_devices(broker, 1)
+        plat = RemotePlatform(broker.endpoint, keys=member)
+        try:
+            dev = next(iter(plat.devices))
+            assert plat.devices[dev].direct == node.direct
+            src = "__kernel void twice(__global int *x) { x[get_global_id(0)] *= 2; }"
+            k = plat.create_kernel(plat.create_program(src), "twice")
+            x = np.arange(64, dtype=np.int32)
+            X = plat.create_buffer(x.nbytes, hostbuf=x)
+            k.set_args(X)
+            plat.enqueue_launch(k, [64], device=dev)
+            out = np.empty_like(x)
+            plat.enqueue_read(X, out)
+            assert (out == 2 * x).all() and broker.forwarded == 0
+        finally:
+            plat.close()
+        time.sleep(0.5)  # the client's closing release_all reaches the node
+        served, rejects = node.served, node.rejects
+        intruder = load(tmp_path / "other", "member")
+        for keys in (intruder, None):
+            s = zmq.Context.instance().socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            if keys is not None:
+                forged = Keys(
+                    keys.directory, node.direct_key.encode(), keys.own_public, keys.own_secret
+                )
+                s.setsockopt(zmq.CURVE_SERVERKEY, forged.broker_public)
+                s.setsockopt(zmq.CURVE_PUBLICKEY, forged.own_public)
+                s.setsockopt(zmq.CURVE_SECRETKEY, forged.own_secret)
+            s.connect(node.direct)
+            s.send(protocol.pack("cmd", id=1, dev=dev, op="finish", a={}))
+            assert not s.poll(1000), "an unauthenticated peer got an answer"
+            s.close(0)
+        assert (node.served, node.rejects) == (served, rejects)
+    finally:
+        node.stop()
+        broker.stop()
+        nth.join(3)
+        bth.join(3)
+        ctx.term()
 
 
 def test_curve_rejects_unknown_key_and_serves_known(tmp_path):

@@ -9,6 +9,21 @@ from runtime import placement, protocol
 from runtime.protocol import ProtocolError
 
 
+def test_done_batch_and_direct_register_are_accepted():
+    h, _ = protocol.decode([protocol.pack("done", ids=[3, 4], ts=[1.5e-5, None])])
+    assert h["ids"] == [3, 4] and h["ts"] == [1.5e-5, None]
+    reg = protocol.pack(
+        "register",
+        node="n",
+        host="h",
+        pid=1,
+        devices=[{"name": "d", "profile": {}}],
+        direct="tcp://10.0.0.2:5600",
+        direct_key="rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7",
+    )
+    assert protocol.decode([reg])[0]["direct"] == "tcp://10.0.0.2:5600"
+
+
 def test_roundtrip_and_data_frames_stay_outside_the_header():
     data = bytes(range(256)) * 10
     hdr = protocol.pack(
@@ -57,6 +72,23 @@ def test_roundtrip_and_data_frames_stay_outside_the_header():
         msgpack.packb({"v": 1, "t": "projection", "key": "k", "times": {"d": "fast"}}),
         msgpack.packb({"v": 1, "t": "hello", "client": "x" * 300}),
         msgpack.packb({1: 2}),  # non-string map key
+        msgpack.packb({"v": 1, "t": "done", "ids": [1, 2], "ts": [0.1]}),  # lengths differ
+        msgpack.packb({"v": 1, "t": "done", "ids": ["1"], "ts": [None]}),
+        msgpack.packb({"v": 1, "t": "done", "ids": [1], "ts": ["fast"]}),
+        msgpack.packb(
+            {
+                "v": 1,
+                "t": "register",
+                "node": "n",
+                "host": "h",
+                "pid": 1,
+                "devices": [{"name": "d", "profile": {}}],
+                "direct": "file:///etc/passwd",  # only ipc:// or tcp://
+            }
+        ),
+        msgpack.packb(
+            {"v": 1, "t": "heartbeat", "node": "n", "load": {}, "inflight": 0, "lt": {"0": "x"}}
+        ),
         b"\x92" + b"\xc4\xff" * 2,  # truncated bin
     ],
 )
