@@ -39,6 +39,10 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+PENDING_BLOB = "pending-"  # LaunchRecord.add_blob: not a hex digest, never in a saved record
+_pending_keys = itertools.count(1)
+
+
 @dataclass
 class ArgRecord:
     """One kernel argument as the application set it."""
@@ -191,6 +195,32 @@ class LaunchRecord:
             raise ClprojError(f"blob {sha} is not available: the record has no blob store")
         return BlobStore(self.store_dir).get(sha)
 
+    def add_blob(self, data: bytes) -> str:
+        """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
+
+        The key is a placeholder until :func:`save` replaces it by the content's sha256:
+        hashing a multi-MiB snapshot is left to the writer thread (:class:`RecordWriter`),
+        the app's thread only copies it.
+        """
+        key = f"{PENDING_BLOB}{next(_pending_keys)}"
+        self.blobs[key] = data
+        return key
+
+    def resolve_blobs(self) -> None:
+        """Replace placeholder blob keys (:meth:`add_blob`) by content hashes."""
+        renamed = {}
+        for key in [k for k in self.blobs if k.startswith(PENDING_BLOB)]:
+            data = self.blobs.pop(key)
+            renamed[key] = sha = sha256(data)
+            self.blobs[sha] = data
+        if not renamed:
+            return
+        for a in self.args:
+            if a.blob in renamed:
+                a.blob = renamed[a.blob]
+        if self.outputs:
+            self.outputs = {i: renamed.get(s, s) for i, s in self.outputs.items()}
+
     def arg(self, index: int) -> ArgRecord:
         for a in self.args:
             if a.index == index:
@@ -290,6 +320,7 @@ def new_id(kernel: str, directory: str | None = None) -> str:
 
 def save(record: LaunchRecord, directory: str) -> str:
     """Write the record and its blobs under ``directory``; returns the record file path."""
+    record.resolve_blobs()
     store = BlobStore(directory)
     shas = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
     shas += list((record.outputs or {}).values())

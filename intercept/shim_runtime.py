@@ -117,7 +117,7 @@ def _metadata(ffi, L):
 
 def pre_launch(ffi, lib, L):
     """Build the record and snapshot every buffer argument before the launch runs."""
-    from intercept.record import new_id, sha256
+    from intercept.record import new_id
 
     if os.environ.get("CLPROJ_FAULT") == "launch":
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
@@ -130,8 +130,7 @@ def pre_launch(ffi, lib, L):
     for arg in rec.args:
         if arg.kind == "buffer":
             data = _read(ffi, lib, L, L.args[arg.index].mem, int(arg.size), wait=True)
-            arg.blob = sha256(data)
-            rec.blobs[arg.blob] = data
+            arg.blob = rec.add_blob(data)  # hashed by the record writer, off this thread
     rec.device = _device_info(ffi, lib, L.device)
     rec.id = new_id(rec.kernel, record_dir())
     with _lock:
@@ -144,7 +143,7 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
     """Store the outputs (--verify) and the measured time; the record is written and the
     hooks run on the background writer (intercept.record.save_later), not in the app."""
     from intercept import hooks
-    from intercept.record import save_later, sha256
+    from intercept.record import save_later
 
     with _lock:
         rec = _pending.pop(handle, None)
@@ -156,9 +155,7 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
         for a in rec.args:
             if a.kind == "buffer":
                 data = _read(ffi, lib, L, L.args[a.index].mem, int(a.size), wait=False)
-                sha = sha256(data)
-                rec.blobs[sha] = data
-                rec.outputs[a.index] = sha
+                rec.outputs[a.index] = rec.add_blob(data)
     save_later(rec, record_dir(), then=hooks.notify)
 
 
