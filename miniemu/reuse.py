@@ -2,28 +2,44 @@
 
 A factorisation launches its kernels thousands of times with a shrinking NDRange and a
 pivot index that changes every launch: every launch has its own signature, but the work
-of one work-item hardly changes. :class:`ReuseCache` emulates a launch *family* once and
-answers later launches by explicit scaling:
+of one work-item hardly changes. :class:`ReuseCache` emulates a few launches of each
+launch *family* (its *anchors*) and answers the others by explicit scaling:
 
-* **Family** = program hash + kernel + work_dim + local size (+ the global size when the
-  local size is NULL, because the emulator then picks the local size from it).
-* **Per-group-work scalars**: the integer arguments read by any loop trip count of the
-  kernel (ScalarEvolution, ``emulation.loops`` of the first profile); launches with other
-  values of these get their own entry (one emulation each). Other scalars (a pivot row, an
-  offset) are assumed not to change per-work-item work; the drift check tests that.
-* **Scaling**: counters are extensive in work-items, so a cached profile of W work-items
-  serves a launch of W' work-items with factor W'/W (``total``), and ``per_group`` is
-  ``total`` / the new number of groups. ``emulation.method`` = ``"reused"``, with
-  ``reused_from`` (signature) and ``scale``.
-* **Drift check**: whenever the NDRange moved by more than 2x from the entry's, and at
-  the 2nd, 8th, 32nd, ... reuse of an entry (``check_every`` growing
-  by ``check_growth``) re-emulates the launch and compares the key metrics per work-item
-  (instructions, global bytes, transactions, local accesses, branches); a difference above
-  ``drift_threshold`` replaces the entry (an *invalidation*) and starts its checks again.
+* **Family** = program hash + kernel + work_dim + local size. A NULL local size is one
+  family whatever the global size (the emulator picks the local size from the global size,
+  so such a family's per-work-item work may move with the size: the size rule below
+  re-emulates whenever the NDRange left the range the anchors cover).
+* **Entry** = the values of the integer arguments read by any loop trip count of the
+  kernel (ScalarEvolution, ``emulation.loops`` of the family's first profile). Until that
+  profile exists the family is one entry; when it arrives its anchors are re-keyed. Other
+  scalars (a pivot row, an offset) are assumed not to change per-work-item work; the
+  sampled drift checks test that.
+* **Answer**: counters are extensive in work-items, so an anchor of W work-items serves a
+  launch of W' work-items with factor W'/W (``total``), and ``per_group`` is ``total`` /
+  the new number of groups. Between two anchors of the entry (one smaller, one larger)
+  the counters per work-item are interpolated linearly in the number of work-items
+  (:func:`interpolate_profile`: boundary work-items make per-work-item work move with the
+  size); outside them the nearest anchor (log ratio; ties go to the latest) is scaled.
+  ``emulation.method`` = ``"reused"``, with ``reused_from`` (signature), ``scale`` and,
+  when interpolated, ``interpolated_from``.
+* **When to emulate** (decided from the launch's metadata alone, before any buffer is
+  snapshotted: :meth:`plan`): the first launch of an entry; a launch whose work-items are
+  more than 2x away from every anchor (size coverage: at most log2(size range) anchors);
+  and sampled drift checks at the 2nd, 8th, 32nd, ... reuse of the entry (geometric in
+  the entry's launches, growth 4, or 2 once a check found drift). A family emulates at
+  most ``max_emulations`` launches in all; beyond that every launch is reused (flagged).
+  An emulation decided by :meth:`plan` is *pending* until :meth:`profile` fills it, and
+  counts as an anchor for the size rule at once, so a launch-heavy app is snapshotted
+  once per decision however slowly the emulations follow.
+* **Drift**: an emulated launch of an entry that already has anchors is compared with
+  what the anchors predicted for it (key metrics: instructions, global bytes,
+  transactions, local accesses, branches; ``emulation.drift_check``). A difference above
+  ``drift_threshold`` is an *invalidation*: the new anchor answers the launches nearest
+  to it from then on, and the entry's sampled checks become denser (growth 2).
 
-``stats()`` reports emulations, reuses, drift checks and invalidations: an app with
-thousands of launches gets a profile for each while emulating a bounded number of times.
-Thread-safe (one lock; emulations run outside it).
+``stats()`` reports launches, emulations, reuses, drift checks and invalidations: an app
+with thousands of launches gets a profile for each while emulating a bounded number of
+times. Thread-safe (one lock; emulations run outside it).
 """
 
 from __future__ import annotations
@@ -34,7 +50,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from miniemu.bounded import relative_error, scalar_args, scev_args
+from miniemu.bounded import _flatten, _rebuild, relative_error, scalar_args, scev_args
 from miniemu.profile import KernelProfile, scale_stats
 
 if TYPE_CHECKING:
@@ -42,22 +58,34 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class _Anchor:
+    """One emulated (or, while ``profile`` is None, decided-and-pending) launch."""
+
+    signature: str
+    work_items: int
+    values: dict[int, Any]  # scalar argument values (entry keys are taken from these)
+    profile: KernelProfile | None = None
+
+
+@dataclass
 class _Entry:
-    profile: KernelProfile
-    reuses: int = 0
+    anchors: list[_Anchor] = field(default_factory=list)
+    launches: int = 0
     next_check: int = 2
+    growth: int = 4
 
 
 @dataclass
 class _Family:
-    relevant: tuple[int, ...]  # argument indices whose values key the entries
+    relevant: tuple[int, ...] | None = None  # None until the first profile says
     entries: dict[tuple, _Entry] = field(default_factory=dict)
+    emulations: int = 0  # decided or done, drift checks included
 
 
 def family_key(record: LaunchRecord) -> tuple:
+    """Launches that can share per-work-item profiles (see the module docstring)."""
     local = tuple(record.local_size) if record.local_size else None
-    g = None if local else tuple(record.global_size)
-    return (record.program_hash, record.kernel, record.work_dim, local, g)
+    return (record.program_hash, record.kernel, record.work_dim, local)
 
 
 def relevant_arguments(profile: KernelProfile) -> tuple[int, ...]:
@@ -66,6 +94,14 @@ def relevant_arguments(profile: KernelProfile) -> tuple[int, ...]:
     for lp in profile.emulation.get("loops", []) or []:
         out |= scev_args(lp.get("exact")) | scev_args(lp.get("max"))
     return tuple(sorted(out))
+
+
+def _work_items(record: LaunchRecord) -> int:
+    return max(1, math.prod(int(x) for x in record.global_size))
+
+
+def _log_distance(a: int, b: int) -> float:
+    return abs(math.log(max(1, a) / max(1, b)))
 
 
 def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> KernelProfile:
@@ -87,6 +123,7 @@ def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> Ker
         work_items=work_items,
     )
     emulation = copy.deepcopy(base.emulation)
+    emulation.pop("drift_check", None)
     emulation.update(
         method="reused",
         reused_from=base.signature,
@@ -96,14 +133,46 @@ def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> Ker
         emulator_runs=0,
     )
     emulation["flags"] = [
-        *[f for f in emulation.get("flags", []) if not f.startswith("reused")],
+        *[f for f in emulation.get("flags", []) if not f.startswith(("reused", "drift"))],
         f"reused: {reason}; scaled x{factor:.4g} per work-item",
     ]
     return KernelProfile(record.kernel, record.signature, launch, emulation, per_group, total)
 
 
+def interpolate_profile(
+    lo: KernelProfile, hi: KernelProfile, record: LaunchRecord, reason: str
+) -> KernelProfile:
+    """``record``'s profile between two anchors of fewer (``lo``) and more (``hi``)
+    work-items: every counter per work-item is interpolated linearly in the number of
+    work-items, then multiplied by ``record``'s work-items.
+
+    Why: the per-work-item work of a shrinking NDRange moves with its size (padding
+    work-items that fail a bounds check, partial groups); linear interpolation is exact
+    when that fraction is linear in the size (LU's padded rows) and bounded by the two
+    anchors otherwise, where scaling the nearest anchor is off by the whole difference.
+    """
+    w, wl, wh = _work_items(record), lo.launch["work_items"], hi.launch["work_items"]
+    nearer = lo if _log_distance(wl, w) <= _log_distance(wh, w) else hi
+    out = scale_profile(nearer, record, reason)
+    f = (w - wl) / max(1, wh - wl)
+    fl, fh = _flatten(lo.total), _flatten(hi.total)
+    values = {
+        k: w * ((1 - f) * fl.get(k, 0.0) / max(1, wl) + f * fh.get(k, 0.0) / max(1, wh))
+        for k in fl.keys() | fh.keys()
+    }
+    total = _rebuild(nearer.total, values)
+    total["work_items"] = w
+    out.total = total
+    out.per_group = scale_stats(total, 1.0 / max(1, out.launch["num_groups"]))
+    out.emulation["interpolated_from"] = [lo.signature, hi.signature]
+    out.emulation["flags"][-1] = (
+        f"reused: {reason}; interpolated per work-item between {wl} and {wh} work-items"
+    )
+    return out
+
+
 class ReuseCache:
-    """Per-family profile cache with explicit scaling and sampled drift checks."""
+    """Per-family profile cache: a few emulated anchors, explicit scaling, drift checks."""
 
     def __init__(
         self,
@@ -113,14 +182,16 @@ class ReuseCache:
         drift_threshold: float = 0.05,
         first_check: int = 2,
         check_growth: int = 4,
+        size_ratio: float = 2.0,
+        max_emulations: int = 32,
         emulate: Any = None,
     ) -> None:
         self.mode, self.timeout_s, self.budget = mode, timeout_s, budget
         self.drift_threshold = drift_threshold
         self.first_check, self.check_growth = first_check, check_growth
+        self.size_ratio, self.max_emulations = size_ratio, max_emulations
         self._emulate = emulate  # tests inject a counting wrapper; default miniemu.emulate
         self._families: dict[tuple, _Family] = {}
-        self._pending: set[tuple] = set()  # families whose first emulation is under way
         self._lock = threading.Lock()
         self.counts = {
             "launches": 0,
@@ -129,6 +200,8 @@ class ReuseCache:
             "drift_checks": 0,
             "invalidations": 0,
         }
+
+    # ------------------------------------------------------------------ internals
 
     def _run(self, record: LaunchRecord) -> KernelProfile:
         import miniemu
@@ -140,120 +213,230 @@ class ReuseCache:
             self.counts["emulations"] += 1
         return prof
 
-    def _values(self, record: LaunchRecord, relevant: tuple[int, ...]) -> tuple:
-        ints = scalar_args(record)
-        by_index = {a.index: a for a in record.args}
-        return tuple(ints.get(i, by_index[i].data if i in by_index else None) for i in relevant)
+    @staticmethod
+    def _all_values(record: LaunchRecord) -> dict[int, Any]:
+        ints: dict[int, Any] = scalar_args(record)
+        for a in record.args:
+            if a.kind == "scalar" and a.index not in ints:
+                ints[a.index] = a.data
+        return ints
+
+    @staticmethod
+    def _key(fam: _Family, values: dict[int, Any]) -> tuple:
+        return tuple(values.get(i) for i in fam.relevant or ())
+
+    def _entry(self, record: LaunchRecord) -> tuple[_Family, _Entry, dict[int, Any]]:
+        fam = self._families.setdefault(family_key(record), _Family())
+        values = self._all_values(record)
+        return fam, fam.entries.setdefault(self._key(fam, values), _Entry()), values
+
+    def _nearest(self, entry: _Entry, size: int, done_only: bool) -> _Anchor | None:
+        best, best_d = None, math.inf
+        for a in entry.anchors:  # later anchors win ties: they saw the latest data
+            if done_only and a.profile is None:
+                continue
+            d = _log_distance(a.work_items, size)
+            if d <= best_d:
+                best, best_d = a, d
+        return best
+
+    def _answer(self, entry: _Entry, record: LaunchRecord, reason: str) -> KernelProfile | None:
+        """``record``'s profile from the entry's emulated anchors: interpolated between the
+        nearest ones below and above its size, else the nearest one scaled."""
+        size = _work_items(record)
+        done = [a for a in entry.anchors if a.profile is not None]
+        below = [a for a in done if a.work_items <= size]
+        above = [a for a in done if a.work_items > size]
+        if below and above:
+            lo = max(reversed(below), key=lambda a: a.work_items)  # ties: the latest
+            hi = min(reversed(above), key=lambda a: a.work_items)
+            if lo.work_items == size:
+                return scale_profile(lo.profile, record, reason)
+            return interpolate_profile(lo.profile, hi.profile, record, reason)
+        near = self._nearest(entry, size, True)
+        return None if near is None else scale_profile(near.profile, record, reason)
+
+    def _decide(self, record: LaunchRecord) -> tuple[str, _Entry]:
+        """``"emulate"`` (a pending anchor is added) or ``"reuse"``, and the entry.
+
+        Called with the lock held, once per launch, in launch order.
+        """
+        fam, entry, values = self._entry(record)
+        size = _work_items(record)
+        self.counts["launches"] += 1
+        entry.launches += 1
+        if not entry.anchors:
+            why = "first"
+        elif fam.emulations >= self.max_emulations:
+            why = ""
+        elif _log_distance(self._nearest(entry, size, False).work_items, size) > math.log(
+            self.size_ratio
+        ):
+            why = "size"
+        elif entry.launches - 1 >= entry.next_check:  # the 2nd, 8th, 32nd, ... reuse
+            entry.next_check = (entry.launches - 1) * entry.growth
+            why = "sample"
+        else:
+            why = ""
+        if why:
+            fam.emulations += 1
+            if why != "first":
+                self.counts["drift_checks"] += 1
+            entry.anchors.append(_Anchor(record.signature, size, values))
+            return "emulate", entry
+        self.counts["reuses"] += 1
+        return "reuse", entry
+
+    def _pending_anchor(self, record: LaunchRecord) -> tuple[_Family, _Entry, _Anchor] | None:
+        fam = self._families.get(family_key(record))
+        if fam is None:
+            return None
+        for entry in fam.entries.values():
+            for a in entry.anchors:
+                if a.profile is None and a.signature == record.signature:
+                    return fam, entry, a
+        return None
+
+    def _rekey(self, fam: _Family, relevant: tuple[int, ...]) -> None:
+        """The first profile named the loop-bound arguments: split the anchors by them."""
+        fam.relevant = relevant
+        if not relevant:
+            return
+        old = list(fam.entries.values())
+        fam.entries = {}
+        for e in old:
+            for a in e.anchors:
+                new = fam.entries.setdefault(self._key(fam, a.values), _Entry())
+                new.anchors.append(a)
+                new.launches = max(new.launches, len(new.anchors))
+                new.next_check = max(new.next_check, self.first_check)
+
+    def _fill(self, record: LaunchRecord, fresh: KernelProfile) -> None:
+        """Store an emulated profile in its pending anchor; compare it with its neighbour."""
+        with self._lock:
+            found = self._pending_anchor(record)
+            if found is None:  # emulated outside plan() (seed-like): make it an anchor
+                fam, entry, values = self._entry(record)
+                anchor = _Anchor(record.signature, _work_items(record), values)
+                entry.anchors.append(anchor)
+            else:
+                fam, entry, anchor = found
+            if fam.relevant is None:
+                self._rekey(fam, relevant_arguments(fresh))
+                entry = fam.entries[self._key(fam, anchor.values)]
+            predicted = self._answer(entry, record, "drift check")
+            anchor.profile = fresh
+            if predicted is None:
+                return
+            err, what = relative_error(predicted.total, fresh.total)
+            fresh.emulation["drift_check"] = {
+                "error": round(err, 4),
+                "in": what,
+                "against": predicted.emulation.get("interpolated_from")
+                or predicted.emulation["reused_from"],
+            }
+            if err > self.drift_threshold:
+                # The new anchor answers the launches nearest to it from now on (kept
+                # anchors still bracket sizes between them); sample this entry denser.
+                self.counts["invalidations"] += 1
+                fresh.emulation.setdefault("flags", []).append(
+                    f"drift: the cached profiles predicted it {err:.0%} off in {what}"
+                )
+                entry.growth = 2
+                entry.next_check = min(entry.next_check, max(1, entry.launches - 1) * 2)
+
+    # ------------------------------------------------------------------ public API
+
+    def plan(self, record: LaunchRecord) -> str:
+        """What a launch needs, decided from its metadata before its buffers are snapshotted.
+
+        ``"record"``: it is to be emulated (see the module docstring for when), so the
+        shim must snapshot its buffers and hand it to :meth:`profile`; ``"reuse"``: the
+        family's anchors answer it (:meth:`scaled`, possibly after the app exited). Only
+        ``"record"`` launches cost a snapshot, so an app with thousands of launch shapes
+        is recorded a bounded number of times.
+        """
+        with self._lock:
+            action, _ = self._decide(record)
+        return "record" if action == "emulate" else "reuse"
 
     def profile(self, record: LaunchRecord) -> KernelProfile:
-        """A profile of ``record``: emulated, or reused (scaled) from its family."""
-        fkey = family_key(record)
+        """A profile of ``record``: emulated, or reused (scaled) from its family.
+
+        A launch that :meth:`plan` chose for emulation is emulated; any other launch is
+        decided here (as :meth:`plan` would) and emulated or scaled.
+        """
         with self._lock:
-            self.counts["launches"] += 1
-            fam = self._families.get(fkey)
-            entry = None
-            if fam is not None:
-                vkey = self._values(record, fam.relevant)
-                entry = fam.entries.get(vkey)
-                if entry is not None:
-                    entry.reuses += 1
-                    ratio = math.prod(record.global_size) / max(
-                        1, entry.profile.launch["work_items"]
-                    )
-                    # Boundary work (padding work-items, partial groups) drifts as the
-                    # NDRange shrinks: re-emulate whenever it moved 2x from the entry.
-                    far = not 0.5 <= ratio <= 2.0
-                    check = far or entry.reuses >= entry.next_check
-                    if check:
-                        entry.next_check = entry.reuses * self.check_growth
-                        self.counts["drift_checks"] += 1
-                    else:
-                        self.counts["reuses"] += 1
-                        return scale_profile(
-                            entry.profile, record, "same kernel, local size and loop bounds"
-                        )
+            action = "emulate"
+            if self._pending_anchor(record) is None:
+                action, entry = self._decide(record)
+            if action == "reuse":
+                prof = self._answer(entry, record, "same kernel, local size and loop bounds")
+                if prof is not None:
+                    return prof
+                self.counts["reuses"] -= 1  # its anchors are still being emulated elsewhere
+        return self.emulated(record)
+
+    def emulated(self, record: LaunchRecord) -> KernelProfile:
+        """Emulate ``record`` and make it an anchor of its entry (drift-checked against
+        the nearest one). For launches already chosen for emulation (snapshotted by the
+        shim because :meth:`plan` said so), whatever the schedule says now."""
         try:
             fresh = self._run(record)
         except Exception:
-            with self._lock:
-                self._pending.discard(fkey)  # let a later launch of the family try again
+            with self._lock:  # let a later launch of the family try again
+                found = self._pending_anchor(record)
+                if found is not None:
+                    found[1].anchors.remove(found[2])
             raise
-        with self._lock:
-            if fam is None:
-                fam = self._families.setdefault(fkey, _Family(relevant_arguments(fresh)))
-                self._pending.discard(fkey)
-            vkey = self._values(record, fam.relevant)
-            if entry is not None:
-                predicted = scale_profile(entry.profile, record, "drift check")
-                err, what = relative_error(predicted.total, fresh.total)
-                fresh.emulation["drift_check"] = {"error": round(err, 4), "in": what}
-                if err > self.drift_threshold:
-                    self.counts["invalidations"] += 1
-                    fresh.emulation["flags"].append(
-                        f"drift: the cached profile was {err:.0%} off in {what}; cache entry replaced"
-                    )
-                    fam.entries[vkey] = _Entry(fresh, next_check=self.first_check)
-                else:  # keep the check schedule, but scale from the nearest shape
-                    fam.entries[vkey] = _Entry(fresh, entry.reuses, entry.next_check)
-            else:
-                fam.entries[vkey] = _Entry(fresh, next_check=self.first_check)
+        self._fill(record, fresh)
         return fresh
 
-    def plan(self, record: LaunchRecord) -> str:
-        """What a launch needs, decided before its buffers are snapshotted.
-
-        ``"record"``: emulate it (first of its family, or a drift check is due), so the
-        shim must snapshot its buffers; ``"reuse"``: a cached entry will answer it;
-        ``"defer"``: its family's first emulation is still running, and the entry it will
-        leave answers this launch too. Only ``"record"`` launches cost a snapshot, so an
-        app with thousands of launch shapes is recorded a bounded number of times.
-        """
-        fkey = family_key(record)
-        with self._lock:
-            fam = self._families.get(fkey)
-            if fam is None:
-                if fkey in self._pending:
-                    return "defer"
-                self._pending.add(fkey)
-                return "record"
-            entry = fam.entries.get(self._values(record, fam.relevant))
-            if entry is None:
-                return "record"
-            ratio = math.prod(record.global_size) / max(1, entry.profile.launch["work_items"])
-            due = not 0.5 <= ratio <= 2.0 or entry.reuses + 1 >= entry.next_check
-            return "record" if due else "reuse"
-
     def seed(self, record: LaunchRecord, profile: KernelProfile) -> None:
-        """Enter an emulated profile of ``record`` (e.g. from a disk cache of an earlier run)."""
-        fkey = family_key(record)
+        """Enter an emulated profile of ``record`` (an earlier run's, or the app's) as an
+        anchor, without counting an emulation or a drift check."""
         with self._lock:
-            fam = self._families.setdefault(fkey, _Family(relevant_arguments(profile)))
-            fam.entries.setdefault(
-                self._values(record, fam.relevant), _Entry(profile, next_check=self.first_check)
-            )
-            self._pending.discard(fkey)
+            found = self._pending_anchor(record)
+            if found is None:
+                fam, entry, values = self._entry(record)
+                if any(a.signature == record.signature for a in entry.anchors):
+                    return
+                anchor = _Anchor(record.signature, _work_items(record), values)
+                entry.anchors.append(anchor)
+            else:
+                fam, _, anchor = found
+            if fam.relevant is None:
+                self._rekey(fam, relevant_arguments(profile))
+            anchor.profile = profile
 
     def scaled(self, record: LaunchRecord) -> KernelProfile | None:
-        """The family's nearest cached profile scaled to ``record`` (no emulation), if any."""
+        """The nearest anchor of ``record``'s entry scaled to it (no emulation), if any.
+
+        Used for launches :meth:`plan` left to reuse. When the entry has no emulated
+        anchor (its loop-bound arguments differ from every emulated launch, known only
+        after the family's first profile), the family's nearest anchor answers with a
+        flag and confidence ``low``.
+        """
+        size = _work_items(record)
         with self._lock:
             fam = self._families.get(family_key(record))
-            if fam is None or not fam.entries:
+            if fam is None:
                 return None
-            entry = fam.entries.get(self._values(record, fam.relevant))
-            if entry is None:
-                size = math.prod(record.global_size)
-                entry = min(
-                    fam.entries.values(),
-                    key=lambda e: abs(
-                        math.log(max(1, e.profile.launch["work_items"]) / max(1, size))
-                    ),
-                )
-            entry.reuses += 1
             self.counts["launches"] += 1
+            entry = fam.entries.get(self._key(fam, self._all_values(record)))
+            reason = "same kernel, local size and loop bounds (decided before snapshot)"
+            prof = self._answer(entry, record, reason) if entry else None
+            if prof is None:
+                every = [a for e in fam.entries.values() for a in e.anchors if a.profile]
+                if not every:
+                    self.counts["launches"] -= 1
+                    return None
+                anchor = min(every, key=lambda a: _log_distance(a.work_items, size))
+                reason = "same kernel and local size, other loop-bound argument values"
+                prof = scale_profile(anchor.profile, record, reason)
+                prof.emulation["confidence"] = "low"
             self.counts["reuses"] += 1
-        return scale_profile(
-            entry.profile, record, "same kernel and local size (decided before snapshot)"
-        )
+        return prof
 
     def stats(self) -> dict[str, int]:
         with self._lock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -25,6 +26,16 @@ def cache_dir() -> str:
     return paths.cache_dir("projections")
 
 
+def emulation_mode() -> str:
+    """The emulation mode of project mode: ``$CLPROJ_EMULATION_MODE``, default ``bounded``.
+
+    ``bounded`` is the default because project mode must give every launch a profile
+    within a budget, heavy work-groups included (docs/miniemu.md); the app and
+    :func:`complete_run` read the same variable, so both sides emulate alike.
+    """
+    return os.environ.get("CLPROJ_EMULATION_MODE") or "bounded"
+
+
 def _devices_id(devices: list[Any]) -> str:
     text = "|".join(f"{d.key}@{d.data.get('source', {}).get('date', '')}" for d in devices)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -37,13 +48,16 @@ def project_record(
     timeout_s: float = 60.0,
     use_cache: bool = True,
     profile: dict[str, Any] | None = None,
+    cache: Any = None,
 ) -> dict[str, Any]:
     """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict.
 
     ``profile`` (a kernel profile already scaled from the reuse cache) skips emulation and
-    the disk cache: such launches carry no buffer snapshots.
+    the disk cache: such launches carry no buffer snapshots. ``cache`` (a
+    :class:`miniemu.reuse.ReuseCache`) emulates the record as one of its anchors (a launch
+    that was snapshotted to be emulated); without it the process-wide cache decides.
     """
-    return _project_record(record, devices, mode, timeout_s, use_cache, profile)
+    return _project_record(record, devices, mode, timeout_s, use_cache, profile, cache)
 
 
 def _project_record(
@@ -53,6 +67,7 @@ def _project_record(
     timeout_s: float,
     use_cache: bool,
     profile: dict[str, Any] | None,
+    cache: Any,
 ) -> dict[str, Any]:
     from runtime.projection import rank, record_footprint
 
@@ -66,7 +81,7 @@ def _project_record(
                     from miniemu.profile import KernelProfile
                     from miniemu.reuse import default_cache
 
-                    default_cache(mode, timeout_s).seed(
+                    (cache or default_cache(mode, timeout_s)).seed(
                         record, KernelProfile.from_dict(doc["profile"])
                     )
                 doc["cached"] = True
@@ -93,7 +108,10 @@ def _project_record(
             # (miniemu.reuse: explicit per-work-item scaling, sampled drift checks).
             from miniemu.reuse import profile_for
 
-            profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
+            if cache is not None:
+                profile = cache.emulated(record).to_dict()
+            else:
+                profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
         except ClprojError as exc:
             return base | {"error": exc.cause, "cached": False}
     ranked = rank(profile, devices, record_footprint(record))
@@ -115,7 +133,7 @@ def _project_record(
         "recommended": ranked[0].device_key,
         "cached": False,
     }
-    if reused:
+    if reused or profile["emulation"].get("method") == "reused":
         return doc
     doc["profile"] = profile
     tmp = path + f".{os.getpid()}.tmp"
@@ -179,42 +197,76 @@ def complete_run(
     projection_file: str,
     deferred_file: str | None = None,
     devices_spec: str = "local",
-    mode: str = "single",
+    mode: str | None = None,
 ) -> list[dict[str, Any]]:
     """After the app exited: project every record the background worker did not finish,
-    and every launch the app left to the reuse cache (``deferred_file``)."""
+    and every launch the app left to the reuse cache (``deferred_file``).
+
+    The app's reuse cache is rebuilt from the records in launch order: a record already
+    projected by the app seeds its profile, a missing one is emulated (it was snapshotted
+    because the cache chose it as an anchor or drift check). Each deferred launch is then
+    scaled from the nearest anchor of its entry (``ReuseCache.scaled``). ``mode``
+    defaults to :func:`emulation_mode`, as in the app.
+    """
     from clproj.console import track
     from intercept.record import list_records, load
+    from miniemu.profile import KernelProfile
+    from miniemu.reuse import ReuseCache
     from runtime import device_set
 
+    mode = mode or emulation_mode()
     done = {doc["signature"]: doc for doc in _json_lines(projection_file)}
     try:
         paths = list_records(record_dir)
     except ClprojError:
         paths = []
-    records = [load(p) for p in paths]
+    records = sorted((load(p) for p in paths), key=lambda r: (r.created, r.id))
     missing = [r for r in records if r.signature not in done]
     programs = {r.program_hash: (r.source, r.options) for r in records}
     deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
-    if missing or deferred:
-        devices = device_set.resolve(devices_spec)
-        for r in track(missing, "projecting launches the app did not wait for"):
-            done[r.signature] = project_record(r, devices, mode)
-        if deferred:
-            from miniemu.profile import KernelProfile
-            from miniemu.reuse import ReuseCache
-
-            # Rebuild the app's reuse cache from the emulated launches, then scale.
-            cache = ReuseCache(mode=mode)
-            for r in records:
-                prof = done.get(r.signature, {}).get("profile")
-                if prof:
-                    cache.seed(r, KernelProfile.from_dict(prof))
-            for r in track(deferred, "projecting reused launches"):
-                prof = cache.scaled(r)
-                if prof is not None:
-                    done[r.signature] = project_record(r, devices, mode, profile=prof.to_dict())
+    in_app = len(records) - len(missing)
+    if not missing and not deferred:
+        _summary(done, in_app, 0, 0.0)
+        return list(done.values())
+    start = time.perf_counter()
+    devices = device_set.resolve(devices_spec)
+    cache = ReuseCache(mode=mode)
+    todo = set(id(r) for r in missing)
+    for r in track(records, "projecting launches the app did not wait for"):
+        if id(r) in todo:
+            done[r.signature] = project_record(r, devices, mode, cache=cache)
+        elif done[r.signature].get("profile"):
+            cache.seed(r, KernelProfile.from_dict(done[r.signature]["profile"]))
+    for r in track(deferred, "projecting reused launches"):
+        prof = cache.scaled(r)
+        if prof is not None:
+            done[r.signature] = project_record(r, devices, mode, profile=prof.to_dict())
+        else:
+            done[r.signature] = {
+                "format": FORMAT,
+                "version": VERSION,
+                "signature": r.signature,
+                "kernel": r.kernel,
+                "global_size": r.global_size,
+                "local_size": r.local_size,
+                "error": "no launch of its family was emulated",
+                "cached": False,
+            }
+    _summary(done, in_app, len(missing), time.perf_counter() - start)
     return list(done.values())
+
+
+def _summary(done: dict[str, dict[str, Any]], in_app: int, after: int, seconds: float) -> None:
+    """One stderr line: how every launch got its projection (benchmarks parse it)."""
+    docs = list(done.values())
+    reused = sum(1 for d in docs if d.get("emulation", {}).get("method") == "reused")
+    projected = sum(1 for d in docs if d.get("projections"))
+    print(
+        f"clproj: {projected}/{len(docs)} launches projected; {in_app + after} snapshotted and "
+        f"emulated ({in_app} in the app, {after} after it), {reused} reused; "
+        f"post-run {seconds:.1f} s",
+        file=sys.stderr,
+    )
 
 
 def print_projections(

@@ -88,3 +88,60 @@ def test_reuse_scales_and_counts_emulations():
     # a different loop bound is its own entry
     cache.profile(rec(40))
     assert cache.stats()["entries"] == 2
+
+
+LU_SRC = """
+__kernel void upd(__global float *a, int n, int k) {
+  int j = k + 1 + get_global_id(0), i = k + 1 + get_global_id(1);
+  if (j < n) a[i * n + j] -= a[i * n + k] * a[k * n + j];
+}
+"""
+
+
+def lu_meta(n: int, k: int, local: bool = True):
+    """A buffer-less launch record of LU's update step at pivot k (as the shim sees it)."""
+    from intercept.record import ArgRecord, LaunchRecord
+
+    m = n - k - 1
+    gx = -(-m // 64) * 64
+    args = [
+        ArgRecord(0, "buffer", size=4 * n * n),
+        ArgRecord(1, "scalar", data=np.int32(n).tobytes()),
+        ArgRecord(2, "scalar", data=np.int32(k).tobytes()),
+    ]
+    return LaunchRecord("upd", LU_SRC, "", args, 2, [gx, m], [64, 1] if local else None)
+
+
+def test_plan_snapshots_a_shrinking_ndrange_a_logarithmic_number_of_times():
+    """1023 launches of 1023 shapes: the first, one per 2x of size, sampled checks."""
+    for local in (True, False):  # a NULL local size is one family too, not one per size
+        cache = ReuseCache()
+        plans = [cache.plan(lu_meta(1024, k, local)) for k in range(1023)]
+        recorded = [k for k, p in enumerate(plans) if p == "record"]
+        # size range 65472 / 64 = 2^10: <= 11 size anchors + checks at reuses 2, 8, 32,
+        # 128, 512 + the first launch
+        assert recorded[0] == 0 and 10 <= len(recorded) <= 17, recorded
+        st = cache.stats()
+        assert st["families"] == 1 and st["launches"] == 1023
+        assert st["reuses"] + len(recorded) == 1023
+
+
+def test_reused_launches_are_interpolated_between_anchors():
+    """Padded rows make per-work-item work linear in the size: anchors at m=31 and m=7
+    answer m=15 exactly, where scaling one anchor is off by half."""
+    x = np.ones(64 * 64, np.float32)
+
+    def full(k):
+        meta = lu_meta(64, k)
+        return from_arrays(LU_SRC, "upd", [x, np.int32(64), np.int32(k)], meta.global_size, [64, 1])
+
+    cache = ReuseCache(mode="bounded")
+    cache.seed(full(32), miniemu.emulate(full(32), mode="bounded"))  # m = 31
+    cache.seed(full(56), miniemu.emulate(full(56), mode="bounded"))  # m = 7
+    direct = miniemu.emulate(full(48), mode="bounded")  # m = 15
+    reused = cache.scaled(lu_meta(64, 48))
+    assert reused.emulation["method"] == "reused" and "interpolated_from" in reused.emulation
+    assert abs(instr(reused) - instr(direct)) <= 0.02 * instr(direct)
+    one = ReuseCache(mode="bounded")
+    one.seed(full(32), miniemu.emulate(full(32), mode="bounded"))
+    assert abs(instr(one.scaled(lu_meta(64, 48))) - instr(direct)) > 0.2 * instr(direct)

@@ -98,3 +98,29 @@ def test_errors(tmp_path):
         rec.buffer_bytes(1)
     with pytest.raises(ClprojError):
         R.list_records(str(tmp_path / "nope"))
+
+
+def test_background_writer_hashes_and_writes_before_hooks(tmp_path):
+    """Snapshots attached with add_blob are hashed and written on the writer thread; the
+    hook sees a complete record file; a queue over its memory cap still writes all."""
+    seen: list[tuple[str, bool]] = []
+    writer = R.RecordWriter(max_bytes=300)  # smaller than two records: submit must wait
+    recs = []
+    for i in range(4):
+        rec = _rec()
+        data = np.full(64, i, np.float32).tobytes()
+        rec.blobs.clear()
+        rec.args[1].blob = rec.add_blob(data)
+        rec.args[2].blob = rec.add_blob(data)  # same content twice: one blob file
+        assert rec.args[1].blob.startswith(R.PENDING_BLOB)
+        recs.append(rec)
+        writer.submit(
+            rec, str(tmp_path), then=lambda r: seen.append((r.id, os.path.exists(r.path)))
+        )
+    assert writer.drain(timeout=30)
+    assert [s[0] for s in seen] == [r.id for r in recs] and all(s[1] for s in seen)
+    for i, rec in enumerate(recs):
+        back = R.load(rec.path)
+        assert back.args[1].blob == back.args[2].blob == R.sha256(back.buffer_bytes(1))
+        assert back.buffer_bytes(2) == np.full(64, i, np.float32).tobytes()
+    assert len(os.listdir(tmp_path / "blobs")) == 4
