@@ -1,5 +1,5 @@
 /* clEnqueueNDRangeKernel / clEnqueueTask: count every launch and time a sample of them in C
- * (see stats_sample); call Python only for the launches that are recorded. */
+ * (see stats_ticket); call Python only for the launches that are recorded. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +47,7 @@ static uint64_t launch_signature(kern_info *ki, cl_uint dim, const size_t *gsz, 
 static clproj_launch *build_launch(kern_info *ki, cl_command_queue q, cl_device_id dev,
                                    cl_kernel k, cl_uint dim, const size_t *off, const size_t *gsz,
                                    const size_t *lsz, cl_uint nw, const cl_event *wl) {
-    static __thread char reason[160];
+    static CLPROJ_TLS char reason[160];
     clproj_launch *L = calloc(1, sizeof *L);
     L->queue = q;
     L->kernel = k;
@@ -131,7 +131,7 @@ static cl_int forward(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel
  * launch were a measurable share of the observe overhead. The entry is valid while
  * clproj_table_gen (bumped on every change of the kernel or queue table) is unchanged; an
  * app cannot legally release the kernel or queue it is launching with. */
-static __thread struct {
+static CLPROJ_TLS struct {
     cl_kernel k;
     cl_command_queue q;
     uint64_t gen;
@@ -191,23 +191,22 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     }
 
     int rest = 0;
-    int timed = clproj_cfg.timing && tracked && stats_sample(stat, &rest);
+    int timed = stats_ticket(stat, &rest) && clproj_cfg.timing && tracked;
     if (!L) {
-        /* Untimed launches (most of them, see stats_sample) are forwarded as they are. */
+        /* Untimed launches (most of them, see stats_ticket) are forwarded as they are. */
         cl_event own = NULL;
         cl_event *evp = ev ? ev : (timed ? &own : NULL);
         cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
-        if (err == CL_SUCCESS) {
-            stats_launch(stat, rest);
-            if (timed && *evp) {
-                if (ev) {
-                    REAL(clRetainEvent, return err);
-                    clproj_in_shim = 1;
-                    real_clRetainEvent(*ev);
-                    clproj_in_shim = 0;
-                }
-                pending_add(*evp, stat, rest);
+        if (err != CL_SUCCESS) {
+            stats_failed(stat, rest);
+        } else if (timed && *evp) {
+            if (ev) {
+                REAL(clRetainEvent, return err);
+                clproj_in_shim = 1;
+                real_clRetainEvent(*ev);
+                clproj_in_shim = 0;
             }
+            pending_add(*evp, stat, rest);
         }
         return err;
     }
@@ -222,8 +221,8 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     cl_event *evp = ev ? ev : &own;
     cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
     int64_t time_ns = -1;
+    if (err != CL_SUCCESS) stats_failed(stat, rest);
     if (err == CL_SUCCESS) {
-        stats_launch(stat, rest);
         REAL(clWaitForEvents, return err);
         REAL(clGetEventProfilingInfo, return err);
         REAL(clReleaseEvent, return err);

@@ -461,7 +461,7 @@ CL_API_ENTRY cl_int CL_API_CALL clSetKernelArg(cl_kernel k, cl_uint index, size_
     REAL(clSetKernelArg, FAIL_INT);
     cl_int err = real_clSetKernelArg(k, index, size, value);
     /* Arguments matter only to recorded launches (clproj_cfg.track_args). */
-    if (err != CL_SUCCESS || PASS || !clproj_cfg.track_args) return err;
+    if (!clproj_cfg.track_args || err != CL_SUCCESS || PASS) return err;
     clproj_lock();
     kern_info *ki = pm_get(clproj_kernels, k);
     if (ki && index < ki->nargs) {

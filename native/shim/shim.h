@@ -21,7 +21,11 @@ void *clproj_real(const char *name);
 
 /* Thread-local guard: non-zero while the shim itself is calling OpenCL, so those
  * calls are forwarded untouched and never recurse into the shim. */
-extern __thread int clproj_in_shim;
+extern __thread int clproj_in_shim __attribute__((tls_model("initial-exec")));
+/* initial-exec: a plain %fs-relative load instead of a __tls_get_addr call on every
+ * intercepted call; the shim is preloaded (or loaded into a Python process that has room
+ * in its static TLS block for these few bytes). */
+#define CLPROJ_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /* Python callbacks (defined by cffi from shim_api.h). */
 int clproj_py_start(void);
@@ -128,11 +132,12 @@ void prog_unref(prog_info *p); /* under lock */
 void kern_free(kern_info *k);
 uint64_t fnv(uint64_t h, const void *data, size_t n);
 int stats_index(const char *kernel, cl_device_id device); /* under lock */
-/* Sampled timing (observe mode): stats_sample draws the launch's ticket and says whether it
- * is timed; `rest` (out) is 1 for launches after the first timing_first ones of the kernel,
- * the stratum the summary scales up. */
-int stats_sample(int idx, int *rest);
-void stats_launch(int idx, int rest);
+/* Sampled timing (observe mode): stats_ticket counts the launch (its only atomic operation)
+ * and says whether it is to be timed; `rest` (out) is 1 for launches after the first
+ * timing_first ones of the kernel, the stratum the summary scales up. A launch the real
+ * implementation refuses is taken back with stats_failed. */
+int stats_ticket(int idx, int *rest);
+void stats_failed(int idx, int rest);
 void stats_add_time(int idx, uint64_t ns, int rest);
 void pending_add(cl_event ev, int stat_idx, int rest);
 void pending_harvest(int block);

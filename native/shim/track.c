@@ -146,10 +146,16 @@ typedef struct {
     char kernel[128];
     char device[96];
     void *dev;
-    uint64_t tickets;                 /* launches attempted: drives the sampling */
-    uint64_t launches, timed, total_ns; /* successful launches; timed ones and their sum */
-    uint64_t rest_launches, rest_timed, rest_ns; /* the same, after the first timing_first */
+    uint64_t tickets, failed, rest_failed; /* launches attempted; refused ones */
+    uint64_t timed, total_ns;              /* timed launches and their device time */
+    uint64_t rest_timed, rest_ns;          /* the same, after the first timing_first */
 } kstat;
+static uint64_t sample_below = UINT64_MAX; /* a launch is timed when its hash is below */
+static uint64_t st_launches(const kstat *s) { return s->tickets - s->failed; }
+static uint64_t st_rest_launches(const kstat *s) {
+    uint64_t first = s->tickets < clproj_cfg.timing_first ? s->tickets : clproj_cfg.timing_first;
+    return s->tickets - first - s->rest_failed;
+}
 static kstat stats[MAX_STATS];
 static int nstats = 0;
 
@@ -172,18 +178,18 @@ static uint64_t mix64(uint64_t x) {
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
     return x ^ (x >> 31);
 }
-int stats_sample(int idx, int *rest) {
+int stats_ticket(int idx, int *rest) {
     *rest = 0;
     if (idx < 0) return 0;
     uint64_t t = __atomic_fetch_add(&stats[idx].tickets, 1, __ATOMIC_RELAXED);
     if (t < clproj_cfg.timing_first) return 1;
     *rest = 1;
-    return clproj_cfg.timing_all || mix64(t) % clproj_cfg.timing_every == 0;
+    return mix64(t) <= sample_below;
 }
-void stats_launch(int idx, int rest) {
+void stats_failed(int idx, int rest) {
     if (idx < 0) return;
-    __atomic_add_fetch(&stats[idx].launches, 1, __ATOMIC_RELAXED);
-    if (rest) __atomic_add_fetch(&stats[idx].rest_launches, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&stats[idx].failed, 1, __ATOMIC_RELAXED);
+    if (rest) __atomic_add_fetch(&stats[idx].rest_failed, 1, __ATOMIC_RELAXED);
 }
 void stats_add_time(int idx, uint64_t ns, int rest) {
     if (idx < 0) return;
@@ -200,16 +206,17 @@ void stats_add_time(int idx, uint64_t ns, int rest) {
  * scaled by launches / timed. Exact when every launch was timed. A stratum without a
  * timed launch borrows the other's mean. */
 static uint64_t stats_estimate(const kstat *s) {
-    uint64_t fl = s->launches - s->rest_launches, ft = s->timed - s->rest_timed;
+    uint64_t launches = st_launches(s), rest_launches = st_rest_launches(s);
+    uint64_t fl = launches - rest_launches, ft = s->timed - s->rest_timed;
     uint64_t fns = s->total_ns - s->rest_ns;
-    if (s->timed == s->launches) return s->total_ns;
+    if (s->timed == launches) return s->total_ns;
     double fm = ft ? (double)fns / ft : -1.0;
     double rm = s->rest_timed ? (double)s->rest_ns / s->rest_timed : -1.0;
     if (fm < 0) fm = rm;
     if (rm < 0) rm = fm;
     if (fm < 0) return 0;
     double first = ft == fl ? (double)fns : fm * fl;
-    double rest = s->rest_timed == s->rest_launches ? (double)s->rest_ns : rm * s->rest_launches;
+    double rest = s->rest_timed == rest_launches ? (double)s->rest_ns : rm * rest_launches;
     return (uint64_t)(first + rest + 0.5);
 }
 
@@ -367,7 +374,8 @@ static void init_once(void) {
     clproj_cfg.timing_first = v && *v ? strtoull(v, NULL, 10) : 100;
     v = getenv("CLPROJ_TIMING_EVERY");
     clproj_cfg.timing_every = v && *v ? strtoull(v, NULL, 10) : 64;
-    if (clproj_cfg.timing_every == 0) clproj_cfg.timing_every = 1;
+    if (clproj_cfg.timing_every == 0 || clproj_cfg.timing_all) clproj_cfg.timing_every = 1;
+    sample_below = UINT64_MAX / clproj_cfg.timing_every;
     v = getenv("CLPROJ_DISABLE");
     clproj_cfg.disabled = v && strcmp(v, "1") == 0;
     clproj_programs = pm_new();
@@ -401,16 +409,17 @@ static void write_summary(void) {
     for (int i = 0; i < nstats; i++) {
         kstat *s = &stats[i];
         uint64_t est = stats_estimate(s);
-        sampled |= s->timed < s->launches;
+        uint64_t launches = st_launches(s);
+        sampled |= s->timed < launches;
         clproj_device_str(s->dev, CL_DEVICE_NAME, s->device, sizeof s->device);
         if (f == stderr) {
-            double mean = s->timed && s->launches ? (double)est / s->launches / 1e3 : 0.0;
+            double mean = s->timed && launches ? (double)est / launches / 1e3 : 0.0;
             fprintf(f, "clproj: %-32s %10llu %10llu %14.3f %12.3f  %s\n", s->kernel,
-                    (unsigned long long)s->launches, (unsigned long long)s->timed, est / 1e6,
+                    (unsigned long long)launches, (unsigned long long)s->timed, est / 1e6,
                     mean, s->device);
         } else {
             fprintf(f, "%s\t%s\t%llu\t%llu\t%llu\t%llu\n", s->kernel, s->device,
-                    (unsigned long long)s->launches, (unsigned long long)s->timed,
+                    (unsigned long long)launches, (unsigned long long)s->timed,
                     (unsigned long long)est, (unsigned long long)s->total_ns);
         }
     }
