@@ -22,6 +22,9 @@ from runtime.partition_safety import Safety
 # A split must beat the best single device by this factor to be recommended: below it the
 # gain is inside the projection's error and the split costs a second device.
 MIN_GAIN = 1.05
+# Host cores a GPU's share keeps busy on the machine that drives it (the thread that uploads,
+# launches and waits; drivers spin while waiting by default).
+GPU_HOST_THREADS = 1
 
 
 @dataclass
@@ -266,20 +269,77 @@ def execute_split(
     advice: Advice,
     cl_devices: list[Any],
     *,
+    counts: list[int] | None = None,
     repeat: int = 3,
     warmup: int = 1,
     check: bool = True,
+    runner: Any = None,
 ) -> Any:
     """Run the advised split on ``cl_devices`` (pyopencl devices, in ``advice.devices``
     order), merge the outputs and check them against a single-device run.
 
+    ``counts`` overrides the projection's slab counts (e.g. a :class:`Calibration`'s
+    ``split_counts``); ``runner`` reuses a prepared ``SplitRunner`` (programs built once).
     Returns a :class:`runtime.partition_exec.SplitResult`; raises ``ClprojError`` when the
     launch may not be split (``advice.safety.reason``).
     """
     from runtime.partition_exec import SplitRunner
 
-    runner = SplitRunner(record, advice.safety, advice.upload_args, cl_devices)
-    return runner.execute(advice.slab_counts, repeat=repeat, warmup=warmup, check=check)
+    if runner is None:
+        runner = SplitRunner(record, advice.safety, advice.upload_args, cl_devices)
+    chosen = list(counts) if counts is not None else advice.slab_counts
+    return runner.execute(chosen, repeat=repeat, warmup=warmup, check=check)
+
+
+def prior_counts(advice: Advice) -> list[int]:
+    """Where calibration starts: the projection's balanced split when it uses two or more
+    devices; otherwise counts proportional to each device's projected speed alone, at least
+    one slab each (so every device is measured under concurrency at least once)."""
+    slabs = advice.safety.slabs
+    if sum(1 for n in advice.slab_counts if n) >= 2:
+        return advice.slab_counts
+    speed = [1.0 / max(1e-12, advice.single_s[k]) for k in advice.devices]
+    from runtime.partition_calibrate import balance
+
+    counts = balance([(0.0, 1.0 / s) for s in speed], slabs)
+    for i in range(len(counts)):
+        if counts[i] == 0 and slabs >= len(counts):
+            j = max(range(len(counts)), key=lambda k: counts[k])
+            counts[i], counts[j] = 1, counts[j] - 1
+    return counts
+
+
+def calibrate(
+    record: LaunchRecord,
+    advice: Advice,
+    cl_devices: list[Any],
+    *,
+    repeat: int = 3,
+    max_rounds: int = 4,
+    trial_runs: int = 2,
+    runner: Any = None,
+) -> Any:
+    """Measured advice (:class:`runtime.partition_calibrate.Calibration`) for ``record`` on
+    ``cl_devices``, starting from the projection's advice (the cold-start prior).
+
+    Costs at most ``1 + max_rounds * trial_runs + repeat * (len(devices) + 1)`` runs of the launch; use it
+    when the launch repeats (route mode, ``--execute``) or when the projection is known to
+    be off (CPU devices, devices sharing cores). Raises ``ClprojError`` when the launch may
+    not be split.
+    """
+    from runtime.partition_calibrate import calibrate as measure
+    from runtime.partition_exec import SplitRunner
+
+    if runner is None:
+        runner = SplitRunner(record, advice.safety, advice.upload_args, cl_devices)
+    return measure(
+        runner,
+        prior_counts(advice),
+        devices=advice.devices,
+        repeat=repeat,
+        max_rounds=max_rounds,
+        trial_runs=trial_runs,
+    )
 
 
 def processor_of(device: Any) -> str | None:
@@ -297,24 +357,30 @@ def core_sharing(devices: list[Any]) -> list[float]:
     """Per device, how much slower its kernels run while co-located devices run too.
 
     CPU devices of one processor draw on one pool of cores (the largest compute-unit count
-    measured for that processor, ``detail.host_cores`` for thread-limited profiles). When
-    their compute units add up to more than the pool, the OS time-shares the cores and each
-    device runs ``sum(CUs) / pool`` times slower.
+    measured for that processor, ``detail.host_cores`` for thread-limited profiles). A GPU
+    in the same split is driven by a host thread of that machine (uploads, launches, the
+    wait), which takes ``GPU_HOST_THREADS`` core(s) from the pool of every CPU device while
+    it runs. When the demand adds up to more than the pool, the OS time-shares the cores and
+    each CPU device runs ``demand / pool`` times slower. An approximation: it prices cores,
+    not the shared memory bus; calibration (runtime.partition_calibrate) measures the rest.
     """
     groups: dict[str, list[int]] = {}
+    gpus = 0
     for i, d in enumerate(devices):
         proc = processor_of(d)
-        if proc is not None:
+        if proc is None:
+            gpus += 1
+        else:
             groups.setdefault(proc, []).append(i)
     out = [1.0] * len(devices)
     for members in groups.values():
-        if len(members) < 2:
+        if len(members) < 2 and not gpus:
             continue
         pool = max(
             int(devices[i].data.get("detail", {}).get("host_cores") or devices[i].compute_units)
             for i in members
         )
-        demand = sum(devices[i].compute_units for i in members)
+        demand = sum(devices[i].compute_units for i in members) + GPU_HOST_THREADS * gpus
         if demand > pool:
             for i in members:
                 out[i] = demand / pool

@@ -15,8 +15,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fractions of a launch's NDRange per device so that they finish together",
         description="Project each device's share of a data-parallel launch (work-group "
         "granular, transfers included), check from emulated store addresses that work-groups "
-        "write disjoint regions, and recommend a split or the single best device. With "
-        "--execute, run the split for real and check it against a single-device run.",
+        "write disjoint regions, and recommend a split or the single best device (the "
+        "projection: cold advice). With --calibrate, measure instead: trial runs of the split "
+        "on the local devices, rebalanced until the shares finish together, compared with "
+        "each device alone (calibrated advice). With --execute, calibrate, run the split for "
+        "real and check it against a single-device run.",
     )
     p.add_argument("record", metavar="RECORD", help="a .clrec launch record")
     p.add_argument(
@@ -29,7 +32,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run the advised split on the local devices and compare with one device",
     )
-    p.add_argument("--repeat", type=int, default=3, help="timed runs with --execute (default 3)")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the advice on the local devices (trial runs under concurrency)",
+    )
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="with --execute: run the projection's split as is, without calibrating",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="interleaved timed rounds for calibration and --execute (median; default 3)",
+    )
     p.add_argument(
         "--mode",
         default="single",
@@ -74,33 +92,52 @@ def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
 def run_advise(args: argparse.Namespace) -> int:
     from intercept.record import load
     from runtime import device_set
-    from runtime.advisor import advise, execute_split
+    from runtime.advisor import advise, calibrate, execute_split
 
     record = load(args.record)
+    measure = (args.execute and not args.cold) or args.calibrate
     cl_devs: list[Any] = []
-    if args.execute or args.devices == "local":
+    if args.execute or args.calibrate or args.devices == "local":
         cl_devs, profiles = local_devices(args.devices)
     else:
         profiles = device_set.resolve(args.devices)
     with stderr.status(f"emulating {record.kernel}: kernel profile and store ranges..."):
         advice = advise(record, profiles, mode=args.mode, timeout_s=args.timeout)
-    result = None
+    if (args.execute or args.calibrate) and not advice.safety.ok:
+        raise ClprojError(
+            f"{record.kernel} may not be split: {advice.safety.reason}",
+            f"run it on one device ({advice.best_single})",
+        )
+    result = cal = runner = None
+    if measure or args.execute:
+        from runtime.partition_exec import SplitRunner
+
+        runner = SplitRunner(record, advice.safety, advice.upload_args, cl_devs)
+    if measure:
+        with stderr.status("calibrating: trial runs of the split and of each device alone..."):
+            cal = calibrate(record, advice, cl_devs, repeat=args.repeat, runner=runner)
     if args.execute:
-        if not advice.safety.ok:
-            raise ClprojError(
-                f"{record.kernel} may not be split: {advice.safety.reason}",
-                f"run it on one device ({advice.best_single})",
-            )
+        # The balanced split is run (and checked) even when calibration prefers one device:
+        # --execute asks whether the split is correct and what it costs.
+        counts = cal.split_counts if cal is not None else None
         with stderr.status("running the split and the single-device reference..."):
-            result = execute_split(record, advice, cl_devs, repeat=args.repeat)
+            result = execute_split(
+                record, advice, cl_devs, counts=counts, repeat=args.repeat, runner=runner
+            )
     if args.json:
-        emit_json({"advice": advice.to_dict(), "execution": result and result.to_dict()})
+        emit_json(
+            {
+                "advice": advice.to_dict(),
+                "calibration": cal and cal.to_dict(),
+                "execution": result and result.to_dict(),
+            }
+        )
         return 0 if result is None or result.matches else 1
-    _print(advice, result)
+    _print(advice, result, cal)
     return 0 if result is None or result.matches else 1
 
 
-def _print(advice: Any, result: Any) -> None:
+def _print(advice: Any, result: Any, cal: Any = None) -> None:
     from runtime.advisor import _fmt
 
     s = advice.safety
@@ -127,11 +164,29 @@ def _print(advice: Any, result: Any) -> None:
     print_table(
         ["device", "alone", "share", "slabs", "kernel", "transfers", "share total", "bound"],
         rows,
-        title="projected partition",
+        title="projected partition (cold advice)",
     )
     if advice.explanation_note:
         print(f"note: {advice.explanation_note}")
     print(advice.explanation)
+    if cal is not None:
+        rows = [
+            (
+                key,
+                _fmt(cal.single_s[i]),
+                f"{cal.split_counts[i] / max(1, cal.slabs):.1%}",
+                str(cal.split_counts[i]),
+                f"{cal.trials[-1].finish_s[i] * 1e3:.1f} ms" if cal.trials else "-",
+                f"{cal.fractions[i]:.1%}",
+            )
+            for i, key in enumerate(cal.devices)
+        ]
+        print_table(
+            ["device", "alone (median)", "balanced share", "slabs", "last trial finish", "chosen"],
+            rows,
+            title="calibrated partition (measured)",
+        )
+        print(cal.explanation)
     if result is not None:
         print(
             f"measured: split {result.wall_s * 1e3:.1f} ms "

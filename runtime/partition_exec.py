@@ -1,19 +1,25 @@
 """Run a split launch for real: sub-ranges by global offset on several devices at once.
 
-Each device gets its own context, program and copies of the input buffers; its share is a
-run of consecutive slabs launched with ``global_work_offset``; afterwards only the share's
-written byte interval of each output buffer is copied back, straight into the merged host
-array. All devices run concurrently (one host thread each: PoCL's ``basic`` device executes
-commands in the thread that waits for them). The measured wall time covers buffer
+Each device gets its own worker process (:mod:`runtime.partition_worker`) with its own
+context, program and copies of the input buffers; its share is a run of consecutive slabs
+launched with ``global_work_offset``; afterwards only the share's written byte interval of
+each output buffer is copied back, straight into the merged host array (shared memory).
+All devices run concurrently. The measured wall time covers buffer
 creation, uploads, the kernels and the downloads: what a user of the split waits for.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import statistics
-import threading
+import subprocess
+import sys
 import time
+import weakref
 from dataclasses import dataclass, field
+from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
@@ -26,6 +32,36 @@ from runtime.partition_safety import Safety
 # results (two devices, two compilations); float32 data within this relative tolerance of
 # the largest magnitude counts as equal.
 FLOAT_RTOL = 1e-5
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _read(proc: subprocess.Popen) -> dict[str, Any]:
+    """One JSON answer from a worker (an error answer when it died)."""
+    line = proc.stdout.readline()
+    if not line:
+        return {"error": f"worker exited with status {proc.poll()}"}
+    return json.loads(line)
+
+
+def _shutdown(procs: list[subprocess.Popen], blocks: list[shared_memory.SharedMemory]) -> None:
+    for proc in procs:
+        try:
+            proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+            proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+    for block in blocks:
+        with contextlib.suppress(BufferError):  # a caller still holds a view
+            block.close()
+        block.unlink()
 
 
 @dataclass
@@ -49,12 +85,20 @@ class SplitResult:
 
 
 class SplitRunner:
-    """Prepared programs and kernels on every device; ``run(counts)`` times one split."""
+    """Prepared programs and kernels on every device; ``run(counts)`` times one split.
+
+    Each device is driven by a worker process of its own (:mod:`runtime.partition_worker`),
+    not a thread: pyopencl holds the GIL inside enqueue calls and PoCL's ``basic`` device
+    executes a ready command inside the enqueue, so threads of one Python process ran the
+    shares one after the other. Inputs and merged outputs live in shared memory; the
+    workers copy each share's written interval straight into the merged block. Call
+    :meth:`close` (or use ``with``) to stop the workers; they also stop with the runner.
+    """
 
     def __init__(
         self, record: LaunchRecord, safety: Safety, upload: list[int], cl_devices: list[Any]
     ) -> None:
-        import pyopencl as cl
+        from devices.discovery import opencl_devices
 
         if not safety.ok:
             raise ClprojError(
@@ -63,90 +107,148 @@ class SplitRunner:
             )
         if record.source is None:
             raise ClprojError(f"{record.kernel}: no OpenCL C source", "record a source program")
+        for a in record.args:
+            if a.kind not in ("buffer", "scalar", "local", "null"):
+                raise ClprojError(
+                    f"{record.kernel}: argument {a.index} is {a.kind}", "cannot split it"
+                )
         self.record, self.safety, self.upload = record, safety, set(upload)
         self.devices = list(cl_devices)
-        self.host: dict[int, np.ndarray] = {
-            a.index: np.frombuffer(record.buffer_bytes(a.index), dtype=np.uint8)
-            for a in record.args
-            if a.kind == "buffer"
-        }
         self.sizes = {a.index: max(1, int(a.size or 1)) for a in record.args if a.kind == "buffer"}
-        self.ctx, self.queues, self.kernels = [], [], []
+        self.host: dict[int, np.ndarray] = {}
+        self._blocks: list[shared_memory.SharedMemory] = []
+        inputs, outputs = {}, {}
+        for a in record.args:
+            if a.kind != "buffer":
+                continue
+            data = np.frombuffer(record.buffer_bytes(a.index), dtype=np.uint8)
+            block = self._block(self.sizes[a.index])
+            view = np.ndarray((self.sizes[a.index],), np.uint8, buffer=block.buf)
+            view[: data.size] = data
+            self.host[a.index] = view[: data.size]
+            inputs[str(a.index)] = block.name
+        self.merged: dict[int, np.ndarray] = {}
+        for w in safety.written:
+            block = self._block(self.sizes[w.arg])
+            self.merged[w.arg] = np.ndarray((self.sizes[w.arg],), np.uint8, buffer=block.buf)
+            outputs[str(w.arg)] = block.name
+        everything = opencl_devices()
+        spec = {
+            "source": record.source,
+            "options": record.options or "",
+            "kernel": record.kernel,
+            "args": [
+                {
+                    "index": a.index,
+                    "kind": a.kind,
+                    "size": max(1, int(a.size or 1)),
+                    "data": (a.data or b"").hex(),
+                }
+                for a in record.args
+                if a.kind != "buffer"
+            ],
+            "inputs": inputs,
+            "outputs": outputs,
+            "sizes": {str(k): v for k, v in self.sizes.items()},
+            "upload": sorted(self.upload),
+            "written": [
+                {"arg": w.arg, "lo0": w.lo0, "hi0": w.hi0, "stride": w.stride}
+                for w in safety.written
+            ],
+            "dim": safety.dim,
+            "local_size": list(record.local_size or []),
+            "global_size": list(record.global_size),
+            "global_offset": list(record.global_offset or [0] * record.work_dim),
+        }
+        self._procs: list[subprocess.Popen] = []
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._blocks)
         for dev in self.devices:
-            ctx = cl.Context([dev])
-            prg = cl.Program(ctx, record.source).build(options=record.options or "")
-            k = cl.Kernel(prg, record.kernel)
-            for a in record.args:
-                if a.kind == "scalar":
-                    k.set_arg(a.index, np.frombuffer(a.data or b"", dtype=np.uint8).copy())
-                elif a.kind == "local":
-                    k.set_arg(a.index, cl.LocalMemory(max(1, int(a.size or 1))))
-                elif a.kind == "null":
-                    k.set_arg(a.index, None)
-                elif a.kind != "buffer":
-                    raise ClprojError(
-                        f"{record.kernel}: argument {a.index} is {a.kind}", "cannot split it"
-                    )
-            self.ctx.append(ctx)
-            self.queues.append(cl.CommandQueue(ctx, dev))
-            self.kernels.append(k)
+            index = next((i for i, d in enumerate(everything) if d == dev), None)
+            if index is None:
+                raise ClprojError(
+                    f"{dev.name.strip()} is not an OpenCL device of this process",
+                    "pass devices from devices.discovery.opencl_devices()",
+                )
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "runtime.partition_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=_ROOT,
+                env={
+                    **os.environ,
+                    "PYTHONPATH": _ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                },
+            )
+            self._procs.append(proc)
+            proc.stdin.write(
+                json.dumps({**spec, "device_index": index, "device_name": dev.name.strip()}) + "\n"
+            )
+            proc.stdin.flush()
+        for dev, proc in zip(self.devices, self._procs, strict=True):
+            answer = _read(proc)
+            if not answer.get("ok"):
+                self.close()
+                raise ClprojError(
+                    f"split worker for {dev.name.strip()} failed: {answer.get('error')}",
+                    "check that the kernel builds on every device",
+                )
 
-    def _share(
-        self, i: int, first: int, n: int, merged: dict[int, np.ndarray], errors: list
-    ) -> None:
-        import pyopencl as cl
+    def _block(self, size: int) -> shared_memory.SharedMemory:
+        block = shared_memory.SharedMemory(create=True, size=max(1, size))
+        self._blocks.append(block)
+        return block
 
-        try:
-            ctx, queue, kernel = self.ctx[i], self.queues[i], self.kernels[i]
-            bufs = {}
-            for index, size in self.sizes.items():
-                buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size)
-                if index in self.upload and self.host[index].size:
-                    cl.enqueue_copy(queue, buf, self.host[index], is_blocking=False)
-                kernel.set_arg(index, buf)
-                bufs[index] = buf
-            d, loc = self.safety.dim, self.record.local_size
-            offset = list(self.record.global_offset or [0] * self.record.work_dim)
-            gsize = list(self.record.global_size)
-            offset[d] += first * loc[d]
-            gsize[d] = n * loc[d]
-            cl.enqueue_nd_range_kernel(queue, kernel, gsize, loc, global_work_offset=offset)
-            for w in self.safety.written:
-                lo, hi = w.region(first, n, self.sizes[w.arg])
-                if hi > lo:
-                    cl.enqueue_copy(
-                        queue, merged[w.arg][lo:hi], bufs[w.arg], src_offset=lo, is_blocking=False
-                    )
-            queue.finish()
-        except Exception as exc:  # reported by run() in the caller's thread
-            errors.append(exc)
+    def close(self) -> None:
+        """Stop the worker processes and free the shared memory."""
+        self.host, self.merged = {}, {}  # views into the blocks must go before they close
+        self._finalizer()
+
+    def __enter__(self) -> SplitRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def run(self, counts: list[int]) -> tuple[float, dict[int, np.ndarray]]:
-        """Run shares of ``counts`` slabs concurrently; wall seconds and merged outputs."""
+        """Run shares of ``counts`` slabs concurrently; wall seconds and merged outputs
+        (copies: the next run reuses the merged blocks)."""
+        wall, _, merged = self.run_detail(counts)
+        return wall, merged
+
+    def run_detail(self, counts: list[int]) -> tuple[float, list[float], dict[int, np.ndarray]]:
+        """Like :meth:`run`, plus each share's finish time (seconds from the common start,
+        0 for an empty share): what calibration balances (runtime.partition_calibrate)."""
         if len(counts) != len(self.devices) or sum(counts) != self.safety.slabs:
             raise ClprojError(
                 f"slab counts {counts} do not cover the {self.safety.slabs} slabs on "
                 f"{len(self.devices)} devices",
                 "pass one count per device, summing to the slab count",
             )
-        merged = {w.arg: self.host[w.arg].copy() for w in self.safety.written}
-        errors: list = []
-        threads, first = [], 0
+        for arg, view in self.merged.items():  # unwritten bytes keep the buffer's content
+            view[: self.host[arg].size] = self.host[arg]
+        finish = [0.0] * len(counts)
+        busy, first = [], 0
+        start = time.perf_counter()
         for i, n in enumerate(counts):
             if n:
-                threads.append(
-                    threading.Thread(target=self._share, args=(i, first, n, merged, errors))
-                )
+                proc = self._procs[i]
+                proc.stdin.write(json.dumps({"cmd": "run", "first": first, "n": n}) + "\n")
+                proc.stdin.flush()
+                busy.append(i)
             first += n
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = []
+        for i in busy:
+            answer = _read(self._procs[i])
+            if "finish" in answer:
+                finish[i] = answer["finish"] - start
+            else:
+                errors.append(f"{self.devices[i].name.strip()}: {answer.get('error')}")
         wall = time.perf_counter() - start
         if errors:
             raise ClprojError(f"split run failed: {errors[0]}", "check the devices and the record")
-        return wall, merged
+        size = {arg: self.host[arg].size for arg in self.merged}
+        return wall, finish, {a: v[: size[a]].copy() for a, v in self.merged.items()}
 
     def timed(self, counts: list[int], repeat: int = 3, warmup: int = 1) -> SplitResult:
         for _ in range(warmup):

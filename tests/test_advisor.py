@@ -232,3 +232,132 @@ def test_cli_refuses_unsafe_split_with_reason(tmp_path):
     assert main(["advise-partition", path, "--devices", "pocl-pthread-amd-epyc"]) == 0
     _local_pair()
     assert main(["advise-partition", path, "--execute"]) == 2
+
+
+# --- calibration (runtime/partition_calibrate.py) ------------------------------------------
+
+SRC_MIX = """
+__kernel void xorshift_mix(__global const uint *a, __global uint *o, uint rounds) {
+  uint i = get_global_id(0), x = a[i] ^ i;
+  for (uint k = 0; k < rounds; ++k) { x ^= x << 13; x ^= x >> 17; x ^= x << 5; x *= 0x9E3779B1u; }
+  o[i] = x;
+}"""
+
+
+def _mix(n: int = 64 * 256, rounds: int = 600):
+    """Integer compute-bound kernel: 64 slabs, bit-identical on any device, little transfer."""
+    a = np.arange(n, dtype=np.uint32) * np.uint32(2654435761)
+    args = [a, np.zeros(n, np.uint32), np.uint32(rounds)]
+    return from_arrays(SRC_MIX, "xorshift_mix", args, [n], [256]), a, rounds
+
+
+def _mix_reference(a: np.ndarray, rounds: int) -> np.ndarray:
+    x = a ^ np.arange(a.size, dtype=np.uint32)
+    for _ in range(rounds):
+        x ^= x << np.uint32(13)
+        x ^= x >> np.uint32(17)
+        x ^= x << np.uint32(5)
+        x *= np.uint32(0x9E3779B1)
+    return x
+
+
+def test_balance_fit_and_rebalance_by_hand():
+    from runtime.partition_calibrate import Trial, balance, fit_line, rebalance
+
+    # Rates 1 and 1/2 slab per unit: 2/3 and 1/3.
+    assert balance([(0.0, 1.0), (0.0, 2.0)], 300) == [200, 100]
+    # A fixed cost of 10 on the first device: (T - 10) + T = 100 -> T = 55.
+    assert balance([(10.0, 1.0), (0.0, 1.0)], 100) == [45, 55]
+    # A fixed cost larger than the other device's whole time: it gets nothing.
+    assert balance([(0.0, 1.0), (200.0, 1.0)], 100) == [100, 0]
+    # A device never measured keeps nothing.
+    assert balance([(0.0, 1.0), None], 7) == [7, 0]
+    assert fit_line([(10, 20.0), (20, 30.0)]) == (10.0, 1.0)
+    # Negative slope (noise): proportional to the latest point.
+    assert fit_line([(10, 30.0), (20, 20.0)]) == (0.0, 1.0)
+    # One trial, the first share done at 1.0 s, the second at 2.0 s: proportional rates.
+    assert rebalance([Trial([10, 10], 2.0, [1.0, 2.0])], 20) == [13, 7]
+    # Two trials: the second device's line has a fixed cost of 1 s (t = 1 + 0.1 n).
+    trials = [Trial([10, 10], 2.0, [1.0, 2.0]), Trial([13, 7], 1.7, [1.3, 1.7])]
+    assert rebalance(trials, 20) == [15, 5]
+    assert Trial([3, 0], 1.0, [1.0, 0.0]).imbalance == 0.0
+    assert Trial([3, 1], 2.0, [1.0, 2.0]).imbalance == 0.5
+
+
+def test_core_sharing_counts_the_host_thread_of_a_gpu():
+    """A 16-core CPU device beside a GPU: the GPU's driving thread takes a core (17/16)."""
+    from runtime import device_set
+
+    profs = device_set.resolve("nvidia-h100-80gb-hbm3-nvidia,pocl-cpu-intel-r-xeon-r-processor")
+    assert advisor.core_sharing(profs) == [
+        1.0,
+        (profs[1].compute_units + 1) / profs[1].compute_units,
+    ]
+
+
+def test_calibrate_pthread_basic_chooses_consistently_and_output_is_identical():
+    """In this process (pthread 2 threads + basic): whatever the machine's load, the choice
+    follows the measurements, and the balanced split's merged output is the single run's."""
+    devs, profs = _local_pair()
+    rec, a, rounds = _mix()
+    adv = advisor.advise(rec, profs)
+    assert adv.safety.ok and adv.safety.slabs == 64
+    cal = advisor.calibrate(rec, adv, devs, repeat=2, max_rounds=2, trial_runs=1)
+    assert sum(cal.counts) == 64 and sum(cal.split_counts) == 64
+    assert cal.prior_counts == advisor.prior_counts(adv) and min(cal.prior_counts) >= 1
+    assert 1 <= len(cal.trials) <= 2 and cal.runs == 1 + len(cal.trials) + 2 * (
+        len(devs) + (cal.split_s is not None)
+    )
+    for t in cal.trials:
+        assert all(f > 0 for f, n in zip(t.finish_s, t.counts, strict=True) if n)
+    best = min(range(2), key=lambda i: cal.single_s[i])
+    assert cal.best_single == best
+    if cal.split:
+        assert cal.gain >= 1.03 and cal.counts == cal.split_counts
+    else:
+        assert cal.counts == [64 if i == best else 0 for i in range(2)]
+    res = advisor.execute_split(rec, adv, devs, counts=cal.split_counts, repeat=1, warmup=0)
+    assert res.identical
+    np.testing.assert_array_equal(
+        np.frombuffer(res.outputs[1], np.uint32), _mix_reference(a, rounds)
+    )
+
+
+CAL_PTHREAD1 = """
+import json, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from tests.test_advisor import _local_pair, _mix
+from runtime import advisor
+devs, profs = _local_pair()
+rec, a, rounds = _mix()
+adv = advisor.advise(rec, profs)
+cal = advisor.calibrate(rec, adv, devs, repeat=1)
+res = advisor.execute_split(rec, adv, devs, counts=cal.split_counts, repeat=1, warmup=0)
+print(json.dumps({{"cus": [d.max_compute_units for d in devs], "cal": cal.to_dict(),
+                   "identical": res.identical}}))
+"""
+
+
+def test_calibrate_pthread1_basic_converges_between_the_extremes(tmp_path):
+    """pthread limited to one thread + basic: two one-core devices on a two-core host, so the
+    balanced split gives each a real share (neither 0 % nor 100 %), the shares' finish times
+    converge, and the merged output is bit-identical to the single-device run."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "POCL_DEVICES": "pthread basic", "POCL_MAX_PTHREAD_COUNT": "1"}
+    script = tmp_path / "cal.py"
+    script.write_text(CAL_PTHREAD1.format(root=root))
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, cwd=root, capture_output=True, text=True
+    )
+    if "needs POCL_DEVICES" in out.stderr or "no measured profile" in out.stderr:
+        pytest.skip("needs the two local PoCL devices with measured profiles")
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["cus"] == [1, 1]
+    cal = got["cal"]
+    n0 = cal["split_counts"][0]
+    assert 0 < n0 < 64, cal
+    assert got["identical"]
+    last = cal["trials"][-1]
+    assert last["finish_s"][0] > 0 and last["finish_s"][1] > 0
