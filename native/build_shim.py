@@ -40,19 +40,28 @@ ffibuilder.embedding_init_code(
     """
 )
 
+_LIBPYTHON = os.path.join(
+    sysconfig.get_config_var("LIBDIR"),
+    sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY"),
+)
+
 ffibuilder.set_source(
     "intercept._shim",
     '#include "shim.h"\n#include "route.h"\n',
     sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
     include_dirs=[SHIM_DIR],
-    # A C application has no Python in it: the shim must pull libpython in itself.
-    libraries=["dl", "pthread", f"python{sysconfig.get_config_var('LDVERSION')}"],
-    library_dirs=[sysconfig.get_config_var("LIBDIR")],
-    extra_link_args=[f"-Wl,-rpath,{sysconfig.get_config_var('LIBDIR')}"],
+    # A C application has no Python in it, yet libpython is NOT linked: the shim dlopens it
+    # only when Python is needed (shim/lazy_python.h says why), see _LIBPYTHON.
+    libraries=["dl", "pthread"],
     py_limited_api=False,
-    extra_compile_args=["-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"],
-    define_macros=[("CL_TARGET_OPENCL_VERSION", "300")],
+    extra_compile_args=[
+        *("-include", os.path.join(SHIM_DIR, "lazy_python.h")),
+        *("-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"),
+    ],
+    define_macros=[("CL_TARGET_OPENCL_VERSION", "300"), ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"')],
 )
+# cffi adds -lpython for embedding modules; the shim loads libpython itself.
+ffibuilder._apply_embedding_fix = lambda kwds: None
 
 if __name__ == "__main__":
     ffibuilder.compile(verbose=True)

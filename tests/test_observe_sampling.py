@@ -157,3 +157,30 @@ def test_cli_reports_sampling(apps, tmp_path):
         row = json.loads(p.stdout[p.stdout.index("{") :])["kernels"][0]
         assert row["launches"] == 600 and row["sampled"] is sampled
         assert row["timed"] == (expected_timed(600, 100, 64) if sampled else 600)
+
+
+def test_shim_does_not_link_libpython():
+    """Loading libpython cost every C app 1.5-3 ms: the shim loads it only when needed.
+    No DT_NEEDED on it, and every reference into it is a weak function reference
+    (native/shim/lazy_python.h lists them; add a new one there when this fails)."""
+    from clproj.native import shim_library
+
+    lib = shim_library()
+    dyn = subprocess.run(["readelf", "-dW", lib], capture_output=True, text=True).stdout
+    assert "libpython" not in dyn
+    undef = subprocess.run(
+        ["nm", "-D", "--undefined-only", lib], capture_output=True, text=True
+    ).stdout.split("\n")
+    py = [line.split() for line in undef if " Py" in line or " _Py" in line]
+    assert py and all(kind == "w" for kind, _ in py), [n for k, n in py if k != "w"]
+    relocs = subprocess.run(["readelf", "-rW", lib], capture_output=True, text=True).stdout
+    assert not [r for r in relocs.splitlines() if "GLOB_DAT" in r and " Py" in r]
+
+
+def test_bind_now_c_app_runs_without_recording(apps, tmp_path):
+    """LD_BIND_NOW=1 in a C app: Python cannot be bound late, so recording is refused with
+    one message; the app still runs and is observed."""
+    rec = tmp_path / "rec"
+    by = observe([apps["app_many"], "200"], tmp_path, {"LD_BIND_NOW": "1"}, record=str(rec))
+    assert by["inc"]["launches"] == 200
+    assert not rec.exists() or not list(rec.rglob("*.clrec"))

@@ -15,7 +15,7 @@ static int python_ready(void) {
     if (py_state == 0) {
         int saved = clproj_in_shim;
         clproj_in_shim = 1;
-        int ok = clproj_py_start() == 1;
+        int ok = clproj_python_load() && clproj_py_start() == 1;
         clproj_in_shim = saved;
         __atomic_store_n(&py_state, ok ? 1 : -1, __ATOMIC_RELEASE);
         /* failure was logged once by Python (or by cffi when Python cannot start) */

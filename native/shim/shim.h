@@ -27,6 +27,10 @@ extern __thread int clproj_in_shim __attribute__((tls_model("initial-exec")));
  * in its static TLS block for these few bytes). */
 #define CLPROJ_TLS __thread __attribute__((tls_model("initial-exec")))
 
+/* dlopen libpython (once) unless the process has Python already; 0 when it cannot. Must
+ * precede the first Python callback: the shim is not linked against libpython. */
+int clproj_python_load(void);
+
 /* Python callbacks (defined by cffi from shim_api.h). */
 int clproj_py_start(void);
 int clproj_py_pre_launch(clproj_launch *);

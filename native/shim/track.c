@@ -1,6 +1,7 @@
 /* Object tracking, per-kernel statistics, pending profiling events, summary at exit.
  * One global mutex guards every table; it is never held while calling OpenCL or Python. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,6 +337,53 @@ uint64_t clproj_device_type(void *device) {
     return t;
 }
 
+/* ---- libpython, loaded on demand (lazy_python.h says why) ---- */
+#ifndef CLPROJ_LIBPYTHON
+#define CLPROJ_LIBPYTHON "libpython3.so"
+#endif
+static int py_loaded = 0; /* 1 loaded, -1 failed */
+static pthread_once_t py_once = PTHREAD_ONCE_INIT;
+static void python_load_once(void) {
+    char msg[512];
+    /* A Python app (pyopencl) has Python already: the module binds to that one. */
+    if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != NULL) {
+        py_loaded = 1;
+        return;
+    }
+    /* With eager binding the shim's (weak) references to Python were bound to nothing when
+     * it was loaded; binding them later is impossible. */
+    const char *now = getenv("LD_BIND_NOW");
+    if (now && *now) {
+        clproj_once_log("libpython", "LD_BIND_NOW is set in a process without Python: the "
+                                     "shim cannot call Python; recording is off");
+        py_loaded = -1;
+        return;
+    }
+    if (dlopen(CLPROJ_LIBPYTHON, RTLD_NOW | RTLD_GLOBAL) != NULL) {
+        py_loaded = 1;
+        return;
+    }
+    snprintf(msg, sizeof msg, "cannot load %s (%s); recording is off", CLPROJ_LIBPYTHON,
+             dlerror());
+    clproj_once_log("libpython", msg);
+    py_loaded = -1;
+}
+int clproj_python_load(void) {
+    pthread_once(&py_once, python_load_once);
+    return py_loaded == 1;
+}
+/* The cffi embedding code's two data references into libpython (lazy_python.h). */
+void *clproj_py_capsule_type(void) {
+    static void *p = NULL;
+    if (!p) p = dlsym(RTLD_DEFAULT, "PyCapsule_Type");
+    return p;
+}
+void *clproj_py_none_struct(void) {
+    static void *p = NULL;
+    if (!p) p = dlsym(RTLD_DEFAULT, "_Py_NoneStruct");
+    return p;
+}
+
 /* ---- configuration and exit ---- */
 static void at_exit(void);
 static char **split_list(const char *s) {
@@ -365,6 +413,8 @@ static void init_once(void) {
     /* Kernel arguments are read only when a launch is recorded: plain observe mode does
      * not track clSetKernelArg at all (it is the hottest call of launch-heavy apps). */
     clproj_cfg.track_args = clproj_cfg.recording;
+    /* Python runs only for recording and route mode: only they load libpython. */
+    if (clproj_cfg.recording || strcmp(clproj_cfg.mode, "observe") != 0) clproj_python_load();
     v = getenv("CLPROJ_VERIFY");
     clproj_cfg.verify = v && strcmp(v, "1") == 0;
     v = getenv("CLPROJ_TIMING");
