@@ -7,14 +7,26 @@
 3. Launch reuse: every launch of lu_factor (default n=1024) through miniemu.reuse:
    emulations, reuses, drift checks, and the error of reused profiles vs direct emulation.
 
-``python -m benchmarks.miniemu_bounded [--quick]``
+4. Project mode (``--project [--repeats N]``): lu_factor default under
+   ``clproj run --mode project`` vs its plain run, interleaved, medians; snapshots,
+   emulations (in the app / after it), reuses, post-run time; accuracy of reused launches
+   (profile and projection) against direct emulation. Appended to the results file as a
+   dated section.
+
+``python -m benchmarks.miniemu_bounded [--quick] [--project [--repeats N]]``
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -164,10 +176,180 @@ def lu_reuse(n: int) -> list[str]:
     return out
 
 
+def _loadavg() -> float:
+    return os.getloadavg()[0]
+
+
+def _timed(cmd: list[str], env: dict[str, str], tmp: str) -> tuple[float, float, str, str]:
+    """(app wall from /usr/bin/time, wall of the whole command, stdout, stderr)."""
+    out = os.path.join(tmp, "app_wall")
+    start = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    total = time.perf_counter() - start
+    if p.returncode != 0 or "PASS" not in p.stdout + p.stderr:
+        raise RuntimeError(f"{cmd} failed: {p.stderr[-2000:]}")
+    with open(out, encoding="utf-8") as fh:
+        app = float(fh.read().split()[-1])
+    return app, total, p.stdout, p.stderr
+
+
+def project_mode(repeats: int, size: str = "default") -> list[str]:
+    """lu_factor plain vs ``clproj run --mode project``, interleaved (see the docstring)."""
+    app_cmd = [sys.executable, "-m", "benchmarks.apps", "lu_factor", "--size", size]
+    rows, last = [], None
+    loads = [_loadavg()]
+    for rep in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="clproj-bench-") as tmp:
+            env = dict(os.environ, POCL_DEVICES="pthread", CLPROJ_CACHE=os.path.join(tmp, "c"))
+            env.pop("CLPROJ_EMULATION_MODE", None)  # the default of project mode
+            timer = ["/usr/bin/time", "-f", "%e", "-o", os.path.join(tmp, "app_wall")]
+            plain, _, _, _ = _timed([*timer, *app_cmd], env, tmp)
+            rec = os.path.join(tmp, "rec")
+            cli = [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--json"]
+            app, total, out, err = _timed([*cli, "--record", rec, "--", *timer, *app_cmd], env, tmp)
+            doc = json.loads(out[out.index("{") :])
+            summary = re.search(
+                r"(\d+)/(\d+) launches projected; (\d+) snapshotted and emulated "
+                r"\((\d+) in the app, (\d+) after it\), (\d+) reused; post-run ([\d.]+) s",
+                err,
+            )
+            if summary is None:
+                raise RuntimeError(f"no summary line in: {err[-2000:]}")
+            projected, launches, snaps, in_app, after, reused = map(int, summary.groups()[:6])
+            rows.append(
+                {
+                    "plain": plain,
+                    "project": app,
+                    "total": total,
+                    "post": float(summary.group(7)),
+                    "projected": projected,
+                    "launches": launches,
+                    "snapshots": snaps,
+                    "in_app": in_app,
+                    "after": after,
+                    "reused": reused,
+                    "records": len(os.listdir(os.path.join(rec, "records"))),
+                }
+            )
+            loads.append(_loadavg())
+            print(rows[-1], f"load {loads[-1]:.2f}", flush=True)
+            if rep == repeats - 1:
+                last = _reuse_accuracy(doc, rec, size)
+    med = {k: statistics.median(r[k] for r in rows) for k in ("plain", "project", "total", "post")}
+    out = [
+        f"`python -m benchmarks.miniemu_bounded --project --repeats {repeats}`: "
+        f"`python -m benchmarks.apps lu_factor --size {size}` (PoCL pthread, "
+        "`POCL_DEVICES=pthread`) alone, then under `clproj run --mode project --json --record "
+        "DIR` (default emulation mode: bounded; cold projection cache), interleaved. App wall "
+        "= `/usr/bin/time` of the app process (its exit, which drains the record writer, "
+        "included); clproj total = the whole `clproj run`, post-run = `complete_run` "
+        f"(emulations the app did not finish, reused launches). 1-min load average "
+        f"{min(loads):.2f}-{max(loads):.2f} (other jobs share the 2 cores).",
+        "",
+        "| run | plain app s | project app s | ratio | clproj total s | post-run s | launches projected | snapshots (record files) | emulated in app / after | reused |",
+        "|" + "---|" * 10,
+    ]
+    for i, r in enumerate(rows):
+        out.append(
+            f"| {i + 1} | {r['plain']:.2f} | {r['project']:.2f} | {r['project'] / r['plain']:.2f}x | "
+            f"{r['total']:.1f} | {r['post']:.1f} | {r['projected']}/{r['launches']} | "
+            f"{r['snapshots']} ({r['records']}) | {r['in_app']} / {r['after']} | {r['reused']} |"
+        )
+    out.append(
+        f"| **median** | **{med['plain']:.2f}** | **{med['project']:.2f}** | "
+        f"**{med['project'] / med['plain']:.2f}x** | {med['total']:.1f} | {med['post']:.1f} | | | | |"
+    )
+    return [*out, "", *(last or [])]
+
+
+def _reuse_accuracy(doc: dict, rec_dir: str, size: str) -> list[str]:
+    """Reused launches of a project-mode run vs direct emulation of the same launch.
+
+    The run's emulated profiles (in its JSON output) are seeded into a ReuseCache as
+    complete_run does, sampled reused launches are answered by it, and compared with a
+    direct bounded emulation (profile key metrics) and its projection (time per device).
+    LU's counts do not depend on the matrix values, so the direct records use the plan's
+    input matrix.
+    """
+    from intercept.record import list_records, load
+    from miniemu.profile import KernelProfile
+    from miniemu.reuse import ReuseCache
+    from runtime import device_set
+    from runtime.live_projection import project_record
+
+    plan = get_app("lu_factor").plan(size)
+    by_sig = {d["signature"]: d for d in doc["projections"]}
+    cache = ReuseCache(mode="bounded")
+    records = sorted((load(p) for p in list_records(rec_dir)), key=lambda r: r.created)
+    # The program text and options as the app built them (pyopencl may add options):
+    # the signatures of the direct records must match the run's.
+    plan.source, plan.options = records[0].source, records[0].options
+    for r in records:
+        prof = by_sig.get(r.signature, {}).get("profile")
+        if prof:
+            cache.seed(r, KernelProfile.from_dict(prof))
+    devices = device_set.resolve("local")
+    n = len(plan.launches)
+    picks = sorted({int(n * f) for f in (0.001, 0.1, 0.3, 0.5, 0.7, 0.85, 0.93, 0.97, 0.99, 0.998)})
+    lines = [
+        "| launch | kernel | global size | how | instructions vs direct | transactions vs direct | global bytes vs direct | projected time vs direct (max over devices) |",
+        "|" + "---|" * 8,
+    ]
+    worst = 0.0
+    for i in picks:
+        launch = plan.launches[i]
+        full = record_of(plan, i)
+        got = by_sig.get(full.signature, {})
+        if got.get("emulation", {}).get("method") != "reused":
+            i += 1  # the pick was an anchor: take its neighbour, a reused launch
+            launch, full = plan.launches[i], record_of(plan, i)
+            got = by_sig.get(full.signature, {})
+        reused = cache.scaled(full)
+        direct = miniemu.emulate(full, mode="bounded")
+        km_r, km_d = _key_metrics(reused.total), _key_metrics(direct.total)
+        gb = ("global load bytes", "global store bytes")
+        d_proj = project_record(full, devices, "bounded", use_cache=False, profile=direct.to_dict())
+        t_run = {p["device"]: p["time_s"] for p in got.get("projections", [])}
+        t_dir = {p["device"]: p["time_s"] for p in d_proj["projections"]}
+        dt = max(rel(t_run[k], t_dir[k]) for k in t_dir if k in t_run)
+        errs = (
+            rel(km_r["instructions"], km_d["instructions"]),
+            rel(km_r["transactions"], km_d["transactions"]),
+            rel(sum(km_r[k] for k in gb), sum(km_d[k] for k in gb)),
+        )
+        worst = max(worst, *errs, dt)
+        how = "interpolated" if "interpolated_from" in reused.emulation else "scaled"
+        lines.append(
+            f"| {i} | {launch.kernel} | {'x'.join(map(str, launch.global_size))} | {how} | "
+            f"{errs[0]:.2%} | {errs[1]:.2%} | {errs[2]:.2%} | {dt:.2%} |"
+        )
+        print(lines[-1], flush=True)
+    return [
+        "Accuracy of reused launches (last run): the run's emulated profiles answer sampled "
+        "reused launches as `complete_run` does; compared with a direct bounded emulation "
+        f"of the same launch. Worst difference: {worst:.2%} (drift threshold 5%).",
+        "",
+        *lines,
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--project", action="store_true", help="only the project-mode section")
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    if args.project:
+        section = [
+            f"## Launch-heavy app under `clproj run --mode project` ({time.strftime('%Y-%m-%d')})",
+            "",
+            *project_mode(args.repeats),
+            "",
+        ]
+        print("\n".join(section))
+        with open(OUT, "a", encoding="utf-8") as fh:
+            fh.write("\n" + "\n".join(section))
+        return
     rows = AGREEMENT[:3] if args.quick else AGREEMENT
     doc = [
         "# Bounded mini-emulation (miniemu bounded mode)",

@@ -52,8 +52,9 @@ def project_record(
 ) -> dict[str, Any]:
     """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict.
 
-    ``profile`` (a kernel profile already scaled from the reuse cache) skips emulation and
-    the disk cache: such launches carry no buffer snapshots. ``cache`` (a
+    ``profile`` (a kernel profile, e.g. scaled from the reuse cache) skips emulation; a
+    profile of method ``reused`` skips the disk cache too: such launches carry no buffer
+    snapshots. ``cache`` (a
     :class:`miniemu.reuse.ReuseCache`) emulates the record as one of its anchors (a launch
     that was snapshotted to be emulated); without it the process-wide cache decides.
     """
@@ -72,7 +73,8 @@ def _project_record(
     from runtime.projection import rank, record_footprint
 
     path = os.path.join(cache_dir(), f"{record.signature[:32]}-{mode}-{_devices_id(devices)}.json")
-    if profile is None and use_cache and os.path.exists(path):
+    reused = profile is not None and profile["emulation"].get("method") == "reused"
+    if not reused and use_cache and os.path.exists(path):
         try:
             with open(path, encoding="utf-8") as fh:
                 doc = json.load(fh)
@@ -101,7 +103,6 @@ def _project_record(
     }
     if not record.emulatable:
         return base | {"error": record.not_emulatable_reason or "not emulatable", "cached": False}
-    reused = profile is not None
     if profile is None:
         try:
             # Launches differing only in NDRange / pivot-like scalars reuse one emulation
@@ -133,7 +134,7 @@ def _project_record(
         "recommended": ranked[0].device_key,
         "cached": False,
     }
-    if reused or profile["emulation"].get("method") == "reused":
+    if reused:
         return doc
     doc["profile"] = profile
     tmp = path + f".{os.getpid()}.tmp"
@@ -225,18 +226,23 @@ def complete_run(
     programs = {r.program_hash: (r.source, r.options) for r in records}
     deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
     in_app = len(records) - len(missing)
-    if not missing and not deferred:
+    unprojected = [d for d in done.values() if d.get("profile") and not d.get("projections")]
+    if not missing and not deferred and not unprojected:
         _summary(done, in_app, 0, 0.0)
         return list(done.values())
     start = time.perf_counter()
     devices = device_set.resolve(devices_spec)
     cache = ReuseCache(mode=mode)
     todo = set(id(r) for r in missing)
-    for r in track(records, "projecting launches the app did not wait for"):
-        if id(r) in todo:
+    for r in track(records, "projecting recorded launches"):
+        if id(r) in todo:  # snapshotted, not emulated before the app exited
             done[r.signature] = project_record(r, devices, mode, cache=cache)
-        elif done[r.signature].get("profile"):
-            cache.seed(r, KernelProfile.from_dict(done[r.signature]["profile"]))
+            continue
+        doc = done[r.signature]
+        if doc.get("profile"):
+            cache.seed(r, KernelProfile.from_dict(doc["profile"]))
+            if not doc.get("projections") and not doc.get("error"):  # emulated in the app
+                done[r.signature] = project_record(r, devices, mode, profile=doc["profile"])
     for r in track(deferred, "projecting reused launches"):
         prof = cache.scaled(r)
         if prof is not None:
