@@ -48,6 +48,7 @@ class NodeRec:
     load: dict[str, Any] = field(default_factory=dict)
     direct: str = ""
     direct_key: str = ""
+    local: str = ""
 
 
 @dataclass
@@ -207,6 +208,7 @@ class Broker:
             time.monotonic(),
             direct=h.get("direct") or "",
             direct_key=h.get("direct_key") or "",
+            local=h.get("local") or "",
         )
         self.by_ident[ident] = name
         self.epoch += 1
@@ -410,6 +412,7 @@ class Broker:
                 "host": self.nodes[d.node].host if d.node in self.nodes else "",
                 "direct": self.nodes[d.node].direct if d.node in self.nodes else "",
                 "direct_key": self.nodes[d.node].direct_key if d.node in self.nodes else "",
+                "local": self.nodes[d.node].local if d.node in self.nodes else "",
             }
             for d in self.devices.values()
         ]

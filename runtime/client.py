@@ -18,7 +18,10 @@ launch+wait is one round trip client <-> node, not two through the broker. Every
 command for a device takes the same path, so per-device order is kept. The broker stays
 in charge of placement, liveness and ``node_lost``; a node that dies is noticed through
 the broker (the direct socket itself just stays silent) and recovered as below.
-``CLPROJ_DIRECT=0`` sends everything through the broker.
+A node on this client's own host is reached through its Unix socket
+(``local``, runtime.unixlink) rather than zmq: same framing and validation, no zmq I/O
+threads in the round trip. ``CLPROJ_DIRECT=0`` sends everything through the broker;
+``CLPROJ_DIRECT=zmq`` keeps the direct path but on zmq only.
 
 Placement: a launch without an explicit device asks the broker (``place``) with the bytes
 that would have to move to each device; the answer is cached per kernel key and asked
@@ -50,7 +53,7 @@ from typing import Any
 import zmq
 
 from clproj.errors import ClprojError
-from runtime import protocol
+from runtime import protocol, unixlink
 from runtime.keys import Keys, load, make_client, needs_curve
 
 log = logging.getLogger("clproj.client")
@@ -80,6 +83,7 @@ class RemoteDevice:
     host: str = ""
     direct: str = ""  # the node's direct command endpoint ("" = through the broker)
     direct_key: str = ""  # its CURVE server key (Z85), "" without CURVE
+    local: str = ""  # the node's Unix socket (used when the node is on this host)
 
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # one kernel call instead of a fault per page
@@ -284,8 +288,12 @@ class RemotePlatform:
         if self._curve_keys is not None:
             make_client(self.sock, self._curve_keys)
         self.sock.connect(broker)
-        self.direct = os.environ.get("CLPROJ_DIRECT", "1") != "0"
+        self.direct_mode = os.environ.get("CLPROJ_DIRECT", "1")
+        self.direct = self.direct_mode != "0"
         self._dsocks: dict[str, zmq.Socket] = {}  # direct endpoint -> socket
+        self._links: dict[str, unixlink.Link] = {}  # node's Unix socket path -> link
+        self._link_fds: dict[int, unixlink.Link] = {}
+        self._no_link: set[str] = set()  # Unix sockets we could not connect to
         self._poller = zmq.Poller()
         self._poller.register(self.sock, zmq.POLLIN)
         self.timeout_s = timeout_s
@@ -325,12 +333,19 @@ class RemotePlatform:
 
     def _pump(self, timeout_ms: int) -> bool:
         """Receive and dispatch what has arrived (waiting up to ``timeout_ms`` for the first)."""
-        if self._dsocks:
+        if self._link_fds:
+            for link in list(self._link_fds.values()):
+                if link.pending_out and not link.flush():
+                    timeout_ms = min(timeout_ms, 1)  # the rest goes out as the node reads
+        if self._dsocks or self._link_fds:
             ready = [s for s, _ in self._poller.poll(timeout_ms)]
         else:
             ready = [self.sock] if self.sock.poll(timeout_ms) else []
         got = False
         for sock in ready:
+            if isinstance(sock, int):
+                got = self._pump_link(self._link_fds.get(sock)) or got
+                continue
             for _ in range(10000):
                 try:
                     frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -348,11 +363,53 @@ class RemotePlatform:
                 self._dispatch(h, data)
         return got
 
-    def _sock_for(self, dev: str) -> zmq.Socket:
-        """The socket commands for ``dev`` go through: its node's direct socket if any."""
+    def _pump_link(self, link: unixlink.Link | None) -> bool:
+        if link is None:
+            return False
+        try:
+            msgs = link.receive()
+        except unixlink.LinkError as exc:  # the node went away: node_lost will follow
+            log.info("same-host link to a node closed: %s", exc)
+            self._close_link(link)
+            return False
+        for frames in msgs:
+            try:
+                h, data = protocol.decode(frames)
+            except protocol.ProtocolError as exc:
+                log.warning("client dropped a malformed message: %s", exc)
+                continue
+            if h["t"] in ("reply", "done"):
+                self._dispatch(h, data)
+        return bool(msgs)
+
+    def _close_link(self, link: unixlink.Link) -> None:
+        self._link_fds.pop(link.fd, None)
+        for path in [p for p, lk in self._links.items() if lk is link]:
+            del self._links[path]
+        with contextlib.suppress(KeyError, zmq.ZMQError):
+            self._poller.unregister(link.fd)
+        link.close()
+
+    def _sock_for(self, dev: str) -> Any:
+        """Where commands for ``dev`` go: its node's Unix socket on this host, else its
+        direct zmq socket, else the broker."""
         d = self.devices.get(dev)
         if not self.direct or d is None or not d.direct:
             return self.sock
+        if d.local and d.host == self.host and self.direct_mode != "zmq":
+            link = self._links.get(d.local)
+            if link is None and d.local not in self._no_link:
+                try:
+                    link = unixlink.connect(d.local, self.sock.getsockopt(zmq.ROUTING_ID))
+                except OSError as exc:  # another user's node, or gone: use zmq
+                    log.info("no same-host link to %s: %s", d.local, exc)
+                    self._no_link.add(d.local)
+                else:
+                    self._links[d.local] = link
+                    self._link_fds[link.fd] = link
+                    self._poller.register(link.fd, zmq.POLLIN)
+            if link is not None:
+                return link
         s = self._dsocks.get(d.direct)
         if s is None:
             s = self.ctx.socket(zmq.DEALER)
@@ -379,11 +436,15 @@ class RemotePlatform:
 
     def _drop_direct(self, dead: set[str]) -> None:
         """Close direct sockets no live device uses any more (their node is gone)."""
-        used = {d.direct for d in self.devices.values() if d.id not in dead}
+        live = [d for d in self.devices.values() if d.id not in dead]
+        used = {d.direct for d in live}
         for ep in [ep for ep in self._dsocks if ep not in used]:
             s = self._dsocks.pop(ep)
             self._poller.unregister(s)
             s.close(0)
+        used = {d.local for d in live}
+        for path in [p for p in self._links if p not in used]:
+            self._close_link(self._links[path])
 
     def _dispatch(self, h: dict[str, Any], data: list[Any]) -> None:
         t = h["t"]
@@ -573,6 +634,7 @@ class RemotePlatform:
                             str(d.get("host") or ""),
                             str(d.get("direct") or ""),
                             str(d.get("direct_key") or ""),
+                            str(d.get("local") or ""),
                         )
                 self.devices = devs
                 if devs:
@@ -1002,6 +1064,11 @@ class RemotePlatform:
             for s in self._dsocks.values():
                 s.close(linger=200)
             self._dsocks.clear()
+            for link in list(self._link_fds.values()):
+                deadline = time.monotonic() + 0.2
+                while not link.flush() and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                self._close_link(link)
             self.sock.close(linger=200)
 
     # ---- replay log & recovery -------------------------------------------------------

@@ -56,6 +56,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "pid": _INT,
         "direct?": _STR,
         "direct_key?": _STR,
+        "local?": _STR,  # Unix socket path for clients on the node's host
     },
     # measured: kernel key -> {device index: seconds} (launches that came directly);
     # lt: device index -> mean launch seconds (the broker's queue estimate)
@@ -94,6 +95,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 # A node's direct command endpoint, and a CURVE public key in Z85 (40 characters).
 DIRECT_ENDPOINT = re.compile(r"(ipc|tcp)://[!-~]{1,240}")
+LOCAL_PATH = re.compile(r"/[!-~]{1,200}")
 Z85_KEY = re.compile(r"[0-9a-zA-Z.:+=^!/*?&<>()\[\]{}@%$#-]{40}")
 
 # Same-host data path: files the client or node created under /dev/shm (no other path).
@@ -280,6 +282,8 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
                 raise ProtocolError("register: each device needs a profile map")
         if header.get("direct") and not DIRECT_ENDPOINT.fullmatch(header["direct"]):
             raise ProtocolError("register: direct must be an ipc:// or tcp:// endpoint")
+        if header.get("local") and not LOCAL_PATH.fullmatch(header["local"]):
+            raise ProtocolError("register: local must be an absolute socket path")
         if header.get("direct_key") and not Z85_KEY.fullmatch(header["direct_key"]):
             raise ProtocolError("register: direct_key must be a Z85 CURVE key")
     if t == "heartbeat":

@@ -194,11 +194,13 @@ def test_10000_garbage_messages_rejected_and_cluster_keeps_serving(cluster):
 
 def test_direct_path_skips_the_broker_which_learns_from_heartbeats(cluster, monkeypatch):
     """Commands go straight to the node (the broker forwards none of them), yet the broker
-    learns the kernel's measured time and the device's launch time from the heartbeats;
+    learns the kernel's measured time and the device's launch time from the heartbeats.
+    Same host: the node's Unix socket ("1"), or its zmq socket ("zmq");
     CLPROJ_DIRECT=0 puts the broker back in the command path."""
     broker = cluster["broker"]
     assert broker.nodes["pthread"].direct.startswith("ipc://")
-    for direct in ("1", "0"):
+    assert broker.nodes["pthread"].local.startswith("/")
+    for direct in ("1", "zmq", "0"):
         monkeypatch.setenv("CLPROJ_DIRECT", direct)
         plat = RemotePlatform(cluster["endpoint"])
         try:
@@ -211,7 +213,8 @@ def test_direct_path_skips_the_broker_which_learns_from_heartbeats(cluster, monk
             plat.enqueue_read(A, out)
             np.testing.assert_allclose(out, reference_step(a0, b0, 0.25, 4, 3), rtol=1e-5)
             forwarded = broker.forwarded - before
-            assert forwarded == 0 if direct == "1" else forwarded >= 5
+            assert forwarded >= 5 if direct == "0" else forwarded == 0
+            assert bool(plat._links) == (direct == "1") and bool(plat._dsocks) == (direct == "zmq")
             deadline = time.monotonic() + 5
             while "pthread/0" not in broker.measured.get(key, {}):
                 assert time.monotonic() < deadline, "the broker never learnt the launch time"
@@ -244,7 +247,7 @@ def test_broker_restart_clients_and_nodes_reconnect(cluster):
         plat.close()
 
 
-def test_curve_direct_path_serves_members_and_rejects_others(tmp_path):
+def test_curve_direct_path_serves_members_and_rejects_others(tmp_path, monkeypatch):
     """With CURVE, a node's direct socket is a CURVE server whose key clients get from
     the broker; a member's commands run there, an unknown key or a plaintext peer gets
     nothing through (the node never sees their messages)."""
@@ -255,6 +258,7 @@ def test_curve_direct_path_serves_members_and_rejects_others(tmp_path):
     generate(tmp_path / "keys")
     generate(tmp_path / "other")
     member = load(tmp_path / "keys", "member")
+    monkeypatch.setenv("CLPROJ_DIRECT", "zmq")  # the CURVE socket, not the same-host link
     ctx = zmq.Context()
     broker = Broker("tcp://127.0.0.1:0", keys=load(tmp_path / "keys", "broker"), ctx=ctx)
     bth = serve_in_thread(broker, until=time.time() + 60)
@@ -275,7 +279,7 @@ def test_curve_direct_path_serves_members_and_rejects_others(tmp_path):
             plat.enqueue_launch(k, [64], device=dev)
             out = np.empty_like(x)
             plat.enqueue_read(X, out)
-            assert (out == 2 * x).all() and broker.forwarded == 0
+            assert (out == 2 * x).all() and broker.forwarded == 0 and plat._dsocks
         finally:
             plat.close()
         time.sleep(0.5)  # the client's closing release_all reaches the node
@@ -299,9 +303,9 @@ def test_curve_direct_path_serves_members_and_rejects_others(tmp_path):
     finally:
         node.stop()
         broker.stop()
-        nth.join(3)
-        bth.join(3)
-        ctx.term()
+        nth.join(10)
+        bth.join(10)
+        ctx.destroy(linger=0)
 
 
 def test_curve_rejects_unknown_key_and_serves_known(tmp_path):
