@@ -184,3 +184,32 @@ def test_bind_now_c_app_runs_without_recording(apps, tmp_path):
     by = observe([apps["app_many"], "200"], tmp_path, {"LD_BIND_NOW": "1"}, record=str(rec))
     assert by["inc"]["launches"] == 200
     assert not rec.exists() or not list(rec.rglob("*.clrec"))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"CLPROJ_TIMING_FIRST": "0", "CLPROJ_TIMING_EVERY": "2"}, {"CLPROJ_TIMING": "all"}],
+    ids=["half-timed", "all-timed"],
+)
+def test_timed_launches_keep_order_and_event_semantics(tmp_path, extra):
+    """Timed launches run on the profiling twin queue: a non-commutative chain with copies
+    in between gives the same checksums as without the shim, the app's events report its
+    queue and no profiling, and a queue the app created with profiling keeps it."""
+    exe = str(tmp_path / "app_order")
+    subprocess.run(
+        ["gcc", "-O1", "-Wall", "-o", exe, os.path.join(HERE, "c_apps", "app_order.c"), "-lOpenCL"],
+        check=True,
+    )
+    env = dict(os.environ, POCL_DEVICES="pthread basic")
+    plain = subprocess.run([exe, "400"], env=env, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0 and plain.stdout.startswith("x "), plain.stdout
+    summary = str(tmp_path / "s.tsv")
+    env = shim_environment(summary_file=summary)
+    env.update(extra, POCL_DEVICES="pthread basic")
+    p = subprocess.run([exe, "400"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == plain.stdout
+    chain = {r["kernel"]: r for r in read_summary(summary)}["chain"]
+    every_one = extra.get("CLPROJ_TIMING") == "all"
+    assert chain["launches"] == 420
+    assert chain["timed"] == (420 if every_one else expected_timed(420, 0, 2))

@@ -125,6 +125,113 @@ static cl_int forward(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel
     return task ? task(q, k, nw, wl, ev) : nd(q, k, dim, off, gsz, lsz, nw, wl, ev);
 }
 
+/* The profiling twin of an app queue (same context and device), created at its first timed
+ * launch; NULL when it cannot be had (the launch is then not timed). */
+static cl_command_queue twin_of(cl_command_queue q, queue_info *qi) {
+    cl_command_queue t = __atomic_load_n(&qi->twin, __ATOMIC_ACQUIRE);
+    if (t || qi->twin_failed) return t;
+    REAL(clGetCommandQueueInfo, return NULL);
+    REAL(clCreateCommandQueue, return NULL);
+    REAL(clReleaseCommandQueue, return NULL);
+    cl_context ctx = NULL;
+    cl_int err = CL_SUCCESS;
+    clproj_in_shim = 1;
+    if (real_clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL) == CL_SUCCESS)
+        t = real_clCreateCommandQueue(ctx, qi->device, CL_QUEUE_PROFILING_ENABLE, &err);
+    clproj_in_shim = 0;
+    cl_command_queue extra = NULL;
+    clproj_lock();
+    if (!t) {
+        qi->twin_failed = 1;
+    } else if (qi->twin) { /* another thread was first */
+        extra = t;
+    } else {
+        pm_put(clproj_twins, t, q);
+        __atomic_store_n(&qi->twin, t, __ATOMIC_RELEASE);
+    }
+    t = qi->twin;
+    clproj_unlock();
+    if (extra) {
+        clproj_in_shim = 1;
+        real_clReleaseCommandQueue(extra);
+        clproj_in_shim = 0;
+    }
+    if (!t) clproj_once_log("twin", "cannot create a profiling queue; launches are not timed");
+    return t;
+}
+
+#define NOT_DONE 1 /* not an OpenCL code: the caller launches on the app's queue itself */
+
+/* A timed launch on the twin, ordered exactly as on the app's queue: a marker on the app's
+ * queue (after everything before it, or after the app's wait list), the kernel on the twin
+ * waiting for that marker, a barrier on the app's queue waiting for the kernel (everything
+ * after it waits for the kernel). The app gets the kernel's event if it asked for one;
+ * clGetEventInfo/clGetEventProfilingInfo (objects.c) report it as the app queue's, without
+ * profiling. Any failure before the kernel is enqueued returns NOT_DONE. */
+static cl_int twin_launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_command_queue twin,
+                          cl_kernel k, cl_uint dim, const size_t *off, const size_t *gsz,
+                          const size_t *lsz, cl_uint nw, const cl_event *wl, cl_event *ev,
+                          cl_event *mine) {
+    REAL(clEnqueueMarkerWithWaitList, return NOT_DONE);
+    REAL(clEnqueueBarrierWithWaitList, return NOT_DONE);
+    REAL(clFlush, return NOT_DONE);
+    REAL(clReleaseEvent, return NOT_DONE);
+    REAL(clRetainEvent, return NOT_DONE);
+    REAL(clWaitForEvents, return NOT_DONE);
+    cl_event m = NULL, kev = NULL;
+    clproj_in_shim = 1;
+    cl_int err = real_clEnqueueMarkerWithWaitList(q, nw, wl, &m);
+    if (err == CL_SUCCESS) {
+        err = forward(nd, task, twin, k, dim, off, gsz, lsz, 1, &m, &kev);
+        real_clReleaseEvent(m);
+    }
+    if (err != CL_SUCCESS) { /* the app's own launch reports the real error */
+        clproj_in_shim = 0;
+        return NOT_DONE;
+    }
+    /* a failed barrier would let later commands overtake the kernel: wait instead */
+    if (real_clEnqueueBarrierWithWaitList(q, 1, &kev, NULL) != CL_SUCCESS)
+        real_clWaitForEvents(1, &kev);
+    real_clFlush(twin); /* the app's queue now waits for it: it must be submitted */
+    if (ev) {
+        *ev = kev;
+        real_clRetainEvent(kev); /* one reference for the app, one for us */
+    }
+    clproj_in_shim = 0;
+    *mine = kev;
+    return CL_SUCCESS;
+}
+
+/* Forward a launch that is to be timed; returns the real error code. *mine (when not NULL)
+ * is an event of the launch on a profiling queue that we hold a reference to. */
+static cl_int forward_timed(ndrange_fn nd, task_fn task, cl_command_queue q, queue_info *qi,
+                            cl_kernel k, cl_uint dim, const size_t *off, const size_t *gsz,
+                            const size_t *lsz, cl_uint nw, const cl_event *wl, cl_event *ev,
+                            cl_event *mine) {
+    *mine = NULL;
+    if (qi->app_profiling) { /* the app's own queue times it */
+        cl_event own = NULL;
+        cl_event *evp = ev ? ev : &own;
+        cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
+        if (err == CL_SUCCESS && *evp) {
+            if (ev) {
+                REAL(clRetainEvent, return err);
+                clproj_in_shim = 1;
+                real_clRetainEvent(*ev);
+                clproj_in_shim = 0;
+            }
+            *mine = *evp;
+        }
+        return err;
+    }
+    cl_command_queue twin = twin_of(q, qi);
+    if (twin) {
+        cl_int err = twin_launch(nd, task, q, twin, k, dim, off, gsz, lsz, nw, wl, ev, mine);
+        if (err != NOT_DONE) return err;
+    }
+    return forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev);
+}
+
 /* Per-thread cache of the last (kernel, queue) lookup. Without recording a launch needs only
  * the kernel's statistics slot and whether the queue is ours, and launch-heavy apps launch
  * the same kernel on the same queue over and over: the global lock and two hash lookups per
@@ -135,7 +242,8 @@ static CLPROJ_TLS struct {
     cl_kernel k;
     cl_command_queue q;
     uint64_t gen;
-    int stat, tracked;
+    int stat;
+    queue_info *qi;
 } last;
 
 static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uint dim,
@@ -144,19 +252,19 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     static const size_t one[1] = {1};
     const size_t *rgsz = task ? one : gsz, *rlsz = task ? one : lsz;
     cl_uint rdim = task ? 1 : dim;
-    int stat = -1, record = 0, tracked = 0;
+    int stat = -1, record = 0;
+    queue_info *qi = NULL;
     clproj_launch *L = NULL;
     prog_info *prog = NULL;
     if (!clproj_cfg.recording && last.k == k && last.q == q && last.k &&
         last.gen == __atomic_load_n(&clproj_table_gen, __ATOMIC_ACQUIRE)) {
         stat = last.stat;
-        tracked = last.tracked;
+        qi = last.qi;
     } else {
         clproj_lock();
         kern_info *ki = clproj_kernels ? pm_get(clproj_kernels, k) : NULL;
-        queue_info *qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
+        qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
         cl_device_id dev = qi ? qi->device : NULL;
-        tracked = qi != NULL;
         if (ki) {
             if (ki->stat_idx < 0 || ki->stat_device != dev) {
                 ki->stat_idx = stats_index(ki->name, dev);
@@ -180,7 +288,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
                 last.q = q;
                 last.gen = clproj_table_gen; /* read under the lock that guards its changes */
                 last.stat = stat;
-                last.tracked = tracked;
+                last.qi = qi;
             }
         }
         if (record) {
@@ -191,23 +299,15 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     }
 
     int rest = 0;
-    int timed = stats_ticket(stat, &rest) && clproj_cfg.timing && tracked;
+    int timed = stats_ticket(stat, &rest) && clproj_cfg.timing && qi != NULL;
     if (!L) {
         /* Untimed launches (most of them, see stats_ticket) are forwarded as they are. */
-        cl_event own = NULL;
-        cl_event *evp = ev ? ev : (timed ? &own : NULL);
-        cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
-        if (err != CL_SUCCESS) {
-            stats_failed(stat, rest);
-        } else if (timed && *evp) {
-            if (ev) {
-                REAL(clRetainEvent, return err);
-                clproj_in_shim = 1;
-                real_clRetainEvent(*ev);
-                clproj_in_shim = 0;
-            }
-            pending_add(*evp, stat, rest);
-        }
+        cl_event mine = NULL;
+        cl_int err = timed ? forward_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev,
+                                           &mine)
+                           : forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev);
+        if (err != CL_SUCCESS) stats_failed(stat, rest);
+        else if (mine) pending_add(mine, stat, rest);
         return err;
     }
 
@@ -217,28 +317,27 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     clproj_in_shim = 1;
     if (python_ready()) handle = clproj_py_pre_launch(L);
     clproj_in_shim = 0;
-    cl_event own = NULL;
-    cl_event *evp = ev ? ev : &own;
-    cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, evp);
+    cl_event mine = NULL;
+    cl_int err = forward_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, &mine);
     int64_t time_ns = -1;
     if (err != CL_SUCCESS) stats_failed(stat, rest);
-    if (err == CL_SUCCESS) {
+    if (err == CL_SUCCESS && mine) {
         REAL(clWaitForEvents, return err);
         REAL(clGetEventProfilingInfo, return err);
         REAL(clReleaseEvent, return err);
         clproj_in_shim = 1;
-        if (real_clWaitForEvents(1, evp) == CL_SUCCESS) {
+        if (real_clWaitForEvents(1, &mine) == CL_SUCCESS) {
             cl_ulong t0 = 0, t1 = 0;
-            if (real_clGetEventProfilingInfo(*evp, CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+            if (real_clGetEventProfilingInfo(mine, CL_PROFILING_COMMAND_START, sizeof t0, &t0,
                                              NULL) == CL_SUCCESS &&
-                real_clGetEventProfilingInfo(*evp, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                real_clGetEventProfilingInfo(mine, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                              NULL) == CL_SUCCESS &&
                 t1 >= t0) {
                 time_ns = (int64_t)(t1 - t0);
                 stats_add_time(stat, (uint64_t)time_ns, rest);
             }
         }
-        if (own) real_clReleaseEvent(own);
+        real_clReleaseEvent(mine);
         clproj_in_shim = 0;
     }
     if (handle > 0) {

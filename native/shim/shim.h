@@ -98,7 +98,9 @@ typedef struct {
 typedef struct {
     int app_refs;
     cl_device_id device;
-    int added_profiling;
+    int app_profiling;       /* the app created it with CL_QUEUE_PROFILING_ENABLE */
+    cl_command_queue twin;   /* profiling queue that runs the timed launches (launch.c) */
+    int twin_failed;
 } queue_info;
 
 typedef struct {
@@ -127,7 +129,7 @@ void pm_put(ptrmap *m, const void *key, void *val);
 void *pm_del(ptrmap *m, const void *key);
 void *pm_put_replace(ptrmap *m, const void *key, void *val); /* returns the old value */
 extern ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *clproj_samplers,
-    *clproj_signatures;
+    *clproj_signatures, *clproj_twins; /* twins: twin queue -> the app's queue */
 /* Bumped (under the lock) whenever an entry of the kernel or queue table is added, replaced or
  * removed: launch.c's per-thread lookup cache is valid only while it is unchanged. */
 extern uint64_t clproj_table_gen;

@@ -105,7 +105,7 @@ static void pm_free_all(ptrmap *m, void (*fn)(void *)) {
 }
 
 ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *clproj_samplers,
-    *clproj_signatures;
+    *clproj_signatures, *clproj_twins;
 
 uint64_t fnv(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
@@ -436,6 +436,7 @@ static void init_once(void) {
     clproj_queues->bumps_gen = 1;
     clproj_samplers = pm_new();
     clproj_signatures = pm_new();
+    clproj_twins = pm_new();
     /* Registered at the first OpenCL call: runs before the drivers' own destructors. */
     atexit(at_exit);
 }
@@ -491,8 +492,9 @@ static void at_exit(void) {
     pm_free_all(clproj_queues, free);
     pm_free_all(clproj_samplers, NULL);
     pm_free_all(clproj_signatures, NULL);
+    pm_free_all(clproj_twins, NULL);
     clproj_kernels = clproj_programs = clproj_mems = clproj_queues = clproj_samplers =
-        clproj_signatures = NULL;
+        clproj_signatures = clproj_twins = NULL;
     if (clproj_cfg.kernel_filter) {
         for (char **p = clproj_cfg.kernel_filter; *p; p++) free(*p);
         free(clproj_cfg.kernel_filter);
