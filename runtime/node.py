@@ -447,7 +447,7 @@ class Node:
         try:
             msgs = link.receive()
         except unixlink.LinkError as exc:
-            if str(exc) != "connection closed":
+            if exc.framing:
                 self._reject(f"same-host link: {exc}")
             self._drop_link(link, poller)
             return

@@ -37,7 +37,11 @@ READ_CHUNK = 1 << 20
 
 
 class LinkError(ConnectionError):
-    """The peer broke the framing or went away."""
+    """The peer went away, or (``framing``) broke the framing and was cut off."""
+
+    def __init__(self, why: str, framing: bool = False) -> None:
+        super().__init__(why)
+        self.framing = framing
 
 
 class Frame:
@@ -136,13 +140,13 @@ class Link:
         while len(buf) - pos >= 4:
             (nf,) = _U32.unpack_from(buf, pos)
             if not 1 <= nf <= MAX_FRAMES:
-                raise LinkError(f"message with {nf} frames")
+                raise LinkError(f"message with {nf} frames", framing=True)
             head = pos + 4 + 4 * nf
             if len(buf) < head:
                 break
             lens = struct.unpack_from(f"<{nf}I", buf, pos + 4)
             if any(n > protocol.MAX_MESSAGE_BYTES for n in lens):
-                raise LinkError("oversized frame")
+                raise LinkError("oversized frame", framing=True)
             end = head + sum(lens)
             if len(buf) < end:
                 break
