@@ -144,7 +144,8 @@ def lu_reuse(n: int) -> list[str]:
     st = cache.stats()
     # Error of reused profiles vs direct emulation at a few launches.
     errs = []
-    for i in (2, len(plan.launches) // 2, len(plan.launches) - 3):
+    n_l = len(plan.launches)
+    for i in sorted({2, n_l // 2, int(n_l * 0.97), int(n_l * 0.99), n_l - 3, n_l - 4}):
         launch = plan.launches[i]
         rec = copy.copy(base[i % 2])
         rec.args = [copy.copy(a) for a in rec.args]
@@ -180,8 +181,9 @@ def _loadavg() -> float:
     return os.getloadavg()[0]
 
 
-def _timed(cmd: list[str], env: dict[str, str], tmp: str) -> tuple[float, float, str, str]:
-    """(app wall from /usr/bin/time, wall of the whole command, stdout, stderr)."""
+def _timed(cmd: list[str], env: dict[str, str], tmp: str) -> tuple[float, float, float, str, str]:
+    """(app wall and app CPU (user+sys, children included) from /usr/bin/time, wall of
+    the whole command, stdout, stderr)."""
     out = os.path.join(tmp, "app_wall")
     start = time.perf_counter()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
@@ -189,8 +191,8 @@ def _timed(cmd: list[str], env: dict[str, str], tmp: str) -> tuple[float, float,
     if p.returncode != 0 or "PASS" not in p.stdout + p.stderr:
         raise RuntimeError(f"{cmd} failed: {p.stderr[-2000:]}")
     with open(out, encoding="utf-8") as fh:
-        app = float(fh.read().split()[-1])
-    return app, total, p.stdout, p.stderr
+        wall, user, system = map(float, fh.read().split()[-3:])
+    return wall, user + system, total, p.stdout, p.stderr
 
 
 def project_mode(repeats: int, size: str = "default") -> list[str]:
@@ -202,11 +204,13 @@ def project_mode(repeats: int, size: str = "default") -> list[str]:
         with tempfile.TemporaryDirectory(prefix="clproj-bench-") as tmp:
             env = dict(os.environ, POCL_DEVICES="pthread", CLPROJ_CACHE=os.path.join(tmp, "c"))
             env.pop("CLPROJ_EMULATION_MODE", None)  # the default of project mode
-            timer = ["/usr/bin/time", "-f", "%e", "-o", os.path.join(tmp, "app_wall")]
-            plain, _, _, _ = _timed([*timer, *app_cmd], env, tmp)
+            timer = ["/usr/bin/time", "-f", "%e %U %S", "-o", os.path.join(tmp, "app_wall")]
+            plain, plain_cpu, _, _, _ = _timed([*timer, *app_cmd], env, tmp)
             rec = os.path.join(tmp, "rec")
             cli = [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--json"]
-            app, total, out, err = _timed([*cli, "--record", rec, "--", *timer, *app_cmd], env, tmp)
+            app, app_cpu, total, out, err = _timed(
+                [*cli, "--record", rec, "--", *timer, *app_cmd], env, tmp
+            )
             doc = json.loads(out[out.index("{") :])
             summary = re.search(
                 r"(\d+)/(\d+) launches projected; (\d+) snapshotted and emulated "
@@ -220,6 +224,8 @@ def project_mode(repeats: int, size: str = "default") -> list[str]:
                 {
                     "plain": plain,
                     "project": app,
+                    "plain_cpu": plain_cpu,
+                    "project_cpu": app_cpu,
                     "total": total,
                     "post": float(summary.group(7)),
                     "projected": projected,
@@ -235,30 +241,39 @@ def project_mode(repeats: int, size: str = "default") -> list[str]:
             print(rows[-1], f"load {loads[-1]:.2f}", flush=True)
             if rep == repeats - 1:
                 last = _reuse_accuracy(doc, rec, size)
-    med = {k: statistics.median(r[k] for r in rows) for k in ("plain", "project", "total", "post")}
+    keys = ("plain", "project", "plain_cpu", "project_cpu", "total", "post")
+    med = {k: statistics.median(r[k] for r in rows) for k in keys}
     out = [
         f"`python -m benchmarks.miniemu_bounded --project --repeats {repeats}`: "
         f"`python -m benchmarks.apps lu_factor --size {size}` (PoCL pthread, "
         "`POCL_DEVICES=pthread`) alone, then under `clproj run --mode project --json --record "
         "DIR` (default emulation mode: bounded; cold projection cache), interleaved. App wall "
         "= `/usr/bin/time` of the app process (its exit, which drains the record writer, "
-        "included); clproj total = the whole `clproj run`, post-run = `complete_run` "
+        "included); app CPU = its user+sys time, children (in-app emulations) included, "
+        "less sensitive to the other jobs than wall time; clproj total = the whole `clproj run`, post-run = `complete_run` "
         f"(emulations the app did not finish, reused launches). 1-min load average "
         f"{min(loads):.2f}-{max(loads):.2f} (other jobs share the 2 cores).",
         "",
-        "| run | plain app s | project app s | ratio | clproj total s | post-run s | launches projected | snapshots (record files) | emulated in app / after | reused |",
-        "|" + "---|" * 10,
+        "| run | plain app s | project app s | ratio | app CPU s plain / project | clproj total s | post-run s | launches projected | snapshots (record files) | emulated in app / after | reused |",
+        "|" + "---|" * 11,
     ]
     for i, r in enumerate(rows):
         out.append(
             f"| {i + 1} | {r['plain']:.2f} | {r['project']:.2f} | {r['project'] / r['plain']:.2f}x | "
-            f"{r['total']:.1f} | {r['post']:.1f} | {r['projected']}/{r['launches']} | "
+            f"{r['plain_cpu']:.2f} / {r['project_cpu']:.2f} | {r['total']:.1f} | {r['post']:.1f} | {r['projected']}/{r['launches']} | "
             f"{r['snapshots']} ({r['records']}) | {r['in_app']} / {r['after']} | {r['reused']} |"
         )
     out.append(
         f"| **median** | **{med['plain']:.2f}** | **{med['project']:.2f}** | "
-        f"**{med['project'] / med['plain']:.2f}x** | {med['total']:.1f} | {med['post']:.1f} | | | | |"
+        f"**{med['project'] / med['plain']:.2f}x** | {med['plain_cpu']:.2f} / {med['project_cpu']:.2f} | "
+        f"{med['total']:.1f} | {med['post']:.1f} | | | | |"
     )
+    ratios = sorted(r["project"] / r["plain"] for r in rows)
+    out += [
+        "",
+        f"Median of the per-run ratios (each project run beside its own plain run): "
+        f"{statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}).",
+    ]
     return [*out, "", *(last or [])]
 
 
@@ -344,6 +359,10 @@ def main() -> None:
             f"## Launch-heavy app under `clproj run --mode project` ({time.strftime('%Y-%m-%d')})",
             "",
             *project_mode(args.repeats),
+            "",
+            "### Offline reuse (`ReuseCache.profile` launch by launch, as `runtime.app_profiles` uses it)",
+            "",
+            *lu_reuse(1024),
             "",
         ]
         print("\n".join(section))

@@ -62,7 +62,20 @@ _exit_lock = threading.Lock()
 _c_callback = None  # keeps the ctypes thunk alive for the C library
 
 
+_exiting = False
+
+
+def exiting() -> bool:
+    """True once the process runs its exit functions (:func:`at_exit`). A hook called then
+    (the record writer drains its queue at exit) must not start threads or native work:
+    the interpreter is shutting down, and a thread killed inside native code aborts the
+    process ("FATAL: exception not rethrown")."""
+    return _exiting
+
+
 def _run_exit_fns() -> None:
+    global _exiting
+    _exiting = True
     with _exit_lock:
         fns = list(reversed(_exit_fns))
         _exit_fns.clear()

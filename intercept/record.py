@@ -358,7 +358,8 @@ class RecordWriter:
     :meth:`submit` wait: memory stays bounded). ``then(record)`` runs on the writer thread
     once the record file is complete (blobs first, then the record, renamed into place),
     so nothing refers to a record file that is not whole. :meth:`drain` waits until the
-    queue is written (at exit, before ``clproj run`` reads the records).
+    queue is written (at exit, before ``clproj run`` reads the records; hooks that run
+    then see ``intercept.hooks.exiting()``).
     """
 
     def __init__(self, max_bytes: int = 256 << 20) -> None:
@@ -416,8 +417,18 @@ _writer: RecordWriter | None = None
 
 
 def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
-    """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit."""
+    """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit.
+
+    Only in project mode (``CLPROJ_MODE=project``), whose launch-heavy apps it is for;
+    in the other modes the record is saved and ``then`` called at once, as before (route
+    mode wants each projection as early as possible: later launches migrate by it).
+    """
     global _writer
+    if os.environ.get("CLPROJ_MODE") != "project":
+        save(record, directory)
+        if then is not None:
+            then(record)
+        return
     with _seq_lock:
         if _writer is None:
             from intercept.hooks import at_exit

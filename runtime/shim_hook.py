@@ -192,6 +192,15 @@ def _start_worker() -> None:
 
 
 def on_record(record: Any) -> None:
-    """Queue ``record`` for emulation + projection; returns at once."""
+    """Queue ``record`` for emulation + projection; returns at once.
+
+    Not while the app exits (the record writer drains then): a worker started during
+    interpreter shutdown would be killed inside native code; ``clproj run`` completes
+    these records after the app.
+    """
+    from intercept.hooks import exiting
+
+    if exiting():
+        return
     _start_worker()
     _queue.put(record)
