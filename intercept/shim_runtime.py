@@ -63,14 +63,21 @@ def _device_info(ffi, lib, device) -> dict:
     return out
 
 
-def _read(ffi, lib, L, mem, size: int, wait: bool) -> bytes:
-    buf = ffi.new("unsigned char[]", max(1, size))
+def _read(ffi, lib, L, mem, size: int, wait: bool) -> bytearray:
+    """Read ``size`` bytes of ``mem`` straight into the snapshot's own memory (no zero
+    fill by ffi.new, no second copy into bytes: a multi-MiB snapshot is touched once)."""
+    data = bytearray(max(1, size))
     err = lib.clproj_read_mem(
-        L.queue, mem, size, buf, L.n_wait if wait else 0, L.wait if wait else ffi.NULL
+        L.queue,
+        mem,
+        size,
+        ffi.from_buffer("unsigned char[]", data),
+        L.n_wait if wait else 0,
+        L.wait if wait else ffi.NULL,
     )
     if err != 0:
         raise RuntimeError(f"clEnqueueReadBuffer returned {err}")
-    return bytes(ffi.buffer(buf, size))
+    return data if size else bytearray()
 
 
 def _metadata(ffi, L):
