@@ -2,13 +2,22 @@
 
 A launch-heavy C app (tests/c_apps/app_many.c, N tiny launches, 3 intercepted calls each:
 two clSetKernelArg and one clEnqueueNDRangeKernel) and a pyopencl app run side by side
-without the shim, with ``observe``, and with recording of first launches only. Each
-configuration runs REPS times interleaved; the median wall time is reported. Per-call
-overhead = (median wall with shim - without) / intercepted calls.
+without the shim, with ``observe`` (sampled launch timing, the default), with ``observe``
+timing every launch (``--time-all``), and with recording of first launches only. Every
+configuration and launch count runs REPS times, interleaved; the median wall time is
+reported. Per-call overhead = (median wall with shim - without) / intercepted calls. The
+observe rows also give the kernel's mean device time from the shim's summary (median over
+the runs), to show what sampling changes in the measurement itself.
 
-    .venv/bin/python -m benchmarks.intercept_overhead [--launches 20000] [--reps 5]
+    .venv/bin/python -m benchmarks.intercept_overhead [--launches 20000 100000] [--reps 7]
+        [--compare-shim OTHER_SHIM.so --compare-label "observe, shim of <commit>"]
 
-Writes benchmarks/results/intercept_overhead.md.
+``--compare-shim`` adds an observe configuration preloading another build of the shim (for
+example one built from an earlier commit), interleaved with the others: before/after
+comparisons then share the machine's load.
+
+Writes benchmarks/results/intercept_overhead.md; anything below the line
+``<!-- earlier results -->`` in that file is kept.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+OUT = os.path.join(REPO, "benchmarks", "results", "intercept_overhead.md")
+HISTORY = "<!-- earlier results -->"
 
 PYAPP = r"""
 import sys, numpy as np, pyopencl as cl
@@ -35,14 +46,49 @@ for i in range(int(sys.argv[1])):
 q.finish()
 """
 
+CONFIGS: dict[str, dict | None] = {
+    "no shim": None,
+    "observe (sampled timing)": {},
+    "observe, time every launch": {"time_all": True},
+    "record first launches": {"record": True},
+}
+
+
+def run_once(cmd: list[str], kw: dict | None, tmp: str) -> tuple[float, float | None]:
+    """Wall seconds of one run and, under the shim, the summary's mean kernel time (ns)."""
+    from intercept.cli import read_summary, shim_environment
+
+    summary = os.path.join(tmp, "summary.tsv")
+    if kw is None:
+        env = dict(os.environ)
+    else:
+        kw = dict(kw)
+        if kw.pop("record", False):
+            kw["record"] = os.path.join(tmp, "rec")
+        other = kw.pop("shim", None)
+        env = shim_environment(summary_file=summary, **kw)
+        if other:
+            env["LD_PRELOAD"] = other
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    if kw is None:
+        return wall, None
+    rows = read_summary(summary)
+    os.unlink(summary)
+    return wall, rows[0]["mean_ns"] if rows else None
+
 
 def main() -> int:
-    from intercept.cli import shim_environment
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--launches", type=int, default=20000)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--launches", type=int, nargs="+", default=[20000, 100000])
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--compare-shim", metavar="SO", help="another shim build to run in observe")
+    ap.add_argument("--compare-label", default="observe, other shim build")
     args = ap.parse_args()
+    configs = dict(CONFIGS)
+    if args.compare_shim:
+        configs[args.compare_label] = {"shim": os.path.abspath(args.compare_shim)}
     tmp = tempfile.mkdtemp(prefix="clproj-bench-")
     exe = os.path.join(tmp, "app_many")
     subprocess.run(
@@ -53,56 +99,62 @@ def main() -> int:
     with open(pyapp, "w") as f:
         f.write(PYAPP)
     apps = {
-        "C app (system ICD loader)": ([exe, str(args.launches)], 3),
-        "pyopencl app": ([sys.executable, pyapp, str(args.launches)], 3),
+        "C app (system ICD loader)": lambda n: [exe, str(n)],
+        "pyopencl app": lambda n: [sys.executable, pyapp, str(n)],
     }
-    configs = {
-        "no shim": None,
-        "observe": {},
-        "record first launches": {"record": os.path.join(tmp, "rec")},
-    }
-    rows = []
-    for app, (cmd, calls_per_launch) in apps.items():
-        times: dict[str, list[float]] = {c: [] for c in configs}
+    load_before = os.getloadavg()
+    times: dict[tuple[str, int, str], list[float]] = {}
+    means: dict[tuple[str, int, str], list[float]] = {}
+    for app, cmd in apps.items():
         for _ in range(args.reps):
-            for name, kw in configs.items():
-                if kw is None:
-                    env = dict(os.environ)
-                else:
-                    env = shim_environment(**kw)
-                    env["CLPROJ_SUMMARY"] = "0"
-                t0 = time.perf_counter()
-                subprocess.run(cmd, env=env, check=True, capture_output=True)
-                times[name].append(time.perf_counter() - t0)
-        base = statistics.median(times["no shim"])
-        calls = args.launches * calls_per_launch
-        for name in configs:
-            med = statistics.median(times[name])
-            rows.append(
-                (
-                    app,
-                    name,
-                    med,
-                    med / base,
-                    (med - base) / calls * 1e6 if name != "no shim" else 0.0,
-                )
-            )
+            for n in args.launches:
+                for name, kw in configs.items():
+                    wall, mean = run_once(cmd(n), kw, tmp)
+                    times.setdefault((app, n, name), []).append(wall)
+                    if mean is not None:
+                        means.setdefault((app, n, name), []).append(mean)
+    load_after = os.getloadavg()
     lines = [
         "# Interception overhead",
         "",
-        f"{args.launches} launches per app (3 intercepted calls each), median of {args.reps} "
-        "interleaved runs, device: PoCL (first device), "
-        f"host: {os.cpu_count()} cores (shared). Produced by `benchmarks/intercept_overhead.py`.",
-        "",
-        "| app | configuration | wall s | ratio | overhead us / intercepted call |",
-        "|---|---|---:|---:|---:|",
+        f"Median of {args.reps} interleaved runs per configuration (launch counts interleaved "
+        "too), 3 intercepted calls per launch, device: PoCL (first device, "
+        f"POCL_DEVICES={os.environ.get('POCL_DEVICES', 'unset')!r}), "
+        f"host: {os.cpu_count()} cores (shared with other work). Load average (1/5/15 min) "
+        f"before: {'/'.join(f'{v:.2f}' for v in load_before)}, after: "
+        f"{'/'.join(f'{v:.2f}' for v in load_after)}. "
+        "Produced by `benchmarks/intercept_overhead.py`. *kernel mean* is the mean device "
+        "time per launch in the shim's summary (median over the runs): sampled timing "
+        "estimates it from the first 100 launches and about 1 in 128 of the rest.",
     ]
-    lines += [f"| {a} | {c} | {w:.3f} | {r:.3f} | {o:.2f} |" for a, c, w, r, o in rows]
+    for n in args.launches:
+        lines += [
+            "",
+            f"## {n:,} launches per app",
+            "",
+            "| app | configuration | wall s | ratio | overhead us / intercepted call "
+            "| kernel mean us |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for app in apps:
+            base = statistics.median(times[(app, n, "no shim")])
+            for name in configs:
+                med = statistics.median(times[(app, n, name)])
+                per_call = (med - base) / (n * 3) * 1e6 if name != "no shim" else 0.0
+                m = means.get((app, n, name))
+                mean = f"{statistics.median(m) / 1e3:.3f}" if m else ""
+                lines.append(
+                    f"| {app} | {name} | {med:.3f} | {med / base:.3f} | {per_call:.2f} | {mean} |"
+                )
     text = "\n".join(lines) + "\n"
-    out = os.path.join(REPO, "benchmarks", "results", "intercept_overhead.md")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        f.write(text)
+    history = ""
+    if os.path.exists(OUT):
+        with open(OUT) as f:
+            old = f.read()
+        if HISTORY in old:
+            history = old[old.index(HISTORY) :]
+    with open(OUT, "w") as f:
+        f.write(text + ("\n" + history if history else ""))
     print(text)
     return 0
 

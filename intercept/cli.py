@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--time-all",
         action="store_true",
-        help="time every launch (default: the first 100 of each kernel, then about 1 in 64; "
+        help="time every launch (default: the first 100 of each kernel, then about 1 in 128; "
         "totals and means are scaled from the timed launches)",
     )
     p.add_argument(

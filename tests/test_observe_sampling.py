@@ -21,6 +21,7 @@ from intercept.cli import read_summary, shim_environment
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 M64 = (1 << 64) - 1
+FIRST, EVERY = 100, 128  # the shim's defaults (CLPROJ_TIMING_FIRST, CLPROJ_TIMING_EVERY)
 
 
 def mix64(x: int) -> int:
@@ -65,17 +66,17 @@ def observe(cmd: list[str], tmp_path, extra: dict[str, str] | None = None, **kw)
 
 
 def test_hash_sampling_is_spread_and_near_the_rate():
-    """The reproduction above is the shim's rule: about 1 in 64, no long gaps."""
-    picked = [t for t in range(100, 64100) if mix64(t) <= M64 // 64]
+    """The reproduction above is the shim's rule: about 1 in EVERY, no long gaps."""
+    picked = [t for t in range(FIRST, FIRST + 1000 * EVERY) if mix64(t) <= M64 // EVERY]
     assert 900 < len(picked) < 1100
-    assert max(b - a for a, b in itertools.pairwise(picked)) < 64 * 12
+    assert max(b - a for a, b in itertools.pairwise(picked)) < EVERY * 12
 
 
 def test_counts_exact_and_timed_launches_sampled(apps, tmp_path):
     by = observe([apps["app_many"], "3000"], tmp_path)
     inc = by["inc"]
     assert inc["launches"] == 3000  # every launch is counted
-    assert inc["timed"] == expected_timed(3000, 100, 64) < 3000
+    assert inc["timed"] == expected_timed(3000, FIRST, EVERY) < 3000
     assert inc["sampled"] and inc["measured_ns"] > 0
     # the estimate covers all launches, so it exceeds the sum over the timed ones
     assert inc["total_ns"] > inc["measured_ns"]
@@ -156,7 +157,7 @@ def test_cli_reports_sampling(apps, tmp_path):
         assert p.returncode == 0, p.stderr
         row = json.loads(p.stdout[p.stdout.index("{") :])["kernels"][0]
         assert row["launches"] == 600 and row["sampled"] is sampled
-        assert row["timed"] == (expected_timed(600, 100, 64) if sampled else 600)
+        assert row["timed"] == (expected_timed(600, FIRST, EVERY) if sampled else 600)
 
 
 def test_shim_does_not_link_libpython():

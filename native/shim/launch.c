@@ -244,7 +244,49 @@ static CLPROJ_TLS struct {
     uint64_t gen;
     int stat;
     queue_info *qi;
+    uint64_t *tickets; /* NULL: no statistics slot (the slow path handles it) */
 } last;
+
+static cl_int launch_untimed(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k,
+                             cl_uint dim, const size_t *off, const size_t *gsz, const size_t *lsz,
+                             cl_uint nw, const cl_event *wl, cl_event *ev, int stat, int rest) {
+    cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev);
+    if (err != CL_SUCCESS) stats_failed(stat, rest);
+    return err;
+}
+
+static cl_int launch_timed(ndrange_fn nd, task_fn task, cl_command_queue q, queue_info *qi,
+                           cl_kernel k, cl_uint dim, const size_t *off, const size_t *gsz,
+                           const size_t *lsz, cl_uint nw, const cl_event *wl, cl_event *ev,
+                           int stat, int rest) {
+    cl_event mine = NULL;
+    cl_int err = forward_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, &mine);
+    if (err != CL_SUCCESS) stats_failed(stat, rest);
+    else if (mine) pending_add(mine, stat, rest);
+    return err;
+}
+
+/* The common case, inlined into the entry points: not recording, same kernel and queue as
+ * this thread's last launch, not drawn for timing. One atomic increment, then the real call. */
+static inline __attribute__((always_inline)) cl_int
+fast_launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uint dim,
+            const size_t *off, const size_t *gsz, const size_t *lsz, cl_uint nw,
+            const cl_event *wl, cl_event *ev, int *done) {
+    *done = 0;
+    if (clproj_cfg.recording || last.k != k || last.q != q || !last.tickets ||
+        last.gen != __atomic_load_n(&clproj_table_gen, __ATOMIC_ACQUIRE))
+        return CL_SUCCESS;
+    *done = 1;
+    int stat = last.stat;
+    queue_info *qi = last.qi;
+    uint64_t t = __atomic_fetch_add(last.tickets, 1, __ATOMIC_RELAXED);
+    int rest = t >= clproj_cfg.timing_first;
+    if (clproj_cfg.timing && qi && clproj_ticket_timed(t))
+        return launch_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, stat, rest);
+    cl_int err = forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev);
+    if (err != CL_SUCCESS) stats_failed(stat, rest);
+    return err;
+}
 
 static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uint dim,
                      const size_t *off, const size_t *gsz, const size_t *lsz, cl_uint nw,
@@ -256,60 +298,49 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     queue_info *qi = NULL;
     clproj_launch *L = NULL;
     prog_info *prog = NULL;
-    if (!clproj_cfg.recording && last.k == k && last.q == q && last.k &&
-        last.gen == __atomic_load_n(&clproj_table_gen, __ATOMIC_ACQUIRE)) {
-        stat = last.stat;
-        qi = last.qi;
-    } else {
-        clproj_lock();
-        kern_info *ki = clproj_kernels ? pm_get(clproj_kernels, k) : NULL;
-        qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
-        cl_device_id dev = qi ? qi->device : NULL;
-        if (ki) {
-            if (ki->stat_idx < 0 || ki->stat_device != dev) {
-                ki->stat_idx = stats_index(ki->name, dev);
-                ki->stat_device = dev;
-            }
-            stat = ki->stat_idx;
-            if (qi && clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
-                name_selected(ki->name)) {
-                if (clproj_cfg.which_all) {
+    clproj_lock();
+    kern_info *ki = clproj_kernels ? pm_get(clproj_kernels, k) : NULL;
+    qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
+    cl_device_id dev = qi ? qi->device : NULL;
+    if (ki) {
+        if (ki->stat_idx < 0 || ki->stat_device != dev) {
+            ki->stat_idx = stats_index(ki->name, dev);
+            ki->stat_device = dev;
+        }
+        stat = ki->stat_idx;
+        if (qi && clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
+            name_selected(ki->name)) {
+            if (clproj_cfg.which_all) {
+                record = 1;
+            } else {
+                uint64_t sig = launch_signature(ki, rdim, rgsz, rlsz);
+                if (!pm_get(clproj_signatures, (void *)(uintptr_t)sig)) {
+                    pm_put(clproj_signatures, (void *)(uintptr_t)sig, (void *)1);
                     record = 1;
-                } else {
-                    uint64_t sig = launch_signature(ki, rdim, rgsz, rlsz);
-                    if (!pm_get(clproj_signatures, (void *)(uintptr_t)sig)) {
-                        pm_put(clproj_signatures, (void *)(uintptr_t)sig, (void *)1);
-                        record = 1;
-                    }
                 }
             }
-            if (!clproj_cfg.recording) {
-                last.k = k;
-                last.q = q;
-                last.gen = clproj_table_gen; /* read under the lock that guards its changes */
-                last.stat = stat;
-                last.qi = qi;
-            }
         }
-        if (record) {
-            L = build_launch(ki, q, dev, k, rdim, task ? NULL : off, rgsz, rlsz, nw, wl);
-            prog = ki->prog;
+        if (!clproj_cfg.recording) {
+            last.k = k;
+            last.q = q;
+            last.gen = clproj_table_gen; /* read under the lock that guards its changes */
+            last.stat = stat;
+            last.qi = qi;
+            last.tickets = stats_tickets(stat);
         }
-        clproj_unlock();
     }
+    if (record) {
+        L = build_launch(ki, q, dev, k, rdim, task ? NULL : off, rgsz, rlsz, nw, wl);
+        prog = ki->prog;
+    }
+    clproj_unlock();
 
     int rest = 0;
     int timed = stats_ticket(stat, &rest) && clproj_cfg.timing && qi != NULL;
-    if (!L) {
-        /* Untimed launches (most of them, see stats_ticket) are forwarded as they are. */
-        cl_event mine = NULL;
-        cl_int err = timed ? forward_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev,
-                                           &mine)
-                           : forward(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev);
-        if (err != CL_SUCCESS) stats_failed(stat, rest);
-        else if (mine) pending_add(mine, stat, rest);
-        return err;
-    }
+    if (!L) return timed ? launch_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, stat,
+                                        rest)
+                         : launch_untimed(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev, stat,
+                                          rest);
 
     /* A recorded launch: inputs are read before it, the launch is waited for (its time
      * is measured, its outputs read with --verify), then Python writes the record. */
@@ -356,6 +387,10 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueNDRangeKernel(cl_command_queue q, cl_ke
                                                        cl_event *ev) {
     REAL(clEnqueueNDRangeKernel, FAIL_INT);
     if (PASS) return real_clEnqueueNDRangeKernel(q, k, dim, off, gsz, lsz, nw, wl, ev);
+    int done;
+    cl_int err =
+        fast_launch(real_clEnqueueNDRangeKernel, NULL, q, k, dim, off, gsz, lsz, nw, wl, ev, &done);
+    if (done) return err;
     return launch(real_clEnqueueNDRangeKernel, NULL, q, k, dim, off, gsz, lsz, nw, wl, ev);
 }
 
@@ -363,5 +398,8 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueTask(cl_command_queue q, cl_kernel k, c
                                               const cl_event *wl, cl_event *ev) {
     REAL(clEnqueueTask, FAIL_INT);
     if (PASS) return real_clEnqueueTask(q, k, nw, wl, ev);
+    int done;
+    cl_int err = fast_launch(NULL, real_clEnqueueTask, q, k, 1, NULL, NULL, NULL, nw, wl, ev, &done);
+    if (done) return err;
     return launch(NULL, real_clEnqueueTask, q, k, 1, NULL, NULL, NULL, nw, wl, ev);
 }

@@ -444,9 +444,10 @@ CL_API_ENTRY cl_int CL_API_CALL clReleaseKernel(cl_kernel k) {
 CL_API_ENTRY cl_int CL_API_CALL clSetKernelArg(cl_kernel k, cl_uint index, size_t size,
                                                const void *value) {
     REAL(clSetKernelArg, FAIL_INT);
+    /* Arguments matter only to recorded launches: otherwise a tail call. */
+    if (!clproj_cfg.track_args) return real_clSetKernelArg(k, index, size, value);
     cl_int err = real_clSetKernelArg(k, index, size, value);
-    /* Arguments matter only to recorded launches (clproj_cfg.track_args). */
-    if (!clproj_cfg.track_args || err != CL_SUCCESS || PASS) return err;
+    if (err != CL_SUCCESS || PASS) return err;
     clproj_lock();
     kern_info *ki = pm_get(clproj_kernels, k);
     if (ki && index < ki->nargs) {

@@ -113,6 +113,7 @@ typedef struct {
     int timing_all;   /* time every launch (CLPROJ_TIMING=all) instead of sampling */
     uint64_t timing_first; /* sampled timing: the first N launches of each kernel are timed */
     uint64_t timing_every; /* ... then about 1 in K of the others, chosen by a hash */
+    uint64_t sample_below; /* UINT64_MAX / timing_every: a ticket is timed when its hash is below */
     int track_args;   /* clSetKernelArg state is needed (recording) */
     int disabled;
 } shim_config;
@@ -143,6 +144,19 @@ int stats_index(const char *kernel, cl_device_id device); /* under lock */
  * timing_first ones of the kernel, the stratum the summary scales up. A launch the real
  * implementation refuses is taken back with stats_failed. */
 int stats_ticket(int idx, int *rest);
+uint64_t *stats_tickets(int idx); /* the slot's ticket counter (launch.c's fast path) */
+/* splitmix64 finaliser: the sampling decision is a hash of the launch's ticket, so it is
+ * deterministic per kernel yet cannot fall into step with a periodic pattern of the app
+ * (every k-th launch could always hit the same one of k alternating sizes). */
+static inline uint64_t clproj_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+static inline int clproj_ticket_timed(uint64_t t) {
+    return t < clproj_cfg.timing_first || clproj_mix64(t) <= clproj_cfg.sample_below;
+}
 void stats_failed(int idx, int rest);
 void stats_add_time(int idx, uint64_t ns, int rest);
 void pending_add(cl_event ev, int stat_idx, int rest);

@@ -151,7 +151,6 @@ typedef struct {
     uint64_t timed, total_ns;              /* timed launches and their device time */
     uint64_t rest_timed, rest_ns;          /* the same, after the first timing_first */
 } kstat;
-static uint64_t sample_below = UINT64_MAX; /* a launch is timed when its hash is below */
 static uint64_t st_launches(const kstat *s) { return s->tickets - s->failed; }
 static uint64_t st_rest_launches(const kstat *s) {
     uint64_t first = s->tickets < clproj_cfg.timing_first ? s->tickets : clproj_cfg.timing_first;
@@ -170,23 +169,14 @@ int stats_index(const char *kernel, cl_device_id device) {
     s->device[0] = 0; /* name resolved outside the lock at exit */
     return nstats++;
 }
-/* splitmix64 finaliser: the sampling decision is a hash of the launch's ticket, so it is
- * deterministic per kernel yet cannot fall into step with a periodic pattern of the app
- * (every k-th launch could always hit the same one of k alternating sizes). */
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
 int stats_ticket(int idx, int *rest) {
     *rest = 0;
     if (idx < 0) return 0;
     uint64_t t = __atomic_fetch_add(&stats[idx].tickets, 1, __ATOMIC_RELAXED);
-    if (t < clproj_cfg.timing_first) return 1;
-    *rest = 1;
-    return mix64(t) <= sample_below;
+    *rest = t >= clproj_cfg.timing_first;
+    return clproj_ticket_timed(t);
 }
+uint64_t *stats_tickets(int idx) { return idx >= 0 ? &stats[idx].tickets : NULL; }
 void stats_failed(int idx, int rest) {
     if (idx < 0) return;
     __atomic_add_fetch(&stats[idx].failed, 1, __ATOMIC_RELAXED);
@@ -423,9 +413,9 @@ static void init_once(void) {
     v = getenv("CLPROJ_TIMING_FIRST");
     clproj_cfg.timing_first = v && *v ? strtoull(v, NULL, 10) : 100;
     v = getenv("CLPROJ_TIMING_EVERY");
-    clproj_cfg.timing_every = v && *v ? strtoull(v, NULL, 10) : 64;
+    clproj_cfg.timing_every = v && *v ? strtoull(v, NULL, 10) : 128;
     if (clproj_cfg.timing_every == 0 || clproj_cfg.timing_all) clproj_cfg.timing_every = 1;
-    sample_below = UINT64_MAX / clproj_cfg.timing_every;
+    clproj_cfg.sample_below = UINT64_MAX / clproj_cfg.timing_every;
     v = getenv("CLPROJ_DISABLE");
     clproj_cfg.disabled = v && strcmp(v, "1") == 0;
     clproj_programs = pm_new();
