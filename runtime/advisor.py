@@ -314,7 +314,7 @@ def calibrate(
     advice: Advice,
     cl_devices: list[Any],
     *,
-    repeat: int = 3,
+    repeat: int = 5,
     max_rounds: int = 4,
     trial_runs: int = 2,
     runner: Any = None,

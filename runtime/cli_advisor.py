@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--repeat",
         type=int,
-        default=3,
-        help="interleaved timed rounds for calibration and --execute (median; default 3)",
+        default=5,
+        help="interleaved timed rounds for calibration and --execute (median; default 5)",
     )
     p.add_argument(
         "--mode",

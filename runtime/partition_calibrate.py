@@ -148,7 +148,7 @@ def calibrate(
     start: list[int],
     *,
     devices: list[str] | None = None,
-    repeat: int = 3,
+    repeat: int = 5,
     max_rounds: int = 4,
     trial_runs: int = 2,
     tolerance: float = TOLERANCE,
