@@ -182,6 +182,29 @@ def read_summary(path: str) -> list[dict]:
     return out
 
 
+def _pin_local_profiles(env: dict[str, str], tmp: str) -> None:
+    """Resolve the local devices' profiles here, before the app starts, and pass their files.
+
+    The app's projection thread must not query OpenCL itself: it is a daemon thread, and
+    one still inside a pyopencl call when the interpreter finalises is unwound through
+    pyopencl's C++ frames, which aborts the app ("FATAL: exception not rethrown"). Loading
+    profile files touches no OpenCL. Without a profile the app falls back to discovery.
+    """
+    from runtime import device_set
+
+    try:
+        profiles = device_set.local_profiles(measure_missing=False)
+    except Exception as exc:  # no profile yet: the app's own fallback reports it
+        print(f"clproj: local device profiles not resolved: {exc}", file=sys.stderr)
+        return
+    files = []
+    for i, prof in enumerate(profiles):
+        path = os.path.join(tmp, f"device-profile-{i}.json")
+        prof.save(path)
+        files.append(path)
+    env["CLPROJ_DEVICES"] = ",".join(files)
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -214,6 +237,8 @@ def run_cmd(args: argparse.Namespace) -> int:
             args.broker,
             time_all=args.time_all,
         )
+        if args.mode in ("project", "route") and "CLPROJ_DEVICES" not in env:
+            _pin_local_profiles(env, tmp)
         if args.mode == "project":
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
             env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
