@@ -5,7 +5,9 @@ two clSetKernelArg and one clEnqueueNDRangeKernel) and a pyopencl app run side b
 without the shim, with ``observe`` (sampled launch timing, the default), with ``observe``
 timing every launch (``--time-all``), and with recording of first launches only. Every
 configuration and launch count runs REPS times, interleaved; the median wall time is
-reported. Per-call overhead = (median wall with shim - without) / intercepted calls. The
+reported, and the median of the per-repetition differences to the run without the shim
+made right before or after it (*paired*: robust to load that drifts on a shared machine).
+Per-call overhead = (median wall with shim - without) / intercepted calls. The
 observe rows also give the kernel's mean device time from the shim's summary (median over
 the runs), to show what sampling changes in the measurement itself.
 
@@ -106,9 +108,12 @@ def main() -> int:
     times: dict[tuple[str, int, str], list[float]] = {}
     means: dict[tuple[str, int, str], list[float]] = {}
     for app, cmd in apps.items():
-        for _ in range(args.reps):
+        for rep in range(args.reps):
             for n in args.launches:
-                for name, kw in configs.items():
+                order = list(configs.items())
+                if rep % 2:  # alternate the order: no configuration always runs first
+                    order.reverse()
+                for name, kw in order:
                     wall, mean = run_once(cmd(n), kw, tmp)
                     times.setdefault((app, n, name), []).append(wall)
                     if mean is not None:
@@ -132,9 +137,9 @@ def main() -> int:
             "",
             f"## {n:,} launches per app",
             "",
-            "| app | configuration | wall s | ratio | overhead us / intercepted call "
-            "| kernel mean us |",
-            "|---|---|---:|---:|---:|---:|",
+            "| app | configuration | wall s | ratio | paired overhead | "
+            "overhead us / intercepted call | kernel mean us |",
+            "|---|---|---:|---:|---:|---:|---:|",
         ]
         for app in apps:
             base = statistics.median(times[(app, n, "no shim")])
@@ -143,8 +148,13 @@ def main() -> int:
                 per_call = (med - base) / (n * 3) * 1e6 if name != "no shim" else 0.0
                 m = means.get((app, n, name))
                 mean = f"{statistics.median(m) / 1e3:.3f}" if m else ""
+                paired = statistics.median(
+                    t - b
+                    for t, b in zip(times[(app, n, name)], times[(app, n, "no shim")], strict=True)
+                )
                 lines.append(
-                    f"| {app} | {name} | {med:.3f} | {med / base:.3f} | {per_call:.2f} | {mean} |"
+                    f"| {app} | {name} | {med:.3f} | {med / base:.3f} | "
+                    f"{paired / base * 100:+.1f}% | {per_call:.2f} | {mean} |"
                 )
     text = "\n".join(lines) + "\n"
     history = ""
