@@ -49,6 +49,12 @@ from runtime.keys import Keys, make_client
 log = logging.getLogger("clproj.node")
 
 HEARTBEAT_S = 0.5
+# A lone command (nothing else in flight on its device, e.g. launch+wait) is first polled
+# on the serving thread for up to this long before the waiter thread takes it over: a
+# short kernel completes within it, and its reply then leaves without the hops serving
+# thread -> waiter -> pipe -> serving thread (each a wake-up and a GIL hand-off).
+# CLPROJ_NODE_SETTLE_US=0 turns it off (benchmarks compare both).
+SETTLE_S = float(os.environ.get("CLPROJ_NODE_SETTLE_US", "150")) * 1e-6
 READ_ONLY_FLAGS_MASK = 0b111  # CL_MEM_READ_WRITE | WRITE_ONLY | READ_ONLY
 
 
@@ -111,6 +117,8 @@ class _Dev:
     pending: int = 0
     # commands enqueued and not yet answered, in queue order (the queue is in order)
     waiting: deque[Any] = field(default_factory=deque)
+    # the newest command enqueued in this pass, not yet handed to the waiter thread
+    unwaited: Any = None
 
 
 @dataclass
@@ -392,6 +400,7 @@ class Node:
                     link = self.links.get(fd) if isinstance(fd, int) else None
                     if link is not None and ev & zmq.POLLIN:
                         self._drain_link(link, poller)
+                self._settle()
                 if self.npending:
                     self._complete()
                 self._flush_links(poller)
@@ -515,6 +524,34 @@ class Node:
                 ev.wait()
             self._wake(0)
 
+    def _settle(self) -> None:
+        """Hand this pass's newest command per device to that device's waiter thread;
+        a lone command (the only one in flight on its device) is first polled here for up
+        to SETTLE_S, yielding the CPU between polls so PoCL's worker can run it.
+
+        Why: a launch the client waits for otherwise costs three extra wake-ups (this
+        thread -> waiter thread blocked in clWaitForEvents -> pipe -> this thread) with a
+        GIL hand-off each; on 2 loaded cores each costs tens of us. A burst (more than one
+        command in flight) goes to the waiter at once: polling it would only delay the
+        serving loop."""
+        for dev in self.devs:
+            ev = dev.unwaited
+            if ev is None:
+                continue
+            dev.unwaited = None
+            if dev.pending == 1:
+                deadline = time.perf_counter() + SETTLE_S
+                try:
+                    while ev.command_execution_status > 0:
+                        if time.perf_counter() >= deadline:
+                            break
+                        os.sched_yield()
+                    else:
+                        continue  # complete (or failed): _complete answers it now
+                except Exception:  # the waiter and _complete report failures
+                    pass
+            self._waitqs[dev.index].put(ev)
+
     def _wake(self, _status: int) -> None:
         with contextlib.suppress(OSError):
             os.write(self._wfd, b"x")
@@ -611,7 +648,7 @@ class Node:
         dev.waiting.append(
             _Pending(event, client, rid, dev, kind, keep or [], out, self._cur_sock, self._cur_key)
         )
-        self._waitqs[dev.index].put(event)
+        dev.unwaited = event  # handed to the waiter in _settle (unless it completes first)
 
     def _reject(self, why: str) -> None:
         self.rejects += 1
