@@ -1080,6 +1080,9 @@ def install(ffi: Any, lib: Any) -> None:
                 if r.closed:  # at exit everything completed; nothing new can start
                     done = (lib.RT_OP_RELEASE, lib.RT_OP_WAIT, lib.RT_OP_FINISH, lib.RT_OP_FLUSH)
                     return CL_SUCCESS if c.op in done else CL_INVALID_OPERATION
+                if c.n_released:  # events released in C since the last call (route.c)
+                    for i in range(c.n_released):
+                        r.release(c.released[i])
                 return r.call(c)
         except CLError as exc:
             if exc.code in (CL_OUT_OF_RESOURCES, CL_INVALID_OPERATION):

@@ -63,6 +63,11 @@ MEM_WRITE_ONLY = 2
 MEM_READ_ONLY = 4
 REASK_LAUNCHES = 16
 REASK_S = 0.25
+# a background re-ask goes out at most this often per key: each is a message to the broker
+# and back (zmq I/O thread, broker, reply: ~20 us per launch on average when a tight
+# launch+wait loop re-asked every 16 launches), and placements change only as often as
+# projections arrive or nodes come and go
+REASK_MIN_S = 0.02
 # commands in flight before a send first takes in what has arrived, and the most there may
 # be: zmq drops a ROUTER's messages past its high-water mark, so replies must be read
 PUMP_INFLIGHT = 1024
@@ -252,6 +257,7 @@ class _KeyState:
     since_ask: int = 0
     reason: str = ""
     asking: int = 0  # id of a background re-ask in flight (0: none)
+    sent_at: float = 0.0  # when the last background re-ask went out
 
 
 class RemotePlatform:
@@ -987,8 +993,9 @@ class RemotePlatform:
     def _place(self, key: str, bufs: list[RemoteBuffer]) -> str:
         """The device for a launch of ``key``: the cached decision, asked again now when
         there is none (or it is stale: older than REASK_S, its device died, the broker's
-        epoch moved) and in the background every REASK_LAUNCHES launches (the answer is
-        applied when it arrives, so a stream of launches never stalls on the broker)."""
+        epoch moved) and in the background every REASK_LAUNCHES launches, at most once per
+        REASK_MIN_S (the answer is applied when it arrives, so a stream of launches never
+        stalls on the broker)."""
         ks = self._keys.setdefault(key, _KeyState())
         now = time.monotonic()
         if (
@@ -999,10 +1006,10 @@ class RemotePlatform:
         ):
             fields = self._place_fields(key, ks, bufs)
             self._apply_place(key, self._broker_call("place", **fields), now)
-        elif ks.since_ask >= REASK_LAUNCHES and not ks.asking:
+        elif ks.since_ask >= REASK_LAUNCHES and not ks.asking and now - ks.sent_at >= REASK_MIN_S:
             rid = self._next_id()
             self.sock.send(protocol.pack("place", id=rid, **self._place_fields(key, ks, bufs)))
-            ks.asking, ks.since_ask = rid, 0
+            ks.asking, ks.since_ask, ks.sent_at = rid, 0, now
             self._reasks[rid] = key
         ks.count += 1
         ks.since_ask += 1

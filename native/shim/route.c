@@ -99,6 +99,16 @@ void clproj_route_release(void *h) {
     if (rt_ours(h)) rt_release(h, OBJ(h)->kind, 0);
 }
 
+/* Events whose count reached 0, not yet told to Python: they ride along with the next
+ * call into Python (c->released) instead of costing a callback each. Why: an app that waits
+ * for each launch (pyopencl: launch, wait, drop the event) made three callbacks per launch;
+ * the release one is now a few stores. Python drops its side before the call is handled. */
+#define RT_REL_MAX 256
+static pthread_mutex_t rt_rel_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t rt_rel_ids[RT_REL_MAX];
+static void *rt_rel_handles[RT_REL_MAX];
+static uint32_t rt_rel_n = 0;
+
 /* One call into Python. */
 static cl_int rt_call(clproj_rcall *c) {
     if (rt_closed) /* after exit: everything has completed, nothing can start */
@@ -106,11 +116,39 @@ static cl_int rt_call(clproj_rcall *c) {
                 c->op == RT_OP_FLUSH)
                    ? CL_SUCCESS
                    : CL_INVALID_OPERATION;
+    int64_t ids[RT_REL_MAX];
+    void *handles[RT_REL_MAX];
+    uint32_t n = 0;
+    if (__atomic_load_n(&rt_rel_n, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&rt_rel_lock);
+        n = rt_rel_n;
+        memcpy(ids, rt_rel_ids, n * sizeof *ids);
+        memcpy(handles, rt_rel_handles, n * sizeof *handles);
+        __atomic_store_n(&rt_rel_n, 0, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&rt_rel_lock);
+    }
+    c->n_released = n;
+    c->released = ids;
     int saved = clproj_in_shim;
     clproj_in_shim = 1;
     cl_int r = clproj_py_route(c);
     clproj_in_shim = saved;
+    for (uint32_t i = 0; i < n; i++) free(handles[i]);
     return r;
+}
+/* Queue a released event for the next call; 0 when the queue is full (call now). */
+static int rt_defer_release(void *h) {
+    int ok = 0;
+    pthread_mutex_lock(&rt_rel_lock);
+    if (rt_rel_n < RT_REL_MAX) {
+        rt_rel_ids[rt_rel_n] = OBJ(h)->id;
+        rt_rel_handles[rt_rel_n] = h;
+        OBJ(h)->magic = 0; /* from now on an invalid handle, as after a real release */
+        __atomic_store_n(&rt_rel_n, rt_rel_n + 1, __ATOMIC_RELAXED);
+        ok = 1;
+    }
+    pthread_mutex_unlock(&rt_rel_lock);
+    return ok;
 }
 static void rt_init_call(clproj_rcall *c, int op, const void *h) {
     memset(c, 0, sizeof *c);
@@ -219,6 +257,7 @@ static cl_int rt_retain(void *h, int kind, cl_int bad) {
 static cl_int rt_release(void *h, int kind, cl_int bad) {
     if (!rt_is(h, kind)) return bad;
     if (__atomic_sub_fetch(&OBJ(h)->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (kind == RT_EVENT && !rt_closed && rt_defer_release(h)) return CL_SUCCESS;
         clproj_rcall c;
         rt_init_call(&c, RT_OP_RELEASE, h);
         rt_call(&c);

@@ -34,4 +34,6 @@ typedef struct {
     void *ret;               /* created handle / mapped pointer */
     void *ret_event;         /* created event handle */
     const char *what;        /* RT_OP_UNSUPPORTED: the entry point's name */
+    uint32_t n_released;     /* events released (count 0) since the last call: Python */
+    const int64_t *released; /* drops them before the call itself (ids) */
 } clproj_rcall;
