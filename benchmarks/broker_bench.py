@@ -1,6 +1,8 @@
 """Benchmark of the routing layer: remote vs local launch, transfer rate, placement rate.
 
 Run: ``.venv/bin/python benchmarks/broker_bench.py`` (writes benchmarks/results/broker.md).
+``--compare REF`` instead measures launch+wait (API and in an unmodified app) of git
+revision REF (exported and built in a temp dir) against the working tree, interleaved.
 Broker and node are separate processes (as in a real cluster) on loopback; the client is
 this process. Every ratio in the report comes from this one run on this machine. Targets
 (from the issue): <= 150 us added per launch, >= 1 GB/s buffer transfer through the
@@ -449,5 +451,142 @@ def main() -> int:
     return 0
 
 
+API_SCRIPT = """
+import statistics, sys, time
+from runtime.client import RemotePlatform
+plat = RemotePlatform(sys.argv[1], curve="off", wait_devices_s=60)
+dev = next(iter(plat.devices))
+k = plat.create_kernel(plat.create_program(sys.argv[2]), "inc")
+k.set_args(plat.create_buffer(4096 * 4))
+for _ in range(50):
+    plat.enqueue_launch(k, [4096], device=dev).wait()
+ts = []
+for _ in range(int(sys.argv[3])):
+    t = time.perf_counter()
+    plat.enqueue_launch(k, [4096], device=dev).wait()
+    ts.append(time.perf_counter() - t)
+print(f"API {statistics.median(ts) * 1e6:.1f}")
+plat.close()
+"""
+
+
+def _tree_of(ref: str) -> Path:
+    """``ref`` exported from git and its shim built, in a temp dir (the comparison runs
+    that revision's Python *and* C side)."""
+    root = Path(tempfile.mkdtemp(prefix="clproj-bench-ref-"))
+    tar = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(root)], input=tar.stdout, check=True)
+    subprocess.run(
+        [sys.executable, "native/build_shim.py"], cwd=root, capture_output=True, check=True
+    )
+    (root / "intercept" / "intercept._shim.so").rename(
+        root / "intercept" / next(REPO.glob("intercept/_shim*.so")).name
+    )
+    return root
+
+
+def compare(ref: str, rounds: int = 6) -> int:
+    """launch+wait of ``ref`` vs the working tree: RemotePlatform API (median of N_LAUNCH,
+    same-host Unix path) and the unmodified app under ``clproj run --mode route --broker``,
+    each tree with its own broker + node processes; rounds interleaved, medians."""
+    trees = {ref: _tree_of(ref), "working tree": REPO}
+    tmp = tempfile.mkdtemp(prefix="clproj-bench-cmp-")
+    app = Path(tmp) / "launch_heavy.py"
+    app.write_text(LAUNCH_APP)
+    procs, eps = [], {}
+
+    def env_of(root: Path) -> dict[str, str]:
+        env = dict(os.environ, PYTHONPATH=str(root), PYOPENCL_CTX="0", CLPROJ_SUMMARY="0")
+        env.setdefault("POCL_DEVICES", "pthread")
+        env.pop("LD_PRELOAD", None)
+        env.pop("CLPROJ_DIRECT", None)
+        return env
+
+    for i, (name, root) in enumerate(trees.items()):
+        eps[name] = ep = f"ipc://{tmp}/b{i}"
+        for args in (["broker", "--bind", ep], ["node", "--broker", ep]):
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "clproj.cli",
+                        *args,
+                        "--lifetime",
+                        "1800",
+                        "--curve",
+                        "off",
+                    ],
+                    cwd=root,
+                    env=env_of(root),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+    res: dict[str, dict[str, list[float]]] = {n: {"api": [], "app": []} for n in trees}
+    res["plain (no clproj)"] = {"app": []}
+    load0 = os.getloadavg()
+
+    def run(cmd: list[str], root: Path, tag: str) -> float:
+        p = subprocess.run(cmd, cwd=root, env=env_of(root), capture_output=True, text=True)
+        line = next((ln for ln in p.stdout.splitlines() if ln.startswith(tag)), None)
+        if p.returncode != 0 or line is None:
+            raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-2000:]}")
+        return float(line.split()[-1])
+
+    try:
+        for _ in range(rounds):
+            res["plain (no clproj)"]["app"].append(
+                run([sys.executable, str(app), str(N_APP_LAUNCH)], REPO, "RESULT")
+            )
+            for name, root in trees.items():
+                res[name]["api"].append(
+                    run(
+                        [sys.executable, "-c", API_SCRIPT, eps[name], KERNEL, str(N_LAUNCH)],
+                        root,
+                        "API",
+                    )
+                )
+                cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route"]
+                cmd += ["--broker", eps[name], "--json", "--", sys.executable, str(app)]
+                res[name]["app"].append(run([*cmd, str(N_APP_LAUNCH)], root, "RESULT"))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+    load1 = os.getloadavg()
+    local = local_numbers()["launch_us"]
+    plain = statistics.median(res["plain (no clproj)"]["app"])
+    now = time.strftime("%Y-%m-%d %H:%M")
+    lines = [
+        f"## Run of {now}: launch+wait, {ref} vs working tree (`--compare {ref}`)",
+        "",
+        f"Machine: {platform.node()} ({os.cpu_count()} cores); load average (1/5/15 min) "
+        f"{load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the start, "
+        f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} at the end. Each tree runs its own "
+        f"broker + node processes (ipc, no CURVE; same-host Unix command path); {rounds} "
+        "interleaved rounds, medians (all rounds in brackets). API: RemotePlatform launch+wait, "
+        f"median of {N_LAUNCH}, 'added' = minus local pyopencl launch+wait ({local:.1f} us, "
+        f"measured after the rounds). App: the launch-heavy app's {N_APP_LAUNCH // 4} waited "
+        "launches under `clproj run --mode route --broker`, us per launch, 'added' = minus the "
+        f"plain app ({plain:.1f} us).",
+        "",
+        "| tree | API launch+wait us (added) | app launch+wait us (added) |",
+        "|---|---|---|",
+    ]
+    for name in trees:
+        api, app_us = (statistics.median(res[name][m]) for m in ("api", "app"))
+        lines.append(
+            f"| {name} | {api:.0f} (+{api - local:.0f}) {[round(x) for x in res[name]['api']]} "
+            f"| {app_us:.0f} (+{app_us - plain:.0f}) {[round(x) for x in res[name]['app']]} |"
+        )
+    out = REPO / "benchmarks" / "results" / "broker.md"
+    out.write_text(out.read_text().rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--compare":
+        sys.exit(compare(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 6))
     sys.exit(main())

@@ -209,6 +209,13 @@ def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:
     if schema is None:
         raise ProtocolError(f"cmd: unknown op {op!r}")
     _check_fields(f"cmd {op}", a, schema)
+    if op == "launch":  # the hot command: only its own checks (same as the general path)
+        if not 0 <= a["prog"] <= MAX_DATA_BYTES:
+            raise ProtocolError("cmd launch: prog out of range")
+        if nframes:
+            raise ProtocolError("cmd launch: takes no data frame")
+        _validate_launch(a)
+        return
     for k in ("h", "size", "off", "n", "src", "dst", "soff", "doff", "prog", "flags"):
         v = a.get(k)
         if isinstance(v, int) and not 0 <= v <= MAX_DATA_BYTES:
@@ -228,16 +235,18 @@ def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:
         raise ProtocolError("cmd buf_create: at most one data frame")
     if op == "buf_fill" and not 0 < len(a["pattern"]) <= 128:
         raise ProtocolError("cmd buf_fill: pattern must be 1..128 bytes")
-    if op == "launch":
-        validate_args(a["args"])
-        _check_dims("gsize", a["gsize"], allow_zero=False)
-        for k in ("lsize", "goff"):
-            if a.get(k) is not None:
-                _check_dims(k, a[k], allow_zero=(k == "goff"))
-                if len(a[k]) != len(a["gsize"]):
-                    raise ProtocolError(f"launch: {k} and gsize differ in dimensions")
-        if len(a["kernel"]) > MAX_ID:
-            raise ProtocolError("launch: kernel name too long")
+
+
+def _validate_launch(a: dict[str, Any]) -> None:
+    validate_args(a["args"])
+    _check_dims("gsize", a["gsize"], allow_zero=False)
+    for k in ("lsize", "goff"):
+        if a.get(k) is not None:
+            _check_dims(k, a[k], allow_zero=(k == "goff"))
+            if len(a[k]) != len(a["gsize"]):
+                raise ProtocolError(f"launch: {k} and gsize differ in dimensions")
+    if len(a["kernel"]) > MAX_ID:
+        raise ProtocolError("launch: kernel name too long")
 
 
 def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
