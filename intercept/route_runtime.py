@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from clproj.errors import ClprojError  # a leaf module; imported per call before (~1 us each)
+
 # ---- OpenCL constants (no OpenCL headers in Python) ----------------------------------
 CL_SUCCESS = 0
 CL_OUT_OF_RESOURCES = -5
@@ -660,8 +662,8 @@ class Route:
             for i in range(c.n_wait):
                 e = self.objs.get(c.wait_ids[i])
                 if isinstance(e, VEvent) and e.remote is not None:
-                    e.remote.wait()
-                    self._complete(e)
+                    e.remote.wait()  # raises if the command failed: remote stays set
+                    e.remote, e.end_ns = None, time.monotonic_ns()  # no second pump
         elif op == lib.RT_OP_FINISH:
             self.p.finish()
             self._harvest()
@@ -873,8 +875,6 @@ class Route:
         return sig
 
     def launch(self, c: Any) -> int:
-        from clproj.errors import ClprojError
-
         q = self.get(int(c.u[5]), VQueue)
         k = self.get(c.id, VKernel)
         dim = int(c.u[0])
@@ -1072,8 +1072,6 @@ def install(ffi: Any, lib: Any) -> None:
 
     @ffi.def_extern(error=CL_OUT_OF_RESOURCES, onerror=failed)
     def clproj_py_route(c):
-        from clproj.errors import ClprojError
-
         try:
             r = _get(ffi, lib)
             with r.lock:

@@ -241,6 +241,8 @@ class RemoteEvent:
 
     @property
     def complete(self) -> bool:
+        if all(r.done for r in self._reqs):  # known without asking the sockets
+            return True
         self._p._pump(0)
         return all(r.done for r in self._reqs)
 
