@@ -176,13 +176,17 @@ def _print(advice: Any, result: Any, cal: Any = None) -> None:
                 _fmt(cal.single_s[i]),
                 f"{cal.split_counts[i] / max(1, cal.slabs):.1%}",
                 str(cal.split_counts[i]),
-                f"{cal.trials[-1].finish_s[i] * 1e3:.1f} ms" if cal.trials else "-",
+                (
+                    f"{cal.trials[-1].counts[i]} slabs: {cal.trials[-1].finish_s[i] * 1e3:.1f} ms"
+                    if cal.trials
+                    else "-"
+                ),
                 f"{cal.fractions[i]:.1%}",
             )
             for i, key in enumerate(cal.devices)
         ]
         print_table(
-            ["device", "alone (median)", "balanced share", "slabs", "last trial finish", "chosen"],
+            ["device", "alone (median)", "balanced share", "slabs", "last trial", "chosen"],
             rows,
             title="calibrated partition (measured)",
         )

@@ -169,14 +169,14 @@ def calibrate(
         runs += 1
         seen: set[tuple[int, ...]] = set()
         for _ in range(max(1, max_rounds)):
-            walls, finishes = [], []
+            trial_walls, finishes = [], []
             for _ in range(max(1, trial_runs)):
-                wall, finish, _ = runner.run_detail(counts)
-                walls.append(wall)
+                wall, finish, _merged = runner.run_detail(counts)
+                trial_walls.append(wall)
                 finishes.append(finish)
                 runs += 1
             best_finish = [min(f[i] for f in finishes) for i in range(ndev)]
-            trials.append(Trial(list(counts), min(walls), best_finish))
+            trials.append(Trial(list(counts), min(trial_walls), best_finish))
             seen.add(tuple(counts))
             if trials[-1].imbalance <= tolerance:
                 converged = True
