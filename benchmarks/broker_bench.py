@@ -380,7 +380,7 @@ def main() -> int:
     load1 = os.getloadavg()
     now = time.strftime("%Y-%m-%d %H:%M")
     lines = [
-        f"## Run of {now}: direct client <-> node path",
+        f"## Run of {now}: full benchmark",
         "",
         f"Machine: {platform.node()} ({os.cpu_count()} cores), device {local['device']} (PoCL), "
         f"{now}; load average (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the "
