@@ -311,16 +311,29 @@ class ReuseCache:
                 new.launches = max(new.launches, len(new.anchors))
                 new.next_check = max(new.next_check, self.first_check)
 
+    def _anchor_for(
+        self, record: LaunchRecord, reuse_existing: bool
+    ) -> tuple[_Family, _Entry, _Anchor]:
+        """(family, entry, anchor) of ``record``: its pending anchor from plan(), else a new
+        anchor (or, with ``reuse_existing``, the entry's anchor of the same launch).
+        The caller holds the lock."""
+        found = self._pending_anchor(record)
+        if found is not None:
+            return found
+        fam, entry, values = self._entry(record)
+        if reuse_existing:
+            for a in entry.anchors:
+                if a.signature == record.signature:
+                    return fam, entry, a
+        anchor = _Anchor(record.signature, _work_items(record), values)
+        entry.anchors.append(anchor)
+        return fam, entry, anchor
+
     def _fill(self, record: LaunchRecord, fresh: KernelProfile) -> None:
         """Store an emulated profile in its pending anchor; compare it with its neighbour."""
         with self._lock:
-            found = self._pending_anchor(record)
-            if found is None:  # emulated outside plan() (seed-like): make it an anchor
-                fam, entry, values = self._entry(record)
-                anchor = _Anchor(record.signature, _work_items(record), values)
-                entry.anchors.append(anchor)
-            else:
-                fam, entry, anchor = found
+            # emulated outside plan() (seed-like): it becomes an anchor
+            fam, entry, anchor = self._anchor_for(record, reuse_existing=False)
             if fam.relevant is None:
                 self._rekey(fam, relevant_arguments(fresh))
                 entry = fam.entries[self._key(fam, anchor.values)]
@@ -396,15 +409,9 @@ class ReuseCache:
         """Enter an emulated profile of ``record`` (an earlier run's, or the app's) as an
         anchor, without counting an emulation or a drift check."""
         with self._lock:
-            found = self._pending_anchor(record)
-            if found is None:
-                fam, entry, values = self._entry(record)
-                if any(a.signature == record.signature for a in entry.anchors):
-                    return
-                anchor = _Anchor(record.signature, _work_items(record), values)
-                entry.anchors.append(anchor)
-            else:
-                fam, _, anchor = found
+            fam, _, anchor = self._anchor_for(record, reuse_existing=True)
+            if anchor.profile is not None:  # this launch is already an anchor
+                return
             if fam.relevant is None:
                 self._rekey(fam, relevant_arguments(profile))
             anchor.profile = profile
