@@ -132,6 +132,9 @@ def route_env(tmp_path: Path, fast: str | None = None, delay: float = 0.0) -> di
         env["CLPROJ_RECORD_DIR"] = str(tmp_path / "records")
         env["ROUTE_TEST_FAST"] = fast
         env["ROUTE_TEST_DELAY"] = str(delay)
+        # The test's hook is the only projection: the app's own (real) one is made for a
+        # device no node has, so it maps to no cluster device and is not posted.
+        env["CLPROJ_DEVICES"] = "h100-sxm-spec"
     return env
 
 
