@@ -250,6 +250,17 @@ class RemoteEvent:
         self._p._wait(self._reqs)
 
 
+def _launch_fields(entry: tuple[Any, ...]) -> dict[str, Any]:
+    """The ``launch`` command of a replay-log launch entry (first run and replay alike)."""
+    _, prog, name, args, gsize, lsize, goff, key = entry
+    a: dict[str, Any] = {"prog": prog.h, "kernel": name, "args": args, "gsize": gsize, "key": key}
+    if lsize:
+        a["lsize"] = lsize
+    if goff:
+        a["goff"] = goff
+    return a
+
+
 @dataclass
 class _KeyState:
     count: int = 0
@@ -969,23 +980,11 @@ class RemotePlatform:
         return RemoteEvent(self, self._launch_on(dev, entry, bufs))
 
     def _launch_on(self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]) -> list[_Req]:
-        _, prog, name, args, gsize, lsize, goff, key = entry
-        self._ensure_built(prog, dev)
+        self._ensure_built(entry[1], dev)
         reqs: list[_Req] = []
         for b in bufs:
             reqs.extend(self._ensure_on(b, dev))
-        a: dict[str, Any] = {
-            "prog": prog.h,
-            "kernel": name,
-            "args": args,
-            "gsize": gsize,
-            "key": key,
-        }
-        if lsize:
-            a["lsize"] = lsize
-        if goff:
-            a["goff"] = goff
-        reqs.append(self._cmd(dev, "launch", a))
+        reqs.append(self._cmd(dev, "launch", _launch_fields(entry)))
         for b in bufs:
             if not b.read_only:
                 b.valid, b.host_valid, b.host = {dev}, False, None
@@ -1191,20 +1190,8 @@ class RemotePlatform:
                     )
                 )
             else:
-                _, prog, name, args, gsize, lsize, goff, key = e
-                self._ensure_built(prog, target)
-                a: dict[str, Any] = {
-                    "prog": prog.h,
-                    "kernel": name,
-                    "args": args,
-                    "gsize": gsize,
-                    "key": key,
-                }
-                if lsize:
-                    a["lsize"] = lsize
-                if goff:
-                    a["goff"] = goff
-                reqs.append(self._cmd(target, "launch", a))
+                self._ensure_built(e[1], target)
+                reqs.append(self._cmd(target, "launch", _launch_fields(e)))
         self._wait(reqs)
         for b in self.buffers.values():
             if not b.released:
