@@ -337,26 +337,28 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
 
     int rest = 0;
     int timed = stats_ticket(stat, &rest) && clproj_cfg.timing && qi != NULL;
+
+    /* A launch to record: Python snapshots its inputs first. Python may decline it (project
+     * mode's reuse cache answers it, or Python is not there); then it is launched like any
+     * other, since waiting for it as below would serialise a launch-heavy app: LU's 2046
+     * launches each waited for cost it 0.6 s (PoCL's workers slept and woke every time). */
+    int handle = 0;
+    if (L) {
+        clproj_in_shim = 1;
+        if (python_ready()) handle = clproj_py_pre_launch(L);
+        clproj_in_shim = 0;
+        if (handle <= 0) {
+            free_launch(L, prog);
+            L = NULL;
+        }
+    }
     if (!L) return timed ? launch_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, stat,
                                         rest)
                          : launch_untimed(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev, stat,
                                           rest);
 
-    /* A recorded launch: inputs are read before it, the launch is waited for (its time
-     * is measured, its outputs read with --verify), then Python writes the record. */
-    int handle = 0;
-    clproj_in_shim = 1;
-    if (python_ready()) handle = clproj_py_pre_launch(L);
-    clproj_in_shim = 0;
-    if (handle <= 0) {
-        /* Not recorded after all (project mode's reuse cache answers it, or Python is not
-         * there): launch it like any other. Waiting for it here would serialise a
-         * launch-heavy app: LU's 2046 launches each waited for cost it 0.6 s (PoCL's
-         * workers slept and woke at every launch). */
-        free_launch(L, prog);
-        return timed ? launch_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, stat, rest)
-                     : launch_untimed(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev, stat, rest);
-    }
+    /* A recorded launch: the launch is waited for (its time is measured, its outputs read
+     * with --verify), then Python writes the record. */
     cl_event mine = NULL;
     cl_int err = forward_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, &mine);
     int64_t time_ns = -1;
