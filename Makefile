@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .stamps
-NATIVE_SOURCES := $(wildcard native/*.py native/shim/*.c native/shim/*.h native/oclgrind_plugin/*.cpp native/oclgrind_plugin/*.h) setup.py intercept/shim_runtime.py
+NATIVE_SOURCES := $(wildcard native/*.py native/shim/*.c native/shim/*.h native/nodelink/*.c native/nodelink/*.h native/oclgrind_plugin/*.cpp native/oclgrind_plugin/*.h) setup.py intercept/shim_runtime.py
 # Two PoCL drivers (one thread vs all cores) form a genuinely heterogeneous local pair.
 export POCL_DEVICES ?= pthread basic
 
@@ -48,4 +48,4 @@ bench: setup
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so
+	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so runtime/*.so

@@ -1,14 +1,15 @@
 """Build and install clproj.
 
-Two native parts are built here, never by hand:
+Three native parts are built here, never by hand:
 
 * the LD_PRELOAD interception shim, a cffi *embedding* library declared in
   ``native/build_shim.py`` (``cffi_modules``);
+* the node's native same-host link, a cffi extension (``native/build_nodelink.py``);
 * the Oclgrind statistics plugin (C++), compiled by ``native/build_plugin.py`` from
   our ``build_ext`` step, because Oclgrind loads it with ``dlopen`` and it must not
   depend on Python.
 
-Both land inside the Python packages (``intercept/`` and ``miniemu/``), so an editable
+They land inside the Python packages (intercept, runtime, miniemu), so an editable
 install (``pip install -e .``) and a wheel find them the same way.
 """
 
@@ -54,6 +55,7 @@ setup(
     package_data={
         "miniemu": ["*.so"],
         "intercept": ["*.so"],
+        "runtime": ["*.so"],
         "devices": ["profiles/*.json"],
         "benchmarks.apps": ["*.cl", "c_hosts/*.c", "c_hosts/*.h"],
     },
@@ -70,7 +72,7 @@ setup(
         "dev": ["pytest>=7.4", "ruff>=0.4", "matplotlib>=3.7", "scikit-learn>=1.3"],
     },
     setup_requires=["cffi>=1.16"],
-    cffi_modules=["native/build_shim.py:ffibuilder"],
+    cffi_modules=["native/build_shim.py:ffibuilder", "native/build_nodelink.py:ffibuilder"],
     cmdclass={"build_ext": BuildExtWithPlugin},
     entry_points={"console_scripts": ["clproj=clproj.cli:main"]},
     zip_safe=False,

@@ -28,13 +28,23 @@ sys.path.insert(0, str(REPO))
 KERNEL = "__kernel void inc(__global float *x) { x[get_global_id(0)] += 1.0f; }"
 N_LAUNCH = 400
 ROUNDS = 3  # interleaved repeats; every launch figure is the median over them
-# command paths of a client (CLPROJ_DIRECT): the node's Unix socket (same host), its zmq
-# socket, or through the broker (two round trips per command)
+# command paths of a client: (name, client environment, node). CLPROJ_DIRECT: the node's
+# Unix socket (same host), its zmq socket, or through the broker (two round trips per
+# command). Node "native" serves its Unix socket in C (runtime.nodelink) and runs repeated
+# launches there (fast launches; CLPROJ_FAST_LAUNCH=0 on the client turns them off); node
+# "pynode" serves it in Python (CLPROJ_NODE_NATIVE=0), as before the native link.
 PATHS = [
-    ("same-host Unix socket to the node", "1"),
-    ("zmq socket to the node", "zmq"),
-    ("through the broker", "0"),
+    ("same-host Unix socket, native node link + fast launches", {"CLPROJ_DIRECT": "1"}, "native"),
+    (
+        "same-host Unix socket, native node link, fast launches off",
+        {"CLPROJ_DIRECT": "1", "CLPROJ_FAST_LAUNCH": "0"},
+        "native",
+    ),
+    ("same-host Unix socket, node link in Python", {"CLPROJ_DIRECT": "1"}, "pynode"),
+    ("zmq socket to the node", {"CLPROJ_DIRECT": "zmq"}, "native"),
+    ("through the broker", {"CLPROJ_DIRECT": "0"}, "native"),
 ]
+NODES = {"native": {}, "pynode": {"CLPROJ_NODE_NATIVE": "0"}}
 XFER_BYTES = 64 * 2**20
 XFER_REPS = 6
 
@@ -124,17 +134,28 @@ def remote_numbers(endpoint: str, curve: str, keys: str | None) -> dict[str, dic
 
     member = load(Path(keys), "member") if keys else None
     plats = {}
-    for name, mode in PATHS:
-        os.environ["CLPROJ_DIRECT"] = mode
+    for name, env, node in PATHS:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         plat = RemotePlatform(endpoint, curve=curve, keys=member, wait_devices_s=60)
-        dev = next(iter(plat.devices))
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+        deadline = time.monotonic() + 60
+        while not any(d.startswith(f"{node}/") for d in plat.devices):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {node} never registered")
+            time.sleep(0.2)
+            plat.refresh_devices(wait_s=5)
+        dev = sorted(d for d in plat.devices if d.startswith(f"{node}/"))[0]
         k = plat.create_kernel(plat.create_program(KERNEL), "inc")
         x = plat.create_buffer(4096 * 4)
         k.set_args(x)
         for _ in range(20):
             plat.enqueue_launch(k, [4096], device=dev).wait()
         plats[name] = (plat, k, dev)
-    os.environ.pop("CLPROJ_DIRECT")
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in plats}
     for _ in range(ROUNDS):
         for name, (plat, k, dev) in plats.items():
@@ -279,22 +300,27 @@ def route_vs_observe(broker: str | None = None) -> dict[str, dict[str, float]]:
     app = Path(tempfile.mkdtemp(prefix="clproj-bench-app-")) / "launch_heavy.py"
     app.write_text(LAUNCH_APP)
     clproj = [sys.executable, "-m", "clproj.cli", "run"]
-    modes: list[tuple[str, list[str]]] = [
-        ("plain (no clproj)", []),
-        ("observe", [*clproj, "--json", "--"]),
-        ("route (local broker + node)", [*clproj, "--mode", "route", "--json", "--"]),
+    route = [*clproj, "--mode", "route", "--json", "--"]
+    modes: list[tuple[str, list[str], dict[str, str]]] = [
+        ("plain (no clproj)", [], {}),
+        ("observe", [*clproj, "--json", "--"], {}),
+        ("route (local broker + node)", route, {}),
+        ("route (local), node link in Python", route, {"CLPROJ_NODE_NATIVE": "0"}),
+        ("route (local), fast launches off", route, {"CLPROJ_FAST_LAUNCH": "0"}),
     ]
     if broker:
         modes.append(
             (
                 "route (--broker, separate processes)",
                 [*clproj, "--mode", "route", "--broker", broker, "--json", "--"],
+                {},
             )
         )
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in modes}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in modes}
     for _ in range(ROUNDS):
-        for name, prefix in modes:
+        for name, prefix, extra_env in modes:
             env = dict(os.environ, PYTHONPATH=str(REPO), PYOPENCL_CTX="0", CLPROJ_SUMMARY="0")
+            env.update(extra_env)
             env.pop("LD_PRELOAD", None)
             env.pop("CLPROJ_DIRECT", None)
             t = time.perf_counter()
@@ -366,15 +392,24 @@ def main() -> int:
         b = _proc(
             ["broker", "--bind", ep, "--lifetime", "300", *extra], {"POCL_DEVICES": "pthread"}
         )
-        nd = _proc(
-            ["node", "--broker", ep, "--lifetime", "300", *extra], {"POCL_DEVICES": "pthread"}
-        )
+        nds = [
+            _proc(
+                ["node", "--broker", ep, "--name", nname, "--lifetime", "300", *extra],
+                {"POCL_DEVICES": "pthread", **nenv},
+            )
+            for nname, nenv in NODES.items()
+        ]
         try:
             remote[name] = remote_numbers(ep, curve, kd)
             if ep.endswith("/b"):
+                # the app under --broker must see only the native node: stop the other and
+                # let the broker's liveness check drop it
+                nds[1].terminate()
+                nds[1].wait(10)
+                time.sleep(4)
                 rvo = route_vs_observe(ep)
         finally:
-            for p in (nd, b):
+            for p in (*nds, b):
                 p.terminate()
                 p.wait(10)
     load1 = os.getloadavg()

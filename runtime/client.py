@@ -53,7 +53,7 @@ from typing import Any
 import zmq
 
 from clproj.errors import ClprojError
-from runtime import protocol, unixlink
+from runtime import nodelink, protocol, unixlink
 from runtime.keys import Keys, load, make_client, needs_curve
 
 log = logging.getLogger("clproj.client")
@@ -343,6 +343,13 @@ class RemotePlatform:
         self._lost_queue: set[str] = set()
         self.recoveries = 0
         self.placements: list[tuple[str, str, str]] = []  # (key, device, reason), recent
+        # fast-launch slots (runtime.nodelink): a launch seen twice on a same-host node is
+        # then sent as a 16-byte frame the node's C thread runs alone. CLPROJ_FAST_LAUNCH=0
+        # keeps every launch a full command (benchmarks compare both).
+        self.fast_launch = os.environ.get("CLPROJ_FAST_LAUNCH", "1") != "0"
+        self._slots: dict[str, dict[tuple[Any, ...], int]] = {}  # device -> launch -> slot
+        self._slot_seen: dict[str, dict[tuple[Any, ...], int]] = {}  # device -> launch -> 0/1
+        self._slot_epoch: dict[str, int] = {}  # bumped whenever a device's slots are dropped
         self.refresh_devices(wait_s=wait_devices_s)
 
     # ---- messaging -------------------------------------------------------------------
@@ -402,6 +409,8 @@ class RemotePlatform:
         return bool(msgs)
 
     def _close_link(self, link: unixlink.Link) -> None:
+        for dev in list(self._slots):  # slots live on the node's side of a link
+            self._drop_slots(dev)
         self._link_fds.pop(link.fd, None)
         for path in [p for p, lk in self._links.items() if lk is link]:
             del self._links[path]
@@ -601,6 +610,8 @@ class RemotePlatform:
         rid = self._next_id()
         req = _Req(dev, op, on_done, reissue=reissue)
         self._pending[rid] = req
+        if op in ("buf_create", "release", "release_all") and dev is not None:
+            self._drop_slots(dev)  # the node may drop the slots naming this object
         if self._same_host(dev):
             obj = getattr(data, "obj", None)
             if isinstance(obj, _ShmMap) and len(data) == len(obj):
@@ -984,7 +995,7 @@ class RemotePlatform:
         reqs: list[_Req] = []
         for b in bufs:
             reqs.extend(self._ensure_on(b, dev))
-        reqs.append(self._cmd(dev, "launch", _launch_fields(entry)))
+        reqs.append(self._launch_cmd(dev, entry))
         for b in bufs:
             if not b.read_only:
                 b.valid, b.host_valid, b.host = {dev}, False, None
@@ -1006,6 +1017,65 @@ class RemotePlatform:
             or now - ks.asked_at > REASK_S
         ):
             fields = self._place_fields(key, ks, bufs)
+    def _launch_cmd(self, dev: str, entry: tuple[Any, ...]) -> _Req:
+        """The launch command: a fast frame when the node holds a slot for exactly this
+        launch, else the full command, asking for a slot the second time it is seen.
+
+        Why the second time: a slot costs the node a dedicated kernel object, worth it for
+        a launch that repeats (launch loops), not for one-offs."""
+        fields = _launch_fields(entry)
+        if not self.fast_launch:
+            return self._cmd(dev, "launch", fields)
+        sock = self._sock_for(dev)
+        if not isinstance(sock, unixlink.Link):
+            return self._cmd(dev, "launch", fields)
+        _, prog, name, args, gsize, lsize, goff, key = entry
+        sig = (
+            prog.h,
+            name,
+            tuple(tuple(a) for a in args),
+            tuple(gsize),
+            tuple(lsize or ()),
+            tuple(goff or ()),
+            key,
+        )
+        slots = self._slots.setdefault(dev, {})
+        slot = slots.get(sig)
+        if slot is not None:
+            if len(self._pending) >= PUMP_INFLIGHT:
+                self._pump(0)
+                while len(self._pending) >= MAX_INFLIGHT:
+                    self._wait([next(iter(self._pending.values()))])
+            rid = self._next_id()
+            req = self._pending[rid] = _Req(dev, "launch")
+            sock.send(nodelink.fast_frame(slot, rid))
+            return req
+        seen = self._slot_seen.setdefault(dev, {})
+        times = seen.get(sig, 0)
+        if times != 1:  # first sighting, or a slot already asked for
+            if not times:
+                if len(seen) >= 4096:
+                    seen.clear()
+                seen[sig] = 1
+            return self._cmd(dev, "launch", fields)
+        seen[sig] = 2  # asked: not again until the answer (or a drop) comes
+        epoch = self._slot_epoch.get(dev, 0)
+        req = self._cmd(dev, "launch", {**fields, "slot": True})
+
+        def granted(_frame: Any) -> None:
+            n = (req.res or {}).get("slot")
+            if isinstance(n, int) and self._slot_epoch.get(dev, 0) == epoch and len(slots) < 256:
+                slots[sig] = n
+
+        req.on_done = granted
+        return req
+
+    def _drop_slots(self, dev: str) -> None:
+        """Forget ``dev``'s slots (a superset of what the node drops, see runtime.nodelink)."""
+        self._slots.pop(dev, None)
+        self._slot_seen.pop(dev, None)
+        self._slot_epoch[dev] = self._slot_epoch.get(dev, 0) + 1
+
             self._apply_place(key, self._broker_call("place", **fields), now)
         elif ks.since_ask >= REASK_LAUNCHES and not ks.asking and now - ks.sent_at >= REASK_MIN_S:
             rid = self._next_id()

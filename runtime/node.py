@@ -17,7 +17,8 @@ still learns load and measured launch times from the heartbeats. With CURVE that
 is a CURVE server with a fresh key pair per process (its public key reaches clients
 through the authenticated broker) and accepts only the cluster's member keys. Clients on
 the node's own host use a plain Unix socket in the node's private directory instead
-(runtime.unixlink: no zmq I/O threads, ~4x faster round trip here).
+(runtime.unixlink: no zmq I/O threads, ~4x faster round trip here), served by a C thread
+(runtime.nodelink) that also runs repeated launches alone (fast-launch slots).
 
 Objects are keyed by (client identity, client handle), so a client that reconnects
 (broker restart) keeps its buffers, and one client cannot touch another's objects.
@@ -43,7 +44,7 @@ from typing import Any
 
 import zmq
 
-from runtime import protocol, unixlink
+from runtime import nodelink, protocol, unixlink
 from runtime.keys import Keys, make_client
 
 log = logging.getLogger("clproj.node")
@@ -132,6 +133,19 @@ class _Pending:
     out: Any = None
     sock: Any = None  # where the command came from (broker or direct socket)
     key: str | None = None  # launch: placement key, for the measured times
+    res: dict[str, Any] | None = None  # extra reply fields (a granted fast-launch slot)
+
+
+@dataclass
+class _Slot:
+    """A fast-launch slot: its own kernel with the arguments set once (runtime.nodelink)."""
+
+    sig: tuple[Any, ...]
+    client: bytes
+    dev: int
+    kernel: Any
+    keep: list[Any]  # the buffers its arguments name, alive as long as the slot
+    key: str | None
 
 
 def _outbound_ip(host: str) -> str:
@@ -233,6 +247,11 @@ class Node:
         self.local = ""  # Unix socket path for clients on this host
         self._listener: Any = None
         self.links: dict[int, unixlink.Link] = {}
+        self._native: nodelink.NativeLink | None = None
+        self._slots: dict[int, _Slot] = {}
+        self._slot_sigs: dict[tuple[Any, ...], int] = {}
+        self._free_slots = list(range(nodelink.MAX_SLOTS - 1, 0, -1))
+        self._native_rejects = 0
         if direct and direct != "off":
             self._open_direct(broker, direct, keys)
         devs = opencl_devices()
@@ -307,7 +326,10 @@ class Node:
             os.chmod(self._dtmp.name, 0o700)
         try:
             self.local = f"{self._dtmp.name}/local"
-            self._listener = unixlink.listen(self.local)
+            if nodelink.available():
+                self._native = nodelink.NativeLink(self.local, SETTLE_S)
+            else:
+                self._listener = unixlink.listen(self.local)
         except OSError as exc:  # no Unix sockets here: same-host clients use the zmq socket
             log.info("no same-host socket: %s", exc)
             self.local = ""
@@ -332,6 +354,10 @@ class Node:
 
     def _heartbeat(self) -> None:
         load = {str(d.index): d.pending for d in self.devs}
+        if self._native is not None:
+            for d in self.devs:
+                load[str(d.index)] += self._native.inflight(d.index)
+            self._fold_slot_times()
         measured = {k: self._measured[k] for k in list(self._measured_new)[:512]}
         self._measured_new.difference_update(measured)
         self.sock.send(
@@ -376,6 +402,8 @@ class Node:
             poller.register(self.dsock, zmq.POLLIN)
         if self._listener is not None:
             poller.register(self._listener.fileno(), zmq.POLLIN)
+        if self._native is not None:
+            poller.register(self._native.fd, zmq.POLLIN)
         waiters = [
             threading.Thread(target=self._waiter, args=(q,), name="clproj-node-wait", daemon=True)
             for q in self._waitqs
@@ -396,6 +424,8 @@ class Node:
                         self._drain(sock)
                 if self._listener is not None and self._listener.fileno() in events:
                     self._accept(poller)
+                if self._native is not None and self._native.fd in events:
+                    self._drain_native()
                 for fd, ev in events.items():
                     link = self.links.get(fd) if isinstance(fd, int) else None
                     if link is not None and ev & zmq.POLLIN:
@@ -416,6 +446,9 @@ class Node:
                     d.queue.finish()
             for th in waiters:
                 th.join(1)
+            if self._native is not None:
+                self._native.close()
+            self._slots.clear()
             self.sock.close(0)
             for link in self.links.values():
                 link.close()
@@ -475,6 +508,113 @@ class Node:
                 self._reject(f"internal error {type(exc).__name__}: {exc}")
                 if self.rejects <= 5:
                     log.exception("node failed on a message")
+
+    def _drain_native(self) -> None:
+        """Messages from same-host clients via the native link, in stream order; each is
+        reported handled once enqueued, which lets fast launches queued behind it run."""
+        native = self._native
+        assert native is not None
+        for conn, frames in native.messages():
+            if frames is None:  # the connection closed: its slots go
+                self._drop_slots(lambda s, c=conn.conn: s.sig[0] == c)
+                continue
+            try:
+                self._handle([unixlink.Frame(conn.peer), *frames], conn)
+            except Exception as exc:  # never let one message stop the node
+                self._reject(f"internal error {type(exc).__name__}: {exc}")
+                if self.rejects <= 5:
+                    log.exception("node failed on a message")
+            finally:
+                native.handled(conn)
+        if native.rejects > self._native_rejects:
+            self._native_rejects = native.rejects
+            self._reject(f"same-host link: {native.rejects} malformed messages so far")
+
+    # ---- fast-launch slots (runtime.nodelink) ------------------------------------------
+    def _slot_for(self, client: bytes, dev: _Dev, a: dict[str, Any]) -> int | None:
+        """The slot of this exact launch on this connection, made on first request: a
+        dedicated kernel with these arguments, so no later set_arg can change them."""
+        conn = self._cur_sock
+        native = self._native
+        if native is None or not isinstance(conn, nodelink.NativeConn):
+            return None
+        sig = (
+            conn.conn,
+            dev.index,
+            a["prog"],
+            a["kernel"],
+            tuple(tuple(x) for x in a["args"]),
+            tuple(a["gsize"]),
+            tuple(a.get("lsize") or ()),
+            tuple(a.get("goff") or ()),
+            a.get("key"),
+        )
+        n = self._slot_sigs.get(sig)
+        if n is not None:
+            return n
+        if not self._free_slots or sum(s.client == client for s in self._slots.values()) >= 256:
+            return None
+        cl = self.cl
+        kern = cl.Kernel(self._obj(client, dev, a["prog"], cl.Program), a["kernel"])
+        keep: list[Any] = []
+        for i, arg in enumerate(a["args"]):
+            if arg[0] == "b":
+                buf = self._obj(client, dev, arg[1], cl.Buffer)
+                keep.append(buf)
+                kern.set_arg(i, buf)
+            elif arg[0] == "s":
+                kern.set_arg(i, arg[1])
+            elif arg[0] == "l":
+                kern.set_arg(i, cl.LocalMemory(max(1, arg[1])))
+            else:
+                kern.set_arg(i, None)
+        n = self._free_slots.pop()
+        ok = native.add_slot(
+            n,
+            conn,
+            kern.int_ptr,
+            dev.queue.int_ptr,
+            dev.index,
+            a["gsize"],
+            a.get("lsize"),
+            a.get("goff"),
+        )
+        if not ok:
+            self._free_slots.append(n)
+            return None
+        key = a.get("key")
+        self._slots[n] = _Slot(
+            sig, client, dev.index, kern, keep, key if isinstance(key, str) else None
+        )
+        self._slot_sigs[sig] = n
+        return n
+
+    def _drop_slots(self, which: Any) -> None:
+        """Drop the slots ``which(slot)`` selects (their buffers or program may change)."""
+        if not self._slots:
+            return
+        native = self._native
+        for n in [n for n, s in self._slots.items() if which(s)]:
+            self._fold_slot(n)
+            s = self._slots.pop(n)
+            self._slot_sigs.pop(s.sig, None)
+            if native is not None:
+                native.drop_slot(n)
+            self._free_slots.append(n)
+
+    def _fold_slot(self, n: int) -> None:
+        native = self._native
+        s = self._slots.get(n)
+        if native is None or s is None:
+            return
+        count, secs = native.take_times(n)
+        if count:
+            self._learn_time(s.dev, s.key, secs / count)
+
+    def _fold_slot_times(self) -> None:
+        """Fast launches' kernel times into the means the heartbeat reports."""
+        for n in list(self._slots):
+            self._fold_slot(n)
 
     def _flush_links(self, poller: zmq.Poller) -> None:
         """Write queued replies; watch for writability only while some are queued."""
@@ -595,16 +735,17 @@ class Node:
                     with contextlib.suppress(cl.Error):
                         t = (p.event.profile.end - p.event.profile.start) * 1e-9
                         self._learn(p, t)
-                if p.sock is not self.sock and p.out is None:
+                if p.sock is not self.sock and p.out is None and p.res is None:
                     ids, ts = batch.setdefault((p.sock, p.client), ([], []))
                     ids.append(p.rid)
                     ts.append(t)
                     if len(ids) >= protocol.MAX_LIST:
                         self._done(p.sock, p.client, batch.pop((p.sock, p.client)))
                     continue
-                self._reply(
-                    p.client, p.rid, res={} if t is None else {"t": t}, data=p.out, sock=p.sock
-                )
+                res = dict(p.res or {})
+                if t is not None:
+                    res["t"] = t
+                self._reply(p.client, p.rid, res=res, data=p.out, sock=p.sock)
         for (sock, client), done in batch.items():
             self._done(sock, client, done)
 
@@ -621,17 +762,20 @@ class Node:
         broker no longer sees those replies)."""
         if p.sock is self.sock:
             return  # the broker saw this reply itself
-        i = str(p.dev.index)
+        self._learn_time(p.dev.index, p.key, t)
+
+    def _learn_time(self, dev: int, key: str | None, t: float) -> None:
+        i = str(dev)
         old = self._lt.get(i)
         self._lt[i] = t if old is None else 0.8 * old + 0.2 * t
-        if p.key:
-            m = self._measured.get(p.key)
+        if key:
+            m = self._measured.get(key)
             if m is None:
                 if len(self._measured) >= 4096:
                     self._measured.clear()
-                m = self._measured[p.key] = {}
+                m = self._measured[key] = {}
             m[i] = t if i not in m else 0.7 * m[i] + 0.3 * t
-            self._measured_new.add(p.key)
+            self._measured_new.add(key)
 
     def _enqueued(
         self,
@@ -642,11 +786,14 @@ class Node:
         kind: str,
         keep: list[Any] | None = None,
         out: Any = None,
+        res: dict[str, Any] | None = None,
     ) -> None:
         dev.pending += 1
         self.npending += 1
         dev.waiting.append(
-            _Pending(event, client, rid, dev, kind, keep or [], out, self._cur_sock, self._cur_key)
+            _Pending(
+                event, client, rid, dev, kind, keep or [], out, self._cur_sock, self._cur_key, res
+            )
         )
         dev.unwaited = event  # handed to the waiter in _settle (unless it completes first)
 
@@ -715,6 +862,8 @@ class Node:
             if size > dev.device.max_mem_alloc_size:
                 raise ValueError(f"buffer of {size} bytes exceeds the device's max allocation")
             flags = a["flags"] & READ_ONLY_FLAGS_MASK or cl.mem_flags.READ_WRITE
+            if (client, dev.index, a["h"]) in self.objects:  # replaced: slots naming it go
+                self._drop_slots(lambda s: s.client == client and s.dev == dev.index)
             buf = cl.Buffer(dev.ctx, flags, size)
             self.objects[(client, dev.index, a["h"])] = buf
             if a.get("shm"):
@@ -784,11 +933,13 @@ class Node:
             ev = cl.enqueue_marker(q)
             self._enqueued(ev, client, rid, dev, "finish")
         elif op == "release":
+            self._drop_slots(lambda s: s.client == client and s.dev == dev.index)
             self.objects.pop((client, dev.index, a["h"]), None)
             for k in [k for k in self.kernels if k[:3] == (client, dev.index, a["h"])]:
                 del self.kernels[k]
             self._reply(client, rid)
         elif op == "release_all":
+            self._drop_slots(lambda s: s.client == client)
             for k in [k for k in self.objects if k[0] == client]:
                 del self.objects[k]
             for k in [k for k in self.kernels if k[0] == client]:
@@ -808,6 +959,9 @@ class Node:
         kern, nargs, last = ent
         if len(a["args"]) != nargs:
             raise ValueError(f"kernel {a['kernel']} takes {nargs} arguments, got {len(a['args'])}")
+        slot = None
+        if a.get("slot"):  # the client saw this launch before: it may come as a fast frame
+            slot = self._slot_for(client, dev, a)
         # clSetKernelArg only for arguments that changed since this kernel's last launch
         # (a launch loop re-sends the same arguments; each set_arg is a driver call)
         for i, arg in enumerate(a["args"]):
@@ -832,7 +986,7 @@ class Node:
             tuple(a["lsize"]) if a.get("lsize") else None,
             tuple(a["goff"]) if a.get("goff") else None,
         )
-        self._enqueued(ev, client, rid, dev, "launch")
+        self._enqueued(ev, client, rid, dev, "launch", res=None if slot is None else {"slot": slot})
 
 
 def serve_in_thread(node: Node, until: float | None = None) -> threading.Thread:

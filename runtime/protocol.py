@@ -119,6 +119,7 @@ OPS: dict[str, dict[str, Any]] = {
         "lsize?": _LIST,
         "goff?": _LIST,
         "key?": _STR,  # placement key, lets the broker learn measured times
+        "slot?": bool,  # asks for a fast-launch slot for this exact launch (runtime.nodelink)
     },
     "finish": {},
     "release": {"h": _INT},
