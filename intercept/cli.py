@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -51,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--broker",
         metavar="ADDR",
         help="route mode: the cluster's broker (default: an embedded broker + local node)",
+    )
+    p.add_argument(
+        "--split",
+        action="store_true",
+        help="route mode: split launches that qualify across devices at once (partition "
+        "safety + advisor, decided once per kernel; docs/advisor.md)",
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
@@ -205,6 +212,54 @@ def _pin_local_profiles(env: dict[str, str], tmp: str) -> None:
     env["CLPROJ_DEVICES"] = ",".join(files)
 
 
+def _split_environment(env: dict[str, str], tmp: str) -> str:
+    """``--split``: turn it on in the app, pin live-adjusted profiles of the local devices
+    (a thread-limited PoCL device priced with its live compute units; resolved here
+    because the app must not query OpenCL itself, see _pin_local_profiles) and name the
+    file the app appends its decisions to. Returns that file."""
+    from runtime import route_split
+
+    env[route_split.ENV] = "1"
+    out = os.path.join(tmp, "splits.jsonl")
+    env[route_split.FILE_ENV] = out
+    if route_split.DEVICES_ENV not in env:
+        try:
+            from devices.discovery import opencl_devices
+            from runtime.advisor import profile_for_live_device
+
+            files = []
+            for i, dev in enumerate(opencl_devices()):
+                prof = profile_for_live_device(dev)
+                if prof is not None:
+                    files.append(os.path.join(tmp, f"split-profile-{i}.json"))
+                    prof.save(files[-1])
+            env[route_split.DEVICES_ENV] = ",".join(files)
+        except Exception as exc:  # the nodes' own profiles are used instead
+            print(f"clproj: live device profiles for --split not resolved: {exc}", file=sys.stderr)
+    return out
+
+
+def _read_splits(path: str | None) -> list[dict]:
+    """The app's split decisions (JSON lines; a torn last line is skipped)."""
+    if not path or not os.path.exists(path):
+        return []
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def _print_splits(splits: list[dict]) -> None:
+    if not splits:
+        print("clproj: split: no kernel decided while the app ran", file=sys.stderr)
+    for d in sorted(splits, key=lambda d: (not d["split"], d["kernel"])):
+        print(f"clproj: split: {d['kernel']}: {d['reason']}", file=sys.stderr)
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -213,6 +268,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         raise ClprojError("no command given", "usage: clproj run [--mode observe] -- CMD ARGS...")
     if args.broker and args.mode != "route":
         raise ClprojError("--broker is for --mode route", "add --mode route")
+    if getattr(args, "split", False) and args.mode != "route":
+        raise ClprojError("--split is for --mode route", "add --mode route")
     if args.record:
         os.makedirs(args.record, exist_ok=True)
         if not os.access(args.record, os.W_OK):
@@ -239,6 +296,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         if args.mode in ("project", "route") and "CLPROJ_DEVICES" not in env:
             _pin_local_profiles(env, tmp)
+        split_file = None
+        if getattr(args, "split", False):
+            split_file = _split_environment(env, tmp)
         if args.mode == "project":
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
             env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
@@ -250,6 +310,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                 f"command not found: {cmd[0]}", "check the command after --"
             ) from None
         rows = read_summary(summary)
+        splits = _read_splits(split_file)
         if args.mode == "project":
             from runtime.live_projection import complete_run
 
@@ -263,6 +324,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                 "kernels": rows,
                 "record_dir": args.record,
                 "projections": projections,
+                **({"splits": splits} if split_file else {}),
             }
         )
         return rc
@@ -291,6 +353,8 @@ def run_cmd(args: argparse.Namespace) -> int:
             )
     else:
         print("clproj: no kernel launches seen", file=sys.stderr)
+    if split_file:
+        _print_splits(splits)
     if projections:
         from runtime.live_projection import print_projections
 

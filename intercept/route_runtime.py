@@ -319,6 +319,14 @@ class Route:
         self.stats: dict[tuple[str, str], list[int]] = {}  # launches, timed, total_ns
         self.t0 = time.monotonic_ns()
         self.closed = False
+        self.split: Any = None  # runtime.route_split.Splitter with --split (CLPROJ_SPLIT=1)
+        if os.environ.get("CLPROJ_SPLIT") == "1":
+            from runtime.route_split import Splitter
+
+            self.split = Splitter.from_env(
+                lambda: [d for d in list(self.p.devices.values()) if d.id not in self.p.dead],
+                self.lock,
+            )
 
     # ---- handles ----
     def new(self, kind: int, obj: Any, parent: Any = None) -> Any:
@@ -884,17 +892,22 @@ class Route:
         if k.params is not None and any(i not in k.remote.args for i in range(len(k.params))):
             return CL_INVALID_KERNEL_ARGS
         sig = self.signature(k, g, lo)
-        if self.hooks and sig not in self.seen_sigs:
+        first = self.hooks and sig not in self.seen_sigs
+        if first:
             self.seen_sigs.add(sig)
             self._notify_hooks(k, g, lo, off)
+        plan = self.split.plan(sig, k.remote, first) if self.split is not None else None
         try:
-            ev = self.p.enqueue_launch(k.remote, g, lo, off, key=sig)
+            if plan is not None:
+                ev = self.p.enqueue_split_launch(k.remote, g, lo, off, plan, key=sig)
+            else:
+                ev = self.p.enqueue_launch(k.remote, g, lo, off, key=sig)
         except ClprojError as exc:
             if "not set" in str(exc.cause if hasattr(exc, "cause") else exc):
                 return CL_INVALID_KERNEL_ARGS
             raise
         req = ev._reqs[-1]
-        self.launches.append((k.name, req.dev, req))
+        self.launches.append((k.name, plan.label if plan is not None else req.dev, req))
         if len(self.launches) >= 4096:
             self._harvest()
         self.event(c, q, "launch", ev, req)
@@ -995,6 +1008,10 @@ class Route:
                 f"clproj: route: recovered from {self.p.recoveries} node failure(s)",
                 file=sys.stderr,
             )
+        if self.split is not None and not os.environ.get("CLPROJ_SPLIT_FILE"):
+            from runtime.route_split import print_summary  # else `clproj run` prints them
+
+            print_summary(self.split)
         # the observe-mode summary (C, runs after us) has nothing to say in route mode
         os.environ.pop("CLPROJ_SUMMARY_FILE", None)
         os.environ["CLPROJ_SUMMARY"] = "0"

@@ -990,6 +990,21 @@ class RemotePlatform:
         dev = device if device and device not in self.dead else self._place(key, bufs)
         return RemoteEvent(self, self._launch_on(dev, entry, bufs))
 
+    def enqueue_split_launch(
+        self,
+        k: RemoteKernel,
+        gsize: Sequence[int],
+        lsize: Sequence[int] | None,
+        goff: Sequence[int] | None,
+        plan: Any,
+        key: str | None = None,
+    ) -> RemoteEvent:
+        """clEnqueueNDRangeKernel as shares on several devices, merged on one
+        (``plan``: a runtime.route_split.SplitPlan; runtime.client_split says how)."""
+        from runtime.client_split import split_launch
+
+        return split_launch(self, k, gsize, lsize, goff, plan, key or self.kernel_key(k, gsize))
+
     def _launch_on(self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]) -> list[_Req]:
         self._ensure_built(entry[1], dev)
         reqs: list[_Req] = []

@@ -181,13 +181,15 @@ def _work() -> None:
         record = _queue.get()
         try:
             doc = _project(record)
+            _consider_split(record, doc)
             if doc is not None:
                 if out:
                     with _lock, open(out, "a", encoding="utf-8") as fh:
                         fh.write(json.dumps(doc) + "\n")
                 _post_to_route(record, doc)
-        except ClprojError:
-            pass  # e.g. no measured profile for a local device: `clproj run` completes it
+        except ClprojError as exc:
+            # e.g. no measured profile for a local device: `clproj run` completes it
+            _consider_split(record, {"error": exc.cause})
         except Exception as exc:  # never let the worker die silently or touch the app
             print(
                 f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}",
@@ -208,6 +210,19 @@ def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
         times[p["device"]] = p["time_s"]
         times.setdefault(p["name"], p["time_s"])
     route_runtime.post_projection(record.signature, times)
+
+
+def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
+    """Route mode with --split: hand the record and its kernel profile to the split
+    decision (runtime.route_split), which runs on its own thread: its emulations must
+    not delay the projections that place the other kernels."""
+    if os.environ.get("CLPROJ_MODE") != "route" or os.environ.get("CLPROJ_SPLIT") != "1":
+        return
+    from intercept import route_runtime
+
+    r = route_runtime.route()
+    if r is not None and r.split is not None:
+        r.split.consider(record, doc)
 
 
 def _start_worker() -> None:
