@@ -470,7 +470,7 @@ class RemotePlatform:
             s = self._dsocks.pop(ep)
             self._poller.unregister(s)
             s.close(0)
-        used = {d.local for d in live}
+        used = {d.local for d in live} | {d.local + nodelink.SUFFIX for d in live}
         for path in [p for p in self._links if p not in used]:
             self._close_link(self._links[path])
 
@@ -622,8 +622,16 @@ class RemotePlatform:
                 with contextlib.suppress(OSError):
                     req.keep = _ShmMap.empty(a["n"])
                     a = {**a, "shm": req.keep.obj.path}
-        header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
         sock = self._sock_for(dev)
+        if isinstance(sock, unixlink.Link):  # the fast link orders itself against these
+            sock.last_rid = rid
+            after = getattr(sock, "fast_last", 0)
+            if after:
+                header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a, after=after)
+            else:
+                header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
+        else:
+            header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
         if data is None:
             sock.send(header)
         else:
@@ -1017,21 +1025,6 @@ class RemotePlatform:
         self.default_device = dev
         return reqs
 
-    def _place(self, key: str, bufs: list[RemoteBuffer]) -> str:
-        """The device for a launch of ``key``: the cached decision, asked again now when
-        there is none (or it is stale: older than REASK_S, its device died, the broker's
-        epoch moved) and in the background every REASK_LAUNCHES launches, at most once per
-        REASK_MIN_S (the answer is applied when it arrives, so a stream of launches never
-        stalls on the broker)."""
-        ks = self._keys.setdefault(key, _KeyState())
-        now = time.monotonic()
-        if (
-            ks.dev is None
-            or ks.dev in self.dead
-            or ks.epoch != self.epoch
-            or now - ks.asked_at > REASK_S
-        ):
-            fields = self._place_fields(key, ks, bufs)
     def _launch_cmd(self, dev: str, entry: tuple[Any, ...]) -> _Req:
         """The launch command: a fast frame when the node holds a slot for exactly this
         launch, else the full command, asking for a slot the second time it is seen.
@@ -1042,7 +1035,8 @@ class RemotePlatform:
         if not self.fast_launch:
             return self._cmd(dev, "launch", fields)
         sock = self._sock_for(dev)
-        if not isinstance(sock, unixlink.Link):
+        fast = self._fast_link_for(dev) if isinstance(sock, unixlink.Link) else None
+        if fast is None:
             return self._cmd(dev, "launch", fields)
         _, prog, name, args, gsize, lsize, goff, key = entry
         sig = (
@@ -1063,7 +1057,8 @@ class RemotePlatform:
                     self._wait([next(iter(self._pending.values()))])
             rid = self._next_id()
             req = self._pending[rid] = _Req(dev, "launch")
-            sock.send(nodelink.fast_frame(slot, rid))
+            fast.send(nodelink.fast_frame(slot, rid, getattr(sock, "last_rid", 0)))
+            sock.fast_last = rid  # the command link's next commands follow this frame
             return req
         seen = self._slot_seen.setdefault(dev, {})
         times = seen.get(sig, 0)
@@ -1085,12 +1080,46 @@ class RemotePlatform:
         req.on_done = granted
         return req
 
+    def _fast_link_for(self, dev: str) -> unixlink.Link | None:
+        """The node's fast-launch link (its command socket path + ``.fast``), connected on
+        first use; None when the node offers none (runtime.nodelink)."""
+        d = self.devices.get(dev)
+        if d is None or not d.local:
+            return None
+        path = d.local + nodelink.SUFFIX
+        link = self._links.get(path)
+        if link is None and path not in self._no_link:
+            try:
+                link = unixlink.connect(path, self.sock.getsockopt(zmq.ROUTING_ID))
+            except OSError:  # an older node, or CLPROJ_NODE_NATIVE=0 there
+                self._no_link.add(path)
+                return None
+            self._links[path] = link
+            self._link_fds[link.fd] = link
+            self._poller.register(link.fd, zmq.POLLIN)
+        return link
+
     def _drop_slots(self, dev: str) -> None:
         """Forget ``dev``'s slots (a superset of what the node drops, see runtime.nodelink)."""
         self._slots.pop(dev, None)
         self._slot_seen.pop(dev, None)
         self._slot_epoch[dev] = self._slot_epoch.get(dev, 0) + 1
 
+    def _place(self, key: str, bufs: list[RemoteBuffer]) -> str:
+        """The device for a launch of ``key``: the cached decision, asked again now when
+        there is none (or it is stale: older than REASK_S, its device died, the broker's
+        epoch moved) and in the background every REASK_LAUNCHES launches, at most once per
+        REASK_MIN_S (the answer is applied when it arrives, so a stream of launches never
+        stalls on the broker)."""
+        ks = self._keys.setdefault(key, _KeyState())
+        now = time.monotonic()
+        if (
+            ks.dev is None
+            or ks.dev in self.dead
+            or ks.epoch != self.epoch
+            or now - ks.asked_at > REASK_S
+        ):
+            fields = self._place_fields(key, ks, bufs)
             self._apply_place(key, self._broker_call("place", **fields), now)
         elif ks.since_ask >= REASK_LAUNCHES and not ks.asking and now - ks.sent_at >= REASK_MIN_S:
             rid = self._next_id()

@@ -17,8 +17,9 @@ still learns load and measured launch times from the heartbeats. With CURVE that
 is a CURVE server with a fresh key pair per process (its public key reaches clients
 through the authenticated broker) and accepts only the cluster's member keys. Clients on
 the node's own host use a plain Unix socket in the node's private directory instead
-(runtime.unixlink: no zmq I/O threads, ~4x faster round trip here), served by a C thread
-(runtime.nodelink) that also runs repeated launches alone (fast-launch slots).
+(runtime.unixlink: no zmq I/O threads, ~4x faster round trip here), and, beside it, a
+second one served by a C thread that runs launches the client repeats (fast-launch slots,
+runtime.nodelink) without entering Python.
 
 Objects are keyed by (client identity, client handle), so a client that reconnects
 (broker restart) keeps its buffers, and one client cannot touch another's objects.
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import zmq
 
 from runtime import nodelink, protocol, unixlink
@@ -252,6 +254,8 @@ class Node:
         self._slot_sigs: dict[tuple[Any, ...], int] = {}
         self._free_slots = list(range(nodelink.MAX_SLOTS - 1, 0, -1))
         self._native_rejects = 0
+        self._deferred: set[unixlink.Link] = set()  # links holding back a command (`after`)
+        self._cur_rid = 0
         if direct and direct != "off":
             self._open_direct(broker, direct, keys)
         devs = opencl_devices()
@@ -326,13 +330,15 @@ class Node:
             os.chmod(self._dtmp.name, 0o700)
         try:
             self.local = f"{self._dtmp.name}/local"
-            if nodelink.available():
-                self._native = nodelink.NativeLink(self.local, SETTLE_S)
-            else:
-                self._listener = unixlink.listen(self.local)
+            self._listener = unixlink.listen(self.local)
         except OSError as exc:  # no Unix sockets here: same-host clients use the zmq socket
             log.info("no same-host socket: %s", exc)
             self.local = ""
+        if self.local and nodelink.available():
+            try:
+                self._native = nodelink.NativeLink(self.local + nodelink.SUFFIX, SETTLE_S)
+            except OSError as exc:  # launches stay on the command link
+                log.info("no fast-launch link: %s", exc)
 
     def stop(self) -> None:
         self._stop.set()
@@ -425,7 +431,7 @@ class Node:
                 if self._listener is not None and self._listener.fileno() in events:
                     self._accept(poller)
                 if self._native is not None and self._native.fd in events:
-                    self._drain_native()
+                    self._native_notes(poller)
                 for fd, ev in events.items():
                     link = self.links.get(fd) if isinstance(fd, int) else None
                     if link is not None and ev & zmq.POLLIN:
@@ -479,13 +485,20 @@ class Node:
             poller.register(link.fd, zmq.POLLIN)
 
     def _drop_link(self, link: unixlink.Link, poller: zmq.Poller) -> None:
+        if link.peer:  # the client forgets its slots when a link closes: so does the node
+            self._drop_slots(lambda s: s.client == link.peer)
+        self._deferred.discard(link)
         self.links.pop(link.fd, None)
         with contextlib.suppress(KeyError, zmq.ZMQError):
             poller.unregister(link.fd)
         link.close()
 
     def _drain_link(self, link: unixlink.Link, poller: zmq.Poller) -> None:
-        """Messages from a same-host client: the first one is its routing id."""
+        """Messages from a same-host client: the first one is its routing id.
+
+        With the fast link (runtime.nodelink), every handled command is reported to it (a
+        fast frame may wait for it), and a command that must follow a fast frame not yet
+        taken (``after``) holds back itself and the rest of its link until it is."""
         try:
             msgs = link.receive()
         except unixlink.LinkError as exc:
@@ -493,7 +506,22 @@ class Node:
                 self._reject(f"same-host link: {exc}")
             self._drop_link(link, poller)
             return
-        for frames in msgs:
+        held = getattr(link, "held", None)
+        if held:
+            msgs = held + msgs
+            link.held = []
+            self._deferred.discard(link)
+        native = self._native
+        gate = None
+        if native is not None:
+
+            def gate(after: int) -> bool:
+                if native.fast_done(link.peer) >= after:
+                    return True
+                native.want(link.peer, after)
+                return False
+
+        for i, frames in enumerate(msgs):
             if not link.peer:
                 pid = frames[0].bytes
                 if len(frames) != 1 or not 0 < len(pid) <= 255:
@@ -502,44 +530,45 @@ class Node:
                     return
                 link.peer = pid
                 continue
+            self._cur_rid = 0
             try:
-                self._handle([unixlink.Frame(link.peer), *frames], link)
+                if self._handle([unixlink.Frame(link.peer), *frames], link, gate) is _HELD:
+                    link.held = msgs[i:]
+                    self._deferred.add(link)
+                    return
             except Exception as exc:  # never let one message stop the node
                 self._reject(f"internal error {type(exc).__name__}: {exc}")
                 if self.rejects <= 5:
                     log.exception("node failed on a message")
+            if native is not None:
+                native.handled(link.peer, self._cur_rid or _lenient_id(frames))
 
-    def _drain_native(self) -> None:
-        """Messages from same-host clients via the native link, in stream order; each is
-        reported handled once enqueued, which lets fast launches queued behind it run."""
+    def _retry_held(self, poller: zmq.Poller) -> None:
+        for link in list(self._deferred):
+            if not link.closed:
+                self._drain_link(link, poller)
+
+    def _native_notes(self, poller: zmq.Poller) -> None:
+        """The fast link's news: clients whose fast connection closed (their slots go),
+        fast frames taken that held-back commands wait for, malformed frames."""
         native = self._native
         assert native is not None
-        for conn, frames in native.messages():
-            if frames is None:  # the connection closed: its slots go
-                self._drop_slots(lambda s, c=conn.conn: s.sig[0] == c)
-                continue
-            try:
-                self._handle([unixlink.Frame(conn.peer), *frames], conn)
-            except Exception as exc:  # never let one message stop the node
-                self._reject(f"internal error {type(exc).__name__}: {exc}")
-                if self.rejects <= 5:
-                    log.exception("node failed on a message")
-            finally:
-                native.handled(conn)
+        for peer in native.closed_clients():
+            self._drop_slots(lambda s, c=peer: s.client == c)
+        self._retry_held(poller)
         if native.rejects > self._native_rejects:
             self._native_rejects = native.rejects
-            self._reject(f"same-host link: {native.rejects} malformed messages so far")
+            self._reject(f"fast-launch link: {native.rejects} malformed messages so far")
 
     # ---- fast-launch slots (runtime.nodelink) ------------------------------------------
     def _slot_for(self, client: bytes, dev: _Dev, a: dict[str, Any]) -> int | None:
         """The slot of this exact launch on this connection, made on first request: a
         dedicated kernel with these arguments, so no later set_arg can change them."""
-        conn = self._cur_sock
         native = self._native
-        if native is None or not isinstance(conn, nodelink.NativeConn):
+        if native is None or not isinstance(self._cur_sock, unixlink.Link):
             return None
         sig = (
-            conn.conn,
+            client,
             dev.index,
             a["prog"],
             a["kernel"],
@@ -571,7 +600,7 @@ class Node:
         n = self._free_slots.pop()
         ok = native.add_slot(
             n,
-            conn,
+            client,
             kern.int_ptr,
             dev.queue.int_ptr,
             dev.index,
@@ -802,7 +831,9 @@ class Node:
         if self.rejects <= 20 or self.rejects % 1000 == 0:
             log.warning("node %s rejected command #%d: %s", self.name, self.rejects, why)
 
-    def _handle(self, frames: list[Any], sock: Any = None) -> None:
+    def _handle(self, frames: list[Any], sock: Any = None, gate: Any = None) -> Any:
+        """Decode, check and carry out one command. ``gate(after)`` (same-host links with
+        a fast link): False holds the command back (returns _HELD, nothing done)."""
         sock = sock or self.sock
         if len(frames) == 1 and sock is self.sock:  # broker control message
             try:
@@ -824,7 +855,11 @@ class Node:
         except protocol.ProtocolError as exc:
             self._reject(str(exc))
             return
+        after = h.get("after")
+        if after and gate is not None and not gate(after):
+            return _HELD
         rid = h["id"]
+        self._cur_rid = rid
         self._cur_sock = sock
         key = h["a"].get("key") if h["op"] == "launch" else None
         self._cur_key = key if isinstance(key, str) else None
@@ -987,6 +1022,20 @@ class Node:
             tuple(a["goff"]) if a.get("goff") else None,
         )
         self._enqueued(ev, client, rid, dev, "launch", res=None if slot is None else {"slot": slot})
+
+
+_HELD = object()  # _handle: the command waits for a fast frame (see _drain_link)
+
+
+def _lenient_id(frames: list[Any]) -> int:
+    """The request id of a command that failed validation (0: none), so the fast link's
+    count of handled commands still passes it."""
+    try:
+        h = msgpack.unpackb(frames[0].bytes, raw=False, max_bin_len=1 << 22)
+    except Exception:
+        return 0
+    rid = h.get("id") if isinstance(h, dict) else None
+    return rid if type(rid) is int and rid > 0 else 0
 
 
 def serve_in_thread(node: Node, until: float | None = None) -> threading.Thread:

@@ -1,24 +1,27 @@
-"""Python side of the node's native same-host link (``native/nodelink/nodelink.c``).
+"""Python side of the node's native fast-launch link (``native/nodelink/nodelink.c``).
 
-Why: on the same host, a client's launch+wait used to cross the node's Python twice
-(read + decode + enqueue, then event polling + reply), about 100 us of a 270 us round
-trip on the 2-core VM. The native link moves the socket work into a C thread and lets it
-run *fast launches* alone: a 16-byte frame naming a slot, i.e. a kernel whose arguments
-and NDRange are fixed. Every other message still reaches :class:`runtime.node.Node` in
-stream order, through :meth:`NativeLink.messages`; the node says when it has enqueued one
-(:meth:`NativeLink.handled`), and only then may the C thread run a fast launch queued
-behind it on that connection, so commands reach the device's in-order queue in the order
-the client sent them.
+Why: on the same host, a client's launch+wait crossed the node's Python twice (read +
+decode + enqueue, then event polling + reply), about 100 us of a 270 us round trip on the
+2-core VM. A launch the client repeats exactly (kernel, arguments, NDRange) can instead
+travel as a 24-byte frame on a second Unix socket (the node's command socket path +
+``.fast``) that a C thread reads, enqueues, waits for and answers without Python.
 
-Slots: a client asks for one (launch field ``slot``) when it sends the same launch (kernel,
-arguments, NDRange) a second time; the node creates a dedicated ``cl_kernel`` with those
-arguments (so nothing else ever changes them) and answers with the slot number. Both
+Slots: a client asks for one (launch field ``slot``) when it sends the same launch a second
+time; the node creates a dedicated ``cl_kernel`` with those arguments (so nothing else ever
+changes them), registers it here for that client and answers with the slot number. Both
 sides drop slots when buffers or programs they name may change (``buf_create``,
-``release``, ``release_all``; the client drops on a superset, so it never names a slot the
-node has dropped). Format of the fast frame: docs/protocol.md.
+``release``, ``release_all``, a closed link; the client drops on a superset, so it never
+names a slot the node has dropped).
 
-The wire framing is that of :mod:`runtime.unixlink` (the client side stays Python).
-``CLPROJ_NODE_NATIVE=0`` makes the node serve the link in Python (benchmarks compare).
+Order between a client's two connections (its command link, served by the node's Python,
+and its fast link, served in C), both numbered by the client's request ids: a fast frame
+carries ``after`` = the last command sent on the command link and runs once the node has
+handled it (:meth:`NativeLink.handled`); a command sent after fast frames carries ``after``
+= the last fast frame, and the node holds it back until C has taken that frame
+(:meth:`NativeLink.fast_done`, :meth:`NativeLink.want`). Commands on the command link pay
+nothing extra (no second thread hop). Frame format: docs/cluster.md.
+
+``CLPROJ_NODE_NATIVE=0`` makes the node offer no fast link (benchmarks compare).
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from runtime import protocol, unixlink
 
-FAST = struct.Struct("<BBHIQ")  # 0xC1, version 1, 0, slot, request id
+FAST = struct.Struct("<BBHIQQ")  # 0xC1, version 1, 0, slot, request id, after
 FAST_MAGIC = 0xC1
 MAX_SLOTS = 4096  # NL_MAX_SLOTS in nodelink.c (slot 0 is never used)
+SUFFIX = ".fast"  # the fast socket's path = the node's command socket path + this
 
 
 def available() -> bool:
@@ -47,29 +50,14 @@ def available() -> bool:
     return True
 
 
-def fast_frame(slot: int, rid: int) -> bytes:
-    """A client's fast launch of ``slot`` as request ``rid``."""
-    return FAST.pack(FAST_MAGIC, 1, 0, slot, rid)
-
-
-class NativeConn:
-    """One client connection, as the node's handlers see it: ``send_multipart`` with the
-    zmq signature (frame 0, the client's routing id, is dropped: the connection already
-    identifies the client)."""
-
-    __slots__ = ("conn", "link", "peer")
-
-    def __init__(self, link: NativeLink, conn: int, peer: bytes) -> None:
-        self.link = link
-        self.conn = conn
-        self.peer = peer
-
-    def send_multipart(self, frames: list[Any], copy: bool = True) -> None:
-        self.link.send(self.conn, frames[1:])
+def fast_frame(slot: int, rid: int, after: int) -> bytes:
+    """A client's fast launch of ``slot`` as request ``rid``, to run after its command
+    ``after`` (the last one it sent on its command link, 0: none)."""
+    return FAST.pack(FAST_MAGIC, 1, 0, slot, rid, after)
 
 
 class NativeLink:
-    """A listening Unix socket at ``path`` served by the C thread."""
+    """The fast socket at ``path``, served by the C thread."""
 
     def __init__(self, path: str, settle_s: float) -> None:
         from runtime._nodelink import ffi, lib
@@ -77,62 +65,41 @@ class NativeLink:
         self.ffi, self.lib = ffi, lib
         self.path = path
         self._sock = unixlink.listen(path)
-        self._h = lib.nl_start(
-            self._sock.fileno(),
-            protocol.MAX_DATA_FRAMES + 1,
-            protocol.MAX_MESSAGE_BYTES if protocol.MAX_MESSAGE_BYTES < 2**32 else 2**32 - 1,
-            settle_s,
-            protocol.PROTOCOL_VERSION,
-        )
+        self._h = lib.nl_start(self._sock.fileno(), settle_s, protocol.PROTOCOL_VERSION)
         if self._h == ffi.NULL:
             self._sock.close()
             raise OSError("the native link thread did not start")
         self.fd = int(lib.nl_py_fd(self._h))
-        self._conns: dict[int, NativeConn] = {}
 
-    def messages(self) -> Iterator[tuple[NativeConn, list[unixlink.Frame] | None]]:
-        """What has arrived for Python, oldest first: (connection, frames), or
-        (connection, None) when the connection closed. Call :meth:`handled` for each
-        message with frames once it is enqueued (or refused)."""
+    def closed_clients(self) -> list[bytes]:
+        """Clients whose fast connection closed since the last call (also resets the
+        readiness of :attr:`fd`)."""
         with contextlib.suppress(BlockingIOError):
-            os.read(self.fd, 8)  # reset the eventfd before emptying the queue
+            os.read(self.fd, 8)
         ffi, lib = self.ffi, self.lib
+        out = []
         while True:
             m = lib.nl_pop(self._h)
             if m == ffi.NULL:
-                return
-            try:
-                conn = self._conns.get(m.conn)
-                if conn is None:
-                    conn = NativeConn(self, int(m.conn), bytes(ffi.buffer(m.peer, m.peer_len)))
-                    self._conns[conn.conn] = conn
-                if m.nframes == 0:
-                    self._conns.pop(conn.conn, None)
-                    frames = None
-                else:
-                    raw = ffi.buffer(m.data, sum(m.lens[i] for i in range(m.nframes)))
-                    frames, pos = [], 0
-                    for i in range(m.nframes):
-                        n = m.lens[i]
-                        frames.append(unixlink.Frame(raw[pos : pos + n]))
-                        pos += n
-            finally:
-                lib.nl_free(m)
-            yield conn, frames
+                return out
+            out.append(bytes(ffi.buffer(m.peer, m.peer_len)))
+            lib.nl_free(m)
 
-    def handled(self, conn: NativeConn) -> None:
-        self.lib.nl_handled(self._h, conn.conn)
+    def handled(self, peer: bytes, rid: int) -> None:
+        """The node has enqueued (or refused) command ``rid`` of client ``peer``."""
+        self.lib.nl_handled(self._h, peer, len(peer), rid)
 
-    def send(self, conn: int, frames: Sequence[Any]) -> None:
-        views = [memoryview(f).cast("B") for f in frames]
-        ptrs = [self.ffi.from_buffer(v) for v in views]
-        lens = [v.nbytes for v in views]
-        self.lib.nl_send(self._h, conn, len(views), ptrs, lens)
+    def fast_done(self, peer: bytes) -> int:
+        return int(self.lib.nl_fast_done(self._h, peer, len(peer)))
+
+    def want(self, peer: bytes, rid: int) -> None:
+        """Make :attr:`fd` readable once ``peer``'s fast frame ``rid`` has been taken."""
+        self.lib.nl_want(self._h, peer, len(peer), rid)
 
     def add_slot(
         self,
         slot: int,
-        conn: NativeConn,
+        peer: bytes,
         kernel_ptr: int,
         queue_ptr: int,
         dev: int,
@@ -145,7 +112,8 @@ class NativeLink:
             self.lib.nl_slot_add(
                 self._h,
                 slot,
-                conn.conn,
+                peer,
+                len(peer),
                 ffi.cast("void *", kernel_ptr),
                 ffi.cast("void *", queue_ptr),
                 dev,

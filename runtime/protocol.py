@@ -83,7 +83,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "projection": {"key": _STR, "times": _MAP, "source?": _STR},
     "status": {"id": _INT},
-    "cmd": {"id": _INT, "dev": _STR, "op": _STR, "a": _MAP},
+    # after: same-host link only, the client's last fast frame this command must follow
+    "cmd": {"id": _INT, "dev": _STR, "op": _STR, "a": _MAP, "after?": _INT},
     "bye": {},
     # broker -> client
     "welcome": {"devices": _LIST, "epoch": _INT},

@@ -172,18 +172,18 @@ def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(cluster):
         rejects = node._native.rejects
         # a stranger on the same host: its own connection may not use the client's slot
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(node.local)
+        s.connect(node.local + nodelink.SUFFIX)
         s.sendall(_frame(b"intruder"))
-        s.sendall(_frame(nodelink.fast_frame(slot, 77)))
+        s.sendall(_frame(nodelink.fast_frame(slot, 77, 0)))
         h = msgpack.unpackb(_read_msg(s)[0])
         protocol.validate(h, 0)
         assert h["t"] == "reply" and h["id"] == 77 and not h["ok"] and "slot" in h["err"]
-        s.sendall(_frame(nodelink.fast_frame(999_999, 78)))  # slot out of range
+        s.sendall(_frame(nodelink.fast_frame(999_999, 78, 0)))  # slot out of range
         assert msgpack.unpackb(_read_msg(s)[0])["id"] == 78
         s.sendall(_frame(b"\xc1" + b"\x00" * 20))  # malformed: dropped, counted
-        s.sendall(_frame(b"\xc1\x02" + b"\x00" * 14))  # unknown version
-        s.sendall(_frame(b"\x00\x00"))  # garbage header: Python rejects it
-        s.sendall(struct.pack("<I", 0))  # framing violation: cut off
+        s.sendall(_frame(b"\xc1\x02" + b"\x00" * 22))  # unknown version
+        s.sendall(_frame(protocol.pack("cmd", id=5, dev=dev, op="finish", a={})))  # not fast
+        s.sendall(struct.pack("<I", 2))  # framing violation (one frame per message): cut off
         s.settimeout(5)
         assert s.recv(100) == b"", "a framing violation must close the connection"
         s.close()

@@ -1,29 +1,31 @@
-/* The node's same-host command link, served by a C thread (runtime/nodelink.py drives it).
+/* The node's fast-launch link: a C thread that runs clients' repeated launches alone
+ * (runtime/nodelink.py drives it; runtime.node owns everything else).
  *
- * Why C: a launch the client waits for crossed the node's Python twice per round trip
- * (wake-up, read, msgpack decode and validation, pyopencl enqueue, event polling, reply
- * encoding), about 100 us of a ~270 us round trip on the 2-core VM. Here the link is read,
- * framed and written in C; every message still goes to Python (runtime.node) in order,
- * except *fast launches*: a 16-byte frame naming a slot, i.e. a kernel with its arguments
- * and NDRange fixed, which Python created on the client's request after seeing the same
- * launch twice. C enqueues those itself, waits for them and answers with the same msgpack
- * "done"/"reply" messages Python would send.
+ * Why: on the same host, a launch the client waits for crossed the node's Python twice
+ * per round trip (wake-up, read, msgpack decode and validation, pyopencl enqueue, event
+ * polling, reply encoding): about 100 us of a ~270 us round trip on the 2-core VM. A
+ * client that sends exactly the same launch again (kernel, arguments, NDRange) gets a
+ * *slot* from the node's Python: a dedicated cl_kernel with those arguments, registered
+ * here. Later copies of that launch travel on a second Unix socket (the node's command
+ * socket path + ".fast") as 24-byte frames that this thread enqueues, waits for and
+ * answers with the same msgpack "done"/"reply" messages Python would send.
  *
- * Ordering: messages of one connection are handled in stream order. A fast launch runs
- * only when every earlier message of its connection has been handled by Python
- * (nl_handled, i.e. enqueued on the device's in-order queue); until then the connection
- * is parked and not read further. Device queues are in order, so completion order and
- * command order agree however the two threads interleave their enqueues.
+ * Ordering across the two connections of one client (its command link, served by Python,
+ * and its fast link, served here), both numbered by the client's request ids:
+ * - a fast frame carries `after`, the id of the last command the client sent on its
+ *   command link; it runs only when Python has handled (enqueued) that command
+ *   (nl_handled); until then its connection is parked;
+ * - a command sent after fast frames carries `after` = the last fast frame's id, and
+ *   Python holds it back until this thread has taken that frame (nl_fast_done, nl_want).
+ * Device queues are in order, so completion order then agrees with the client's order.
  *
- * Framing (as runtime/unixlink.py): u32 nframes, u32 length per frame, the frames. The
- * first message of a connection is the client's routing id. Framing violations cut the
- * connection off; a malformed fast frame is counted and dropped, as Python drops an
- * undecodable header.
+ * Framing as runtime/unixlink.py: u32 nframes, u32 length per frame, the frames; the
+ * first message of a connection is the client's routing id. A framing violation cuts the
+ * connection off; any other malformed message is counted and dropped.
  *
- * Threads: the link thread owns the sockets' reading side and the in-flight lists; the
- * mutex guards what Python also touches (connections' output and backlog, the queue of
- * messages for Python, the slots). OpenCL calls are made through each object's ICD
- * dispatch table, so no OpenCL library is linked. */
+ * Threads: the link thread owns the connections and the in-flight lists; the mutex guards
+ * what Python also touches (clients' counters, slots, notes for Python). OpenCL is called
+ * through each object's ICD dispatch table, so no OpenCL library is linked. */
 #define _GNU_SOURCE
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
@@ -44,36 +46,48 @@
 #include "nodelink_api.h"
 
 #define NL_MAX_CONNS 256
+#define NL_MAX_PEERS 256
 #define NL_MAX_SLOTS 4096
 #define NL_MAX_DEVS 64
 #define NL_FAST_MAGIC 0xC1 /* a byte msgpack never uses: no header starts with it */
-#define NL_FAST_SIZE 16
-#define NL_BATCH 4096 /* runtime.protocol.MAX_LIST: ids in one "done" */
-#define NL_READ_BURST (16u << 20)
+#define NL_FAST_SIZE 24
+#define NL_MAX_FRAME (1u << 16) /* nothing larger belongs on this link */
+#define NL_BATCH 4096         /* runtime.protocol.MAX_LIST: ids in one "done" */
 
 typedef struct {
     uint8_t *p;
     size_t len, cap;
 } nl_bytes;
 
+/* A client (by routing id): how far each of its two connections has got. */
+typedef struct {
+    int used;
+    uint32_t gen; /* bumped when the entry is given to another client */
+    uint32_t len;
+    uint8_t id[256];
+    uint64_t handled;   /* newest command Python has handled from its command link */
+    uint64_t fast_done; /* newest fast frame taken here */
+    uint64_t want;      /* Python waits for fast_done >= want (0: no) */
+    uint64_t touched;
+} nl_peer;
+
 typedef struct {
     int fd; /* -1: free */
-    int32_t id;
-    int has_peer;
-    uint32_t peer_len;
-    uint8_t peer[256];
+    int32_t id;   /* generation * NL_MAX_CONNS + index: replies to a reused entry go nowhere */
+    int32_t peer; /* index into peers, -1 until the routing id arrived */
+    uint32_t peer_gen;
     nl_bytes in;
     size_t in_off;
     nl_bytes out; /* guarded by the mutex */
     size_t out_off;
-    uint32_t backlog; /* messages handed to Python and not yet handled (mutex) */
-    int parked;       /* a fast launch waits for backlog 0: stop reading */
+    uint64_t park_after; /* a fast frame waits for handled >= this (0: not parked) */
     int eof;
 } nl_conn;
 
 typedef struct {
     int used;
-    int32_t conn;
+    int32_t peer;
+    uint32_t peer_gen;
     cl_kernel kernel;
     cl_command_queue queue;
     int32_t dev;
@@ -97,12 +111,12 @@ struct nl_link {
     pthread_t thread;
     int started, stop;
     int listen_fd, wake_fd, py_fd;
-    uint32_t max_frames;
-    uint64_t max_frame;
     double settle_s;
     int version;
+    uint64_t clock; /* peers' LRU */
     int32_t next_gen;
     nl_conn conns[NL_MAX_CONNS];
+    nl_peer peers[NL_MAX_PEERS];
     nl_slot slots[NL_MAX_SLOTS];
     nl_msg *py_head, *py_tail;
     nl_fly *fly_head[NL_MAX_DEVS], *fly_tail[NL_MAX_DEVS]; /* per device, in queue order */
@@ -157,6 +171,31 @@ static nl_conn *conn_of(nl_link *l, int32_t id) {
     if (id < 0) return NULL;
     nl_conn *c = &l->conns[id % NL_MAX_CONNS];
     return c->fd >= 0 && c->id == id ? c : NULL;
+}
+
+/* The entry of client `id` (mutex held); created, reusing the least recently used one,
+ * when `create`. -1 when absent. */
+static int32_t peer_find(nl_link *l, const uint8_t *id, uint32_t len, int create) {
+    if (len == 0 || len > 255) return -1;
+    int32_t lru = 0;
+    for (int32_t i = 0; i < NL_MAX_PEERS; i++) {
+        nl_peer *p = &l->peers[i];
+        if (p->used && p->len == len && memcmp(p->id, id, len) == 0) {
+            p->touched = ++l->clock;
+            return i;
+        }
+        if (!p->used || (l->peers[lru].used && p->touched < l->peers[lru].touched)) lru = i;
+    }
+    if (!create) return -1;
+    nl_peer *p = &l->peers[lru];
+    uint32_t gen = p->gen + 1;
+    memset(p, 0, sizeof *p);
+    p->used = 1;
+    p->gen = gen;
+    p->len = len;
+    memcpy(p->id, id, len);
+    p->touched = ++l->clock;
+    return lru;
 }
 
 /* ---- output (mutex held) ------------------------------------------------------------ */
@@ -317,7 +356,7 @@ static void complete(nl_link *l) {
             if (!event_done(f->ev, &st)) break;
             l->fly_head[d] = f->next;
             if (!f->next) l->fly_tail[d] = NULL;
-            l->fly_n[d]--;
+            __atomic_sub_fetch(&l->fly_n[d], 1, __ATOMIC_RELAXED);
             l->fly_total--;
             if (st < 0) {
                 char msg[80];
@@ -371,22 +410,35 @@ static void complete(nl_link *l) {
 }
 
 /* ---- fast launches -------------------------------------------------------------------- */
-/* Frame: u8 0xC1, u8 version 1, u16 0, u32 slot, u64 request id (little-endian). */
-static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, uint64_t n, int more) {
-    if (n != NL_FAST_SIZE || p[1] != 1 || p[2] || p[3]) {
-        l->rejects++;
-        return;
+/* The client's fast frame rid is on the device queue (or refused): commands the node's
+ * Python holds back until then (`after`) may follow it now. */
+static void taken(nl_link *l, nl_conn *c, uint64_t rid) {
+    pthread_mutex_lock(&l->mu);
+    nl_peer *peer = &l->peers[c->peer];
+    if (peer->gen == c->peer_gen && rid > peer->fast_done) peer->fast_done = rid;
+    if (peer->want && peer->fast_done >= peer->want) {
+        peer->want = 0;
+        wake(l->py_fd);
     }
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Frame: u8 0xC1, u8 version 1, u16 0, u32 slot, u64 request id, u64 after (the last
+ * command sent on the client's command link), little-endian. Called with a complete,
+ * unparked frame; `more`: further messages are already buffered (a burst). */
+static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, int more) {
     uint32_t slot = rd32(p + 4);
     uint64_t rid = rd64(p + 8);
     pthread_mutex_lock(&l->mu);
     nl_slot s = slot > 0 && slot < NL_MAX_SLOTS ? l->slots[slot] : (nl_slot){0};
     pthread_mutex_unlock(&l->mu);
-    if (!s.used || s.conn != c->id || s.dev < 0 || s.dev >= NL_MAX_DEVS) {
-        l->rejects++;
+    if (!s.used || s.peer != c->peer || s.peer_gen != c->peer_gen || s.dev < 0 ||
+        s.dev >= NL_MAX_DEVS) {
+        __atomic_add_fetch(&l->rejects, 1, __ATOMIC_RELAXED);
         char msg[80];
-        snprintf(msg, sizeof msg, "rejected: no fast-launch slot %u on this link", slot);
+        snprintf(msg, sizeof msg, "rejected: no fast-launch slot %u for this client", slot);
         reply_error(l, c->id, rid, msg);
+        taken(l, c, rid);
         return;
     }
     cl_event ev = NULL;
@@ -396,8 +448,10 @@ static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, uint64_t n, in
         char msg[80];
         snprintf(msg, sizeof msg, "OpenCL error: clEnqueueNDRangeKernel failed: %d", (int)err);
         reply_error(l, c->id, rid, msg);
+        taken(l, c, rid);
         return;
     }
+    taken(l, c, rid); /* enqueued: commands held back behind it may go now */
     nl_fly *f = calloc(1, sizeof *f);
     if (!f) { /* cannot track it: wait here rather than lose the reply */
         disp(ev)->clWaitForEvents(1, &ev);
@@ -410,9 +464,9 @@ static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, uint64_t n, in
     if (l->fly_tail[d]) l->fly_tail[d]->next = f;
     else l->fly_head[d] = f;
     l->fly_tail[d] = f;
-    l->fly_n[d]++;
+    __atomic_add_fetch(&l->fly_n[d], 1, __ATOMIC_RELAXED);
     l->fly_total++;
-    l->served++;
+    __atomic_add_fetch(&l->served, 1, __ATOMIC_RELAXED);
     cl_int st;
     if (!more && l->fly_n[d] == 1) {
         /* a lone launch (launch+wait): poll it briefly here, yielding to the device's
@@ -433,106 +487,89 @@ static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, uint64_t n, in
 }
 
 /* ---- input ---------------------------------------------------------------------------- */
-static void push_py(nl_link *l, nl_conn *c, uint32_t nf, const uint64_t *lens, const uint8_t *body,
-                    uint64_t total) {
-    nl_msg *m = calloc(1, sizeof *m);
-    uint8_t *data = total ? malloc(total) : NULL;
-    if (!m || (total && !data)) {
-        free(m);
-        free(data);
-        l->rejects++;
-        return;
-    }
-    m->conn = c->id;
-    m->nframes = nf;
-    for (uint32_t i = 0; i < nf; i++) m->lens[i] = lens[i];
-    if (total) memcpy(data, body, total);
-    m->data = data;
-    m->peer_len = c->peer_len;
-    memcpy(m->peer, c->peer, c->peer_len);
-    pthread_mutex_lock(&l->mu);
-    if (l->py_tail) l->py_tail->next = m;
-    else l->py_head = m;
-    l->py_tail = m;
-    if (nf) c->backlog++;
-    pthread_mutex_unlock(&l->mu);
-    wake(l->py_fd);
-}
-
 static void close_conn(nl_link *l, nl_conn *c) {
+    nl_msg *m = calloc(1, sizeof *m);
     pthread_mutex_lock(&l->mu);
-    int had_peer = c->has_peer;
-    int32_t id = c->id;
     close(c->fd);
     c->fd = -1;
     bytes_free(&c->out);
     c->out_off = 0;
-    for (int s = 1; s < NL_MAX_SLOTS; s++)
-        if (l->slots[s].used && l->slots[s].conn == id) l->slots[s].conn = -1; /* unusable */
+    if (m && c->peer >= 0 && l->peers[c->peer].gen == c->peer_gen) {
+        /* tell Python: drop this client's slots (it forgets them too when a link closes) */
+        m->peer_len = l->peers[c->peer].len;
+        memcpy(m->peer, l->peers[c->peer].id, m->peer_len);
+        if (l->py_tail) l->py_tail->next = m;
+        else l->py_head = m;
+        l->py_tail = m;
+        m = NULL;
+        wake(l->py_fd);
+    }
     pthread_mutex_unlock(&l->mu);
+    free(m);
     bytes_free(&c->in);
     c->in_off = 0;
-    if (had_peer) push_py(l, c, 0, NULL, NULL, 0); /* tell Python: drop its slots */
+    c->park_after = 0;
 }
 
-/* Handle the complete messages buffered on c; returns -1 when c was closed. */
+static void reject(nl_link *l) { __atomic_add_fetch(&l->rejects, 1, __ATOMIC_RELAXED); }
+
+/* Handle the complete messages buffered on c; -1 when c was closed. */
 static int parse(nl_link *l, nl_conn *c) {
     for (;;) {
         size_t avail = c->in.len - c->in_off;
         const uint8_t *p = c->in.p + c->in_off;
         if (avail < 4) break;
         uint32_t nf = rd32(p);
-        if (nf < 1 || nf > l->max_frames || nf > 9) {
-            l->rejects++;
+        if (nf != 1) { /* everything on this link is one frame */
+            reject(l);
             close_conn(l, c);
             return -1;
         }
-        if (avail < 4 + 4 * (size_t)nf) break;
-        uint64_t lens[9], total = 0;
-        for (uint32_t i = 0; i < nf; i++) {
-            lens[i] = rd32(p + 4 + 4 * i);
-            if (lens[i] > l->max_frame) {
-                l->rejects++;
-                close_conn(l, c);
-                return -1;
-            }
-            total += lens[i];
+        if (avail < 8) break;
+        uint32_t n = rd32(p + 4);
+        if (n > NL_MAX_FRAME) {
+            reject(l);
+            close_conn(l, c);
+            return -1;
         }
-        size_t need = 4 + 4 * (size_t)nf + total;
-        if (avail < need) {
-            if (bytes_reserve(&c->in, need - avail)) { /* cannot hold it: cut off */
-                l->rejects++;
-                close_conn(l, c);
-                return -1;
-            }
-            break;
-        }
-        const uint8_t *body = p + 4 + 4 * (size_t)nf;
-        if (!c->has_peer) {
-            if (nf != 1 || lens[0] == 0 || lens[0] > 255) {
-                l->rejects++;
+        if (avail < 8 + (size_t)n) break;
+        const uint8_t *body = p + 8;
+        if (c->peer < 0) { /* the routing id */
+            if (n == 0 || n > 255) {
+                reject(l);
                 close_conn(l, c);
                 return -1;
             }
             pthread_mutex_lock(&l->mu);
-            c->peer_len = (uint32_t)lens[0];
-            memcpy(c->peer, body, lens[0]);
-            c->has_peer = 1;
+            c->peer = peer_find(l, body, n, 1);
+            c->peer_gen = l->peers[c->peer].gen;
             pthread_mutex_unlock(&l->mu);
-        } else if (nf == 1 && lens[0] && body[0] == NL_FAST_MAGIC) {
+        } else if (n == NL_FAST_SIZE && body[0] == NL_FAST_MAGIC && body[1] == 1 && !body[2] &&
+                   !body[3]) {
+            uint64_t after = rd64(body + 16);
             pthread_mutex_lock(&l->mu);
-            c->parked = c->backlog > 0;
+            nl_peer *peer = &l->peers[c->peer];
+            int evicted = peer->gen != c->peer_gen;
             pthread_mutex_unlock(&l->mu);
-            if (c->parked) break; /* resumed by nl_handled */
-            fast_launch(l, c, body, lens[0], avail > need);
+            if (evicted) { /* over NL_MAX_PEERS clients: this one starts over */
+                reject(l);
+                close_conn(l, c);
+                return -1;
+            }
+            pthread_mutex_lock(&l->mu);
+            int ready = peer->handled >= after;
+            c->park_after = ready ? 0 : after ? after : 1;
+            pthread_mutex_unlock(&l->mu);
+            if (!ready) break; /* resumed by nl_handled */
+            fast_launch(l, c, body, avail > 8 + (size_t)n);
         } else {
-            push_py(l, c, nf, lens, body, total);
+            reject(l); /* not a fast frame: dropped, as Python drops an undecodable header */
         }
-        c->in_off += need;
+        c->in_off += 8 + (size_t)n;
     }
     if (c->in_off == c->in.len) {
         c->in.len = c->in_off = 0;
-    } else if (c->in_off > (1u << 20) && c->in_off * 2 > c->in.len) {
+    } else if (c->in_off > (1u << 16)) {
         memmove(c->in.p, c->in.p + c->in_off, c->in.len - c->in_off);
         c->in.len -= c->in_off;
         c->in_off = 0;
@@ -542,11 +579,11 @@ static int parse(nl_link *l, nl_conn *c) {
 
 /* Read a bounded burst; -1 when the peer went away (complete messages are handled first). */
 static int read_conn(nl_link *l, nl_conn *c) {
-    size_t got = 0, want = 1 << 16;
+    size_t got = 0;
     int eof = 0;
-    while (got < NL_READ_BURST) {
-        if (bytes_reserve(&c->in, want)) break;
-        ssize_t n = recv(c->fd, c->in.p + c->in.len, want, MSG_DONTWAIT);
+    while (got < (1u << 20) && c->in.len - c->in_off < (1u << 20)) {
+        if (bytes_reserve(&c->in, 1 << 16)) break;
+        ssize_t n = recv(c->fd, c->in.p + c->in.len, 1 << 16, MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) eof = 1;
@@ -558,8 +595,7 @@ static int read_conn(nl_link *l, nl_conn *c) {
         }
         c->in.len += (size_t)n;
         got += (size_t)n;
-        if ((size_t)n < want) break;
-        want = 1 << 20;
+        if (n < (1 << 16)) break;
     }
     if (parse(l, c) < 0) return -1;
     if (eof) {
@@ -576,19 +612,19 @@ static void accept_all(nl_link *l) {
         pthread_mutex_lock(&l->mu);
         nl_conn *c = NULL;
         for (int i = 0; i < NL_MAX_CONNS; i++) {
-            int32_t id = l->next_gen * NL_MAX_CONNS + i;
-            if (l->conns[i].fd < 0 && l->conns[i].backlog == 0) {
+            if (l->conns[i].fd < 0) {
                 c = &l->conns[i];
                 memset(c, 0, sizeof *c);
                 c->fd = fd;
-                c->id = id;
+                c->id = l->next_gen * NL_MAX_CONNS + i;
+                c->peer = -1;
                 break;
             }
         }
         l->next_gen = (l->next_gen + 1) % (INT32_MAX / NL_MAX_CONNS - 1);
         pthread_mutex_unlock(&l->mu);
         if (!c) {
-            l->rejects++;
+            reject(l);
             close(fd);
         }
     }
@@ -602,28 +638,28 @@ static void *link_main(void *arg) {
         int n = 0;
         pf[n++] = (struct pollfd){l->wake_fd, POLLIN, 0};
         pf[n++] = (struct pollfd){l->listen_fd, POLLIN, 0};
-        pthread_mutex_lock(&l->mu);
         for (int i = 0; i < NL_MAX_CONNS; i++) {
             nl_conn *c = &l->conns[i];
             if (c->fd < 0) continue;
-            if (c->eof) { /* a send failed: the peer is gone */
-                pthread_mutex_unlock(&l->mu);
+            pthread_mutex_lock(&l->mu);
+            int eof = c->eof;
+            int resume = c->park_after && l->peers[c->peer].handled >= c->park_after;
+            if (c->park_after && l->peers[c->peer].gen != c->peer_gen) resume = 1; /* evicted */
+            pthread_mutex_unlock(&l->mu);
+            if (eof) { /* a send failed: the peer is gone */
                 close_conn(l, c);
-                pthread_mutex_lock(&l->mu);
                 continue;
             }
-            if (c->parked && c->backlog == 0) {
-                c->parked = 0;
-                pthread_mutex_unlock(&l->mu);
-                int r = parse(l, c);
-                pthread_mutex_lock(&l->mu);
-                if (r < 0) continue;
+            if (resume) {
+                c->park_after = 0;
+                if (parse(l, c) < 0) continue;
             }
-            short ev = (short)((c->parked ? 0 : POLLIN) | (c->out.len ? POLLOUT : 0));
+            pthread_mutex_lock(&l->mu);
+            short ev = (short)((c->park_after ? 0 : POLLIN) | (c->out.len ? POLLOUT : 0));
+            pthread_mutex_unlock(&l->mu);
             idx[n] = i;
             pf[n++] = (struct pollfd){c->fd, ev, 0};
         }
-        pthread_mutex_unlock(&l->mu);
         int r = poll(pf, (nfds_t)n, l->fly_total ? 1 : 100);
         if (r < 0 && errno != EINTR) break;
         if (pf[0].revents & POLLIN) {
@@ -648,15 +684,12 @@ static void *link_main(void *arg) {
 }
 
 /* ---- API -------------------------------------------------------------------------------- */
-nl_link *nl_start(int listen_fd, uint32_t max_frames, uint64_t max_frame_bytes, double settle_s,
-                  int version) {
+nl_link *nl_start(int listen_fd, double settle_s, int version) {
     nl_link *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     pthread_mutex_init(&l->mu, NULL);
     for (int i = 0; i < NL_MAX_CONNS; i++) l->conns[i].fd = -1;
     l->listen_fd = listen_fd;
-    l->max_frames = max_frames;
-    l->max_frame = max_frame_bytes;
     l->settle_s = settle_s;
     l->version = version;
     l->next_gen = 1;
@@ -695,7 +728,7 @@ void nl_stop(nl_link *l) {
     while (l->py_head) {
         nl_msg *m = l->py_head;
         l->py_head = m->next;
-        nl_free(m);
+        free(m);
     }
     close(l->py_fd);
     /* a completion callback may still be on its way (the implementation runs it after the
@@ -724,39 +757,48 @@ nl_msg *nl_pop(nl_link *l) {
     return m;
 }
 
-void nl_free(nl_msg *m) {
-    if (!m) return;
-    free(m->data);
-    free(m);
-}
+void nl_free(nl_msg *m) { free(m); }
 
-void nl_handled(nl_link *l, int32_t conn) {
+void nl_handled(nl_link *l, const uint8_t *peer, uint32_t peer_len, uint64_t rid) {
     pthread_mutex_lock(&l->mu);
-    nl_conn *c = &l->conns[(conn < 0 ? 0 : conn) % NL_MAX_CONNS];
+    int32_t i = peer_find(l, peer, peer_len, 1);
     int resume = 0;
-    if (c->id == conn && c->backlog) {
-        c->backlog--;
-        resume = c->backlog == 0 && c->parked;
+    if (i >= 0 && rid > l->peers[i].handled) {
+        l->peers[i].handled = rid;
+        for (int k = 0; k < NL_MAX_CONNS && !resume; k++) {
+            nl_conn *c = &l->conns[k];
+            resume = c->fd >= 0 && c->peer == i && c->park_after && c->park_after <= rid;
+        }
     }
     pthread_mutex_unlock(&l->mu);
     if (resume) wake(l->wake_fd);
 }
 
-int nl_send(nl_link *l, int32_t conn, uint32_t nframes, const uint8_t *const *ptrs,
-            const uint64_t *lens) {
+uint64_t nl_fast_done(nl_link *l, const uint8_t *peer, uint32_t peer_len) {
     pthread_mutex_lock(&l->mu);
-    int r = send_locked(l, conn_of(l, conn), nframes, ptrs, lens);
+    int32_t i = peer_find(l, peer, peer_len, 0);
+    uint64_t v = i >= 0 ? l->peers[i].fast_done : 0;
     pthread_mutex_unlock(&l->mu);
-    return r;
+    return v;
 }
 
-int nl_slot_add(nl_link *l, uint32_t slot, int32_t conn, void *kernel, void *queue, int32_t dev,
-                uint32_t ndim, const uint64_t *gsize, const uint64_t *lsize,
-                const uint64_t *goff) {
+void nl_want(nl_link *l, const uint8_t *peer, uint32_t peer_len, uint64_t rid) {
+    pthread_mutex_lock(&l->mu);
+    int32_t i = peer_find(l, peer, peer_len, 1);
+    if (i >= 0) {
+        if (l->peers[i].fast_done >= rid) wake(l->py_fd);
+        else l->peers[i].want = rid;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+int nl_slot_add(nl_link *l, uint32_t slot, const uint8_t *peer, uint32_t peer_len, void *kernel,
+                void *queue, int32_t dev, uint32_t ndim, const uint64_t *gsize,
+                const uint64_t *lsize, const uint64_t *goff) {
     if (slot == 0 || slot >= NL_MAX_SLOTS || dev < 0 || dev >= NL_MAX_DEVS || ndim < 1 ||
         ndim > 3 || !kernel || !queue)
         return -1;
-    nl_slot s = {1, conn, kernel, queue, dev, ndim, {1, 1, 1}, {1, 1, 1}, {0, 0, 0},
+    nl_slot s = {1, -1, 0, kernel, queue, dev, ndim, {1, 1, 1}, {1, 1, 1}, {0, 0, 0},
                  lsize != NULL, goff != NULL, 0.0, 0};
     for (uint32_t i = 0; i < ndim; i++) {
         s.g[i] = (size_t)gsize[i];
@@ -764,9 +806,14 @@ int nl_slot_add(nl_link *l, uint32_t slot, int32_t conn, void *kernel, void *que
         if (goff) s.o[i] = (size_t)goff[i];
     }
     pthread_mutex_lock(&l->mu);
-    l->slots[slot] = s;
+    int32_t p = peer_find(l, peer, peer_len, 1);
+    if (p >= 0) {
+        s.peer = p;
+        s.peer_gen = l->peers[p].gen;
+        l->slots[slot] = s;
+    }
     pthread_mutex_unlock(&l->mu);
-    return 0;
+    return p >= 0 ? 0 : -1;
 }
 
 void nl_slot_drop(nl_link *l, uint32_t slot) {
