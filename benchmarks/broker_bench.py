@@ -30,17 +30,17 @@ N_LAUNCH = 400
 ROUNDS = 3  # interleaved repeats; every launch figure is the median over them
 # command paths of a client: (name, client environment, node). CLPROJ_DIRECT: the node's
 # Unix socket (same host), its zmq socket, or through the broker (two round trips per
-# command). Node "native" serves its Unix socket in C (runtime.nodelink) and runs repeated
-# launches there (fast launches; CLPROJ_FAST_LAUNCH=0 on the client turns them off); node
-# "pynode" serves it in Python (CLPROJ_NODE_NATIVE=0), as before the native link.
+# command). Node "native" also offers the C-served fast-launch socket (runtime.nodelink):
+# repeated launches go there (CLPROJ_FAST_LAUNCH=0 on the client keeps them on the command
+# socket); node "pynode" offers none (CLPROJ_NODE_NATIVE=0), as before fast launches.
 PATHS = [
-    ("same-host Unix socket, native node link + fast launches", {"CLPROJ_DIRECT": "1"}, "native"),
+    ("same-host Unix socket + fast launches", {"CLPROJ_DIRECT": "1"}, "native"),
     (
-        "same-host Unix socket, native node link, fast launches off",
+        "same-host Unix socket, fast launches off in the client",
         {"CLPROJ_DIRECT": "1", "CLPROJ_FAST_LAUNCH": "0"},
         "native",
     ),
-    ("same-host Unix socket, node link in Python", {"CLPROJ_DIRECT": "1"}, "pynode"),
+    ("same-host Unix socket, node without fast socket", {"CLPROJ_DIRECT": "1"}, "pynode"),
     ("zmq socket to the node", {"CLPROJ_DIRECT": "zmq"}, "native"),
     ("through the broker", {"CLPROJ_DIRECT": "0"}, "native"),
 ]
@@ -305,8 +305,8 @@ def route_vs_observe(broker: str | None = None) -> dict[str, dict[str, float]]:
         ("plain (no clproj)", [], {}),
         ("observe", [*clproj, "--json", "--"], {}),
         ("route (local broker + node)", route, {}),
-        ("route (local), node link in Python", route, {"CLPROJ_NODE_NATIVE": "0"}),
-        ("route (local), fast launches off", route, {"CLPROJ_FAST_LAUNCH": "0"}),
+        ("route (local), node without fast socket", route, {"CLPROJ_NODE_NATIVE": "0"}),
+        ("route (local), fast launches off in the client", route, {"CLPROJ_FAST_LAUNCH": "0"}),
     ]
     if broker:
         modes.append(

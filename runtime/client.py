@@ -344,7 +344,7 @@ class RemotePlatform:
         self.recoveries = 0
         self.placements: list[tuple[str, str, str]] = []  # (key, device, reason), recent
         # fast-launch slots (runtime.nodelink): a launch seen twice on a same-host node is
-        # then sent as a 16-byte frame the node's C thread runs alone. CLPROJ_FAST_LAUNCH=0
+        # then sent as a 24-byte frame the node's C thread runs alone. CLPROJ_FAST_LAUNCH=0
         # keeps every launch a full command (benchmarks compare both).
         self.fast_launch = os.environ.get("CLPROJ_FAST_LAUNCH", "1") != "0"
         self._slots: dict[str, dict[tuple[Any, ...], int]] = {}  # device -> launch -> slot

@@ -1,9 +1,10 @@
 """Fast launches over the node's native same-host link (runtime.nodelink, nodelink.c).
 
 A launch repeated exactly (kernel, arguments, NDRange) gets a slot on the node and is then
-sent as a 16-byte frame that the node's C thread enqueues and answers alone. These tests
-check that this never changes results or command order, that the slots follow every
-change of the objects they name, and that bad frames are refused without harm.
+sent as a 24-byte frame on a second socket, which the node's C thread enqueues and answers
+alone. These tests check that this never changes results or the order of commands across
+the two sockets, that the slots follow every change of the objects they name, and that bad
+frames are refused without harm.
 """
 
 from __future__ import annotations
