@@ -1035,9 +1035,10 @@ def _get(ffi: Any, lib: Any) -> Route:
                     _start_failed = f"route mode cannot start: {exc}"
                     print(f"clproj: {_start_failed}", file=sys.stderr)
                     raise CLError(CL_OUT_OF_RESOURCES, _start_failed) from None
-                import atexit
+                from intercept import hooks
 
-                atexit.register(_exit, lib)
+                # one exit mechanism for C and Python apps (hooks.at_exit says how)
+                hooks.at_exit(lambda: _exit(lib))
     return _route
 
 
@@ -1113,6 +1114,3 @@ def install(ffi: Any, lib: Any) -> None:
             _log_once(f"err-{c.op}-{exc.cause}", f"op {c.op} failed: {exc.cause}")
             return CL_OUT_OF_RESOURCES
 
-    @ffi.def_extern(onerror=failed)
-    def clproj_py_route_exit():
-        _exit(lib)

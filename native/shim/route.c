@@ -52,13 +52,6 @@ static void rt_log_once(const char *what) {
 
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
 static void rt_fill_table(void);
-static void rt_at_exit(void) {
-    if (rt_closed) return;
-    clproj_in_shim = 1;
-    clproj_py_route_exit();
-    clproj_in_shim = 0;
-    rt_closed = 1;
-}
 static void rt_init_once(void) {
     const char *m = getenv("CLPROJ_MODE");
     rt_mode = m && strcmp(m, "route") == 0;
@@ -66,7 +59,8 @@ static void rt_init_once(void) {
     clproj_init();
     if (rt_mode) {
         clproj_cfg.disabled = 1; /* the observe-mode wrappers pass everything through */
-        atexit(rt_at_exit);      /* C apps: the embedded interpreter's atexit never runs */
+        /* closing at exit: route_runtime registers it through intercept.hooks.at_exit,
+         * which knows how to run at exit in C apps and Python apps alike */
     }
 }
 int clproj_route_on(void) {

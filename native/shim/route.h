@@ -6,7 +6,6 @@
 #include "route_types.h"
 
 int32_t clproj_py_route(clproj_rcall *);
-void clproj_py_route_exit(void);
 void *clproj_route_handle(int32_t kind, int64_t id);
 void *clproj_route_static(int32_t kind);
 void clproj_route_closed(void);

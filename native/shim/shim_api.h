@@ -10,7 +10,6 @@ uint64_t clproj_device_type(void *device);
 void clproj_log(const char *msg);
 /* Route mode (route.c <-> intercept/route_runtime.py). */
 extern "Python+C" int32_t clproj_py_route(clproj_rcall *);
-extern "Python+C" void clproj_py_route_exit(void);
 void *clproj_route_handle(int32_t kind, int64_t id);
 void *clproj_route_static(int32_t kind);
 void clproj_route_closed(void);
