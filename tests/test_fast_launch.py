@@ -57,14 +57,20 @@ def _platform(endpoint: str) -> tuple[RemotePlatform, str]:
     return plat, dev
 
 
+def _inc(plat: RemotePlatform, n: int, by: int) -> tuple[np.ndarray, object, object]:
+    """Zeros on the platform and the kernel adding ``by`` to them."""
+    x = np.zeros(n, np.int32)
+    X = plat.create_buffer(x.nbytes, hostbuf=x)
+    k = plat.create_kernel(plat.create_program(INC), "inc")
+    k.set_args(X, np.int32(by))
+    return x, X, k
+
+
 def test_repeated_launch_goes_fast_and_the_broker_still_learns_its_time(cluster):
     broker, node, endpoint = cluster
     plat, dev = _platform(endpoint)
     try:
-        x = np.zeros(4096, np.int32)
-        X = plat.create_buffer(x.nbytes, hostbuf=x)
-        k = plat.create_kernel(plat.create_program(INC), "inc")
-        k.set_args(X, np.int32(1))
+        x, X, k = _inc(plat, 4096, 1)
         key = "fast-test"
         for _ in range(50):  # launch + wait
             plat.enqueue_launch(k, [4096], device=dev, key=key).wait()
@@ -163,10 +169,7 @@ def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(cluster):
     _, node, endpoint = cluster
     plat, dev = _platform(endpoint)
     try:
-        x = np.zeros(256, np.int32)
-        X = plat.create_buffer(x.nbytes, hostbuf=x)
-        k = plat.create_kernel(plat.create_program(INC), "inc")
-        k.set_args(X, np.int32(2))
+        x, X, k = _inc(plat, 256, 2)
         for _ in range(3):
             plat.enqueue_launch(k, [256], device=dev).wait()
         slot = next(iter(plat._slots[dev].values()))
@@ -217,10 +220,7 @@ def test_without_the_native_link_slots_are_never_granted(tmp_path, monkeypatch):
         assert node._native is None and node.local
         plat, dev = _platform(endpoint)
         try:
-            x = np.zeros(512, np.int32)
-            X = plat.create_buffer(x.nbytes, hostbuf=x)
-            k = plat.create_kernel(plat.create_program(INC), "inc")
-            k.set_args(X, np.int32(3))
+            x, X, k = _inc(plat, 512, 3)
             for _ in range(20):
                 plat.enqueue_launch(k, [512], device=dev).wait()
             out = np.empty_like(x)

@@ -277,6 +277,16 @@ static void mp_tail(nl_bytes *b, int version, const char *type) {
     mp_str(b, type);
 }
 
+/* Send one encoded header as a message to conn (gone: dropped) and free it. */
+static void send_message(nl_link *l, int32_t conn, nl_bytes *b) {
+    const uint8_t *p = b->p;
+    uint64_t len = b->len;
+    pthread_mutex_lock(&l->mu);
+    send_locked(l, conn_of(l, conn), 1, &p, &len);
+    pthread_mutex_unlock(&l->mu);
+    bytes_free(b);
+}
+
 static void reply_done(nl_link *l, int32_t conn, const uint64_t *ids, const double *ts,
                        const int *has_t, uint32_t n) {
     nl_bytes b = {0};
@@ -296,12 +306,7 @@ static void reply_done(nl_link *l, int32_t conn, const uint64_t *ids, const doub
         }
     }
     mp_tail(&b, l->version, "done");
-    const uint8_t *p = b.p;
-    uint64_t len = b.len;
-    pthread_mutex_lock(&l->mu);
-    send_locked(l, conn_of(l, conn), 1, &p, &len);
-    pthread_mutex_unlock(&l->mu);
-    bytes_free(&b);
+    send_message(l, conn, &b);
 }
 
 static void reply_error(nl_link *l, int32_t conn, uint64_t rid, const char *err) {
@@ -315,12 +320,7 @@ static void reply_error(nl_link *l, int32_t conn, uint64_t rid, const char *err)
     mp_str(&b, "err");
     mp_str(&b, err);
     mp_tail(&b, l->version, "reply");
-    const uint8_t *p = b.p;
-    uint64_t len = b.len;
-    pthread_mutex_lock(&l->mu);
-    send_locked(l, conn_of(l, conn), 1, &p, &len);
-    pthread_mutex_unlock(&l->mu);
-    bytes_free(&b);
+    send_message(l, conn, &b);
 }
 
 /* ---- completion ----------------------------------------------------------------------- */
