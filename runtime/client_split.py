@@ -25,9 +25,10 @@ How it runs (docs/advisor.md, "Route mode: --split"):
    copies. The host waits for the non-primary shares (their intervals must arrive before
    they can be written on), so a split launch is synchronous for the host up to the
    slowest non-primary share.
-5. Bookkeeping: written (non read-only) buffers are valid on the primary only, with no
-   host copy; read-only buffers stay valid wherever they were copied (their content did
-   not change). Reads, later launches and migrations then behave as after any launch on
+5. Bookkeeping: buffers bound to a written argument are valid on the primary only, with
+   no host copy; every other buffer (read-only or not) stays valid wherever it was
+   copied: the safety check found no store to it, the same trust the merge puts in the
+   written set. Reads, later launches and migrations then behave as after any launch on
    the primary.
 
 A node lost while the split is in flight: the client's recovery replays the log (this
@@ -158,9 +159,8 @@ def split_launch(
         reqs.append(
             p._cmd(primary, "buf_write", {"h": b.h, "off": lo, "n": hi - lo}, got["frame"].buffer)
         )
-    for b in bufs:
-        if not b.read_only:
-            b.valid, b.host_valid, b.host = {primary}, False, None
+    for b in {k.args[w.arg] for w in plan.written}:
+        b.valid, b.host_valid, b.host = {primary}, False, None
     p.default_device = primary
     reqs.extend(r for d, r in launches.items() if d != primary)
     reqs.append(launches[primary])

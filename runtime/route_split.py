@@ -194,7 +194,7 @@ def decide(
     no.fractions = {ids[s.device_key]: s.fraction for s in adv.shares}
     no.gain = adv.gain
     explanation = adv.explanation
-    for pk, did in ids.items():  # name the cluster devices, not only their profiles
+    for pk, did in sorted(ids.items(), key=lambda kv: -len(kv[0])):  # name cluster devices
         explanation = explanation.replace(pk, did)
     if not adv.split:
         no.reason = explanation

@@ -229,13 +229,13 @@ def test_split_launches_merge_bookkeeping_and_survive_node_loss(tmp_path, two_no
         rng = np.random.default_rng(4)
         a0, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
         da = p.create_buffer(a0.nbytes, hostbuf=a0)
-        db = p.create_buffer(b.nbytes, 4, hostbuf=b)  # READ_ONLY
+        db = p.create_buffer(b.nbytes, hostbuf=b)  # READ_WRITE, but the kernel only reads it
         k = p.create_kernel(p.create_program(ADD_SRC), "advance")
         k.set_args(da, db, np.float32(0.5), np.int32(3))
         out = np.empty_like(a0)
         p.enqueue_split_launch(k, [n], [local], None, plan, key="adv").wait()
         assert da.valid == {"nb/0"} and not da.host_valid
-        assert db.valid == {"nb/0", "np/0"}  # read-only: copies stay valid
+        assert db.valid == {"nb/0", "np/0"}  # not written: both copies stay valid
         p.enqueue_read(da, out)
         np.testing.assert_allclose(out, reference_step(a0, b, 0.5, 3, 1), rtol=1e-5)
         p.enqueue_launch(k, [n], [local], device="np/0")  # migrates the merged buffer
