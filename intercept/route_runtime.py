@@ -1113,4 +1113,3 @@ def install(ffi: Any, lib: Any) -> None:
         except ClprojError as exc:
             _log_once(f"err-{c.op}-{exc.cause}", f"op {c.op} failed: {exc.cause}")
             return CL_OUT_OF_RESOURCES
-
