@@ -867,16 +867,18 @@ class Route:
         self.event(c, q, "unmap", ev)
         return CL_SUCCESS
 
-    def signature(self, k: VKernel, g: list[int], lo: list[int] | None) -> str:
+    def signature(self, k: VKernel, g: list[int], lo: list[int] | None) -> tuple[str, str]:
+        """The launch's record signature (the placement key: program, kernel, NDRange,
+        scalar arguments) and its family (the same without the scalars' values)."""
         scal = tuple(k.scalars[i] for i in sorted(k.scalars))
         key = (id(k.prog.remote), k.name, tuple(g), lo and tuple(lo), scal)
         sig = self.sigs.get(key)
         if sig is None:
             from intercept.record import program_hash, signature
 
-            sig = signature(
-                program_hash(k.prog.source, k.prog.options), k.name, len(g), g, lo, list(scal)
-            )
+            ph = program_hash(k.prog.source, k.prog.options)
+            fam = signature(ph, k.name, len(g), g, lo, [b"" for _ in scal])
+            sig = (signature(ph, k.name, len(g), g, lo, list(scal)), fam)
             if len(self.sigs) > 100000:
                 self.sigs.clear()
             self.sigs[key] = sig
@@ -891,7 +893,7 @@ class Route:
         off = [int(c.o[i]) for i in range(dim)] if c.o != self.ffi.NULL else None
         if k.params is not None and any(i not in k.remote.args for i in range(len(k.params))):
             return CL_INVALID_KERNEL_ARGS
-        sig = self.signature(k, g, lo)
+        sig, fam = self.signature(k, g, lo)
         first = self.hooks and sig not in self.seen_sigs
         if first:
             self.seen_sigs.add(sig)
@@ -901,7 +903,7 @@ class Route:
             if plan is not None:
                 ev = self.p.enqueue_split_launch(k.remote, g, lo, off, plan, key=sig)
             else:
-                ev = self.p.enqueue_launch(k.remote, g, lo, off, key=sig)
+                ev = self.p.enqueue_launch(k.remote, g, lo, off, key=sig, family=fam)
         except ClprojError as exc:
             if "not set" in str(exc.cause if hasattr(exc, "cause") else exc):
                 return CL_INVALID_KERNEL_ARGS
@@ -916,20 +918,24 @@ class Route:
     def _notify_hooks(
         self, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None
     ) -> None:
-        """A launch record of the first launch of a signature, for the hooks (project mode)."""
+        """The first launch of a signature, for the hooks (projection in route mode).
+
+        Its buffers are read back and a full record saved only when the reuse cache will
+        emulate it (runtime.shim_hook.route_admit, as project mode's admit); otherwise
+        the hook projects its metadata from the cache's anchors (at most every few
+        tens of milliseconds per kernel family)."""
         from intercept import hooks
-        from intercept.record import ArgRecord, LaunchRecord, new_id, sha256
+        from intercept.record import ArgRecord, LaunchRecord, new_id, save, sha256
         from intercept.shim_runtime import record_dir
         from runtime.client import LocalMemory, RemoteBuffer
+        from runtime.shim_hook import route_admit
 
-        args, blobs = [], {}
+        args, bufs = [], {}
         for i in range(max(k.remote.args, default=-1) + 1):
             v = k.remote.args.get(i)
             if isinstance(v, RemoteBuffer):
-                data, _ = self.p.enqueue_read(v, blocking=True)
-                sha = sha256(bytes(data))
-                blobs[sha] = bytes(data)
-                args.append(ArgRecord(i, "buffer", size=v.size, flags=v.flags, blob=sha))
+                bufs[i] = v
+                args.append(ArgRecord(i, "buffer", size=v.size, flags=v.flags))
             elif isinstance(v, LocalMemory):
                 args.append(ArgRecord(i, "local", size=v.size))
             elif v is None:
@@ -946,12 +952,16 @@ class Route:
             local_size=lo,
             global_offset=off,
             device={"name": "clproj virtual device"},
-            id=new_id(k.name, record_dir()),
             created=time.time(),
-            blobs=blobs,
         )
-        from intercept.record import save
-
+        if not route_admit(rec):
+            return
+        for a in args:
+            if a.index in bufs:
+                data, _ = self.p.enqueue_read(bufs[a.index], blocking=True)
+                a.blob = sha256(bytes(data))
+                rec.blobs[a.blob] = bytes(data)
+        rec.id = new_id(k.name, record_dir())
         save(rec, record_dir())
         hooks.notify(rec)
 

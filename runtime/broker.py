@@ -14,6 +14,7 @@ counted, logged (rate-limited) and never crash the loop.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -35,6 +36,7 @@ _INBOUND = frozenset(
     {"register", "heartbeat", "hello", "bye", "projection", "status", "place", "cmd"}
 )
 LIVENESS_S = 3.0  # a node silent for this long is dead
+MAX_PROJECTIONS = 50_000  # kernel keys whose projections the broker keeps
 
 
 @dataclass
@@ -258,6 +260,12 @@ class Broker:
         self.clients.pop(ident, None)
 
     def _on_projection(self, ident: bytes, h: dict[str, Any], body: list[Any]) -> None:
+        if len(self.projections) >= MAX_PROJECTIONS and h["key"] not in self.projections:
+            # an app whose every launch is a new signature posts one every few tens of ms
+            # per kernel: forget the oldest (dicts keep insertion order)
+            for key in list(itertools.islice(self.projections, MAX_PROJECTIONS // 10)):
+                del self.projections[key]
+                self._times_cache.pop(key, None)
         self.projections[h["key"]] = {
             str(k): (None if v is None else float(v)) for k, v in h["times"].items()
         }

@@ -25,10 +25,14 @@ threads in the round trip. ``CLPROJ_DIRECT=0`` sends everything through the brok
 
 Placement: a launch without an explicit device asks the broker (``place``) with the bytes
 that would have to move to each device; the answer is cached per kernel key and asked
-again every 16 launches, every 0.25 s, or when the broker's epoch changes (a projection
-arrived, a node came or went). So a launch costs one message, not two. Buffers move only
-when a launch on another device needs them (read from a device holding them, written to
-the target); writes of buffers not yet used by any kernel stay on the host until then.
+again every 16 launches (in the background), every 0.25 s, or when the broker's epoch
+changes (a projection arrived, a node came or went). A launch may name a *family* (route
+mode: the same kernel and NDRange with other scalar arguments, e.g. a factorisation's
+step index): a key without a fresh decision of its own takes its family's and asks for its
+own in the background, so a launch costs one message, not two, even when every launch
+brings a new key. Buffers move only when a launch on another
+device needs them (read from a device holding them, written to the target); writes of
+buffers not yet used by any kernel stay on the host until then.
 
 Event semantics: every enqueue returns a :class:`RemoteEvent`; non-blocking launches,
 reads and writes return at once; ``wait()``/``finish()`` pump replies. Non-blocking
@@ -326,7 +330,9 @@ class RemotePlatform:
         self._handle = 0
         self._pending: dict[int, _Req] = {}
         self._broker_replies: dict[int, dict[str, Any]] = {}
-        self._reasks: dict[int, str] = {}  # background place request id -> kernel key
+        # background place request id -> (kernel key, its family or None)
+        self._reasks: dict[int, tuple[str, str | None]] = {}
+        self._families: dict[str, _KeyState] = {}  # family -> its latest decision
         self._welcome: dict[str, Any] | None = None
         self.epoch = 0
         self.devices: dict[str, RemoteDevice] = {}
@@ -525,9 +531,10 @@ class RemotePlatform:
                 req.err, req.done = h["err"], True
                 self._async_errors.append(req)
             elif h["id"] in self._reasks:  # a background re-ask failed: ask again later
-                ks = self._keys.get(self._reasks.pop(h["id"]))
-                if ks is not None:
-                    ks.asking = 0
+                key, fam = self._reasks.pop(h["id"])
+                for ks in (self._keys.get(key), self._families.get(fam) if fam else None):
+                    if ks is not None:
+                        ks.asking = 0
             else:
                 self._broker_replies[h["id"]] = h
         elif t == "node_lost":
@@ -536,7 +543,8 @@ class RemotePlatform:
         elif t == "welcome":
             self._welcome = h
         elif t == "placed" and h["id"] in self._reasks:
-            self._apply_place(self._reasks.pop(h["id"]), h)
+            key, fam = self._reasks.pop(h["id"])
+            self._apply_place(key, h, family=fam)
         elif t in ("placed", "status_reply"):
             self._broker_replies[h["id"]] = h
 
@@ -979,8 +987,10 @@ class RemotePlatform:
         goff: Sequence[int] | None = None,
         device: str | None = None,
         key: str | None = None,
+        family: str | None = None,
     ) -> RemoteEvent:
-        """clEnqueueNDRangeKernel (non-blocking). ``device`` pins; else the broker places it."""
+        """clEnqueueNDRangeKernel (non-blocking). ``device`` pins; else the broker places it
+        (``family``: launches whose decisions a new ``key`` may start from, see _place)."""
         bufs = [v for v in k.args.values() if isinstance(v, RemoteBuffer)]
         args = self._wire_args(k)
         key = key or self.kernel_key(k, gsize)
@@ -995,7 +1005,10 @@ class RemotePlatform:
             key,
         )
         self._record(entry, 0, [b.h for b in bufs])
-        dev = device if device and device not in self.dead else self._place(key, bufs)
+        if device and device not in self.dead:
+            dev = device
+        else:
+            dev = self._place(key, bufs, family)
         return RemoteEvent(self, self._launch_on(dev, entry, bufs))
 
     def enqueue_split_launch(
@@ -1105,40 +1118,89 @@ class RemotePlatform:
         self._slot_seen.pop(dev, None)
         self._slot_epoch[dev] = self._slot_epoch.get(dev, 0) + 1
 
-    def _place(self, key: str, bufs: list[RemoteBuffer]) -> str:
-        """The device for a launch of ``key``: the cached decision, asked again now when
-        there is none (or it is stale: older than REASK_S, its device died, the broker's
-        epoch moved) and in the background every REASK_LAUNCHES launches, at most once per
-        REASK_MIN_S (the answer is applied when it arrives, so a stream of launches never
-        stalls on the broker)."""
-        ks = self._keys.setdefault(key, _KeyState())
+    def _place(self, key: str, bufs: list[RemoteBuffer], family: str | None = None) -> str:
+        """The device for a launch of ``key`` (see the module docstring).
+
+        The cached decision while it is fresh; the broker is asked again, and waited for,
+        when it is not (none yet, its device died, older than REASK_S, the broker's epoch
+        moved: a projection arrived, a node came or went), and in the background every
+        REASK_LAUNCHES launches, at most once per REASK_MIN_S (the answer applies when it
+        arrives). A key whose own decision is not fresh takes its ``family``'s fresh one
+        instead of waiting, and asks for its own in the background (at most once per
+        REASK_MIN_S per family): so a stream of launches that brings a new key every time
+        waits for the broker only when the family's decision goes stale."""
         now = time.monotonic()
-        if (
+        ks = self._keys.get(key)
+        if ks is None:
+            if len(self._keys) >= 100_000:  # every launch a new key: forget the oldest
+                self._keys.clear()
+            ks = self._keys[key] = _KeyState()
+        fs = self._families.get(family) if family else None
+        stale = (
             ks.dev is None
             or ks.dev in self.dead
             or ks.epoch != self.epoch
             or now - ks.asked_at > REASK_S
+        )
+        if (
+            stale
+            and fs is not None
+            and fs.dev is not None
+            and fs.dev not in self.dead
+            and fs.epoch == self.epoch
+            and now - fs.asked_at <= REASK_S
         ):
-            fields = self._place_fields(key, ks, bufs)
-            self._apply_place(key, self._broker_call("place", **fields), now)
-        elif ks.since_ask >= REASK_LAUNCHES and not ks.asking and now - ks.sent_at >= REASK_MIN_S:
+            ks.dev, ks.epoch, ks.reason, ks.asked_at = fs.dev, fs.epoch, fs.reason, fs.asked_at
+            ks.since_ask = REASK_LAUNCHES  # its own answer, in the background
+            stale = False
+        if stale:
+            fields = self._place_fields(key, ks, bufs, fs)
+            self._apply_place(key, self._broker_call("place", **fields), now, family)
+        elif (
+            ks.since_ask >= REASK_LAUNCHES
+            and not ks.asking
+            # at most one background ask per REASK_MIN_S per key, and per family
+            and now - max(ks.sent_at, fs.sent_at if fs is not None else 0.0) >= REASK_MIN_S
+        ):
             rid = self._next_id()
-            self.sock.send(protocol.pack("place", id=rid, **self._place_fields(key, ks, bufs)))
+            self.sock.send(protocol.pack("place", id=rid, **self._place_fields(key, ks, bufs, fs)))
             ks.asking, ks.since_ask, ks.sent_at = rid, 0, now
-            self._reasks[rid] = key
+            if fs is not None:
+                fs.sent_at = now
+            self._reasks[rid] = (key, family)
         ks.count += 1
         ks.since_ask += 1
+        if fs is not None:
+            fs.count += 1
         return ks.dev  # type: ignore[return-value]
 
-    def _place_fields(self, key: str, ks: _KeyState, bufs: list[RemoteBuffer]) -> dict[str, Any]:
+    def _place_fields(
+        self, key: str, ks: _KeyState, bufs: list[RemoteBuffer], fs: _KeyState | None = None
+    ) -> dict[str, Any]:
         live = self._live()
         move = {d: sum(b.size for b in bufs if d not in b.valid) for d in live}
-        fields: dict[str, Any] = {"key": key, "move": move, "remaining": max(1, ks.count)}
+        # the launches still to come are guessed from those so far: of the key, or of its
+        # family when every launch brings a new key
+        count = max(ks.count, fs.count if fs is not None else 0)
+        fields: dict[str, Any] = {"key": key, "move": move, "remaining": max(1, count)}
         if ks.dev and ks.dev in live:
             fields["current"] = ks.dev
         return fields
 
-    def _apply_place(self, key: str, h: dict[str, Any], now: float | None = None) -> None:
+    def _apply_place(
+        self, key: str, h: dict[str, Any], now: float | None = None, family: str | None = None
+    ) -> None:
+        if family is not None:  # the family's decision follows its newest answer
+            fs = self._families.get(family)
+            if fs is None:
+                if len(self._families) >= 10_000:
+                    self._families.clear()
+                fs = self._families[family] = _KeyState()
+            if h["dev"] not in self.dead and h["dev"] in self.devices:
+                fs.dev, fs.epoch, fs.reason = h["dev"], max(self.epoch, h["epoch"]), h["reason"]
+                fs.asked_at = time.monotonic() if now is None else now
+            if h["id"] == fs.asking:
+                fs.asking = 0
         ks = self._keys.setdefault(key, _KeyState())
         if h["id"] == ks.asking:
             ks.asking = 0

@@ -34,6 +34,21 @@ _devices: list[Any] | None = None
 # ~40 us, 80 ms for LU's 2000 launches); closed, hence flushed, at the app's exit.
 _deferred: Any = None
 _emulation_mode: str | None = None
+# Route mode: how often a family's launches that the reuse cache answers (new scalar
+# values or sizes of a kernel already emulated) get a fresh projection posted. Each costs
+# the app's interpreter about a millisecond; a factorisation brings a new signature with
+# every launch, and its projected ranking moves far slower than that.
+ROUTE_REPROJECT_S = float(os.environ.get("CLPROJ_ROUTE_REPROJECT_S", "0.05"))
+_reprojected: dict[Any, float] = {}
+
+
+class _Reused:
+    """A route-mode launch without buffer snapshots, answered by the reuse cache."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
 
 
 def _local_devices() -> list[Any]:
@@ -85,6 +100,34 @@ def admit(record: Any) -> bool:
                 _deferred = open(out, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
                 at_exit(_deferred.close)
             _deferred.write(line)
+    return False
+
+
+def route_admit(record: Any) -> bool:
+    """Route mode's :func:`admit`: must the first launch of this signature be snapshotted?
+
+    Only the launches the reuse cache will emulate are (``True``): the others carry their
+    metadata only, and at most one per family every ROUTE_REPROJECT_S is projected from
+    the cache's anchors and posted to the broker. Why: before, route mode snapshotted
+    (read back every buffer of) and projected every new signature, ~1.4 ms per launch for
+    a kernel whose scalar argument changes every launch (tests/test_route.py measures it).
+    """
+    from intercept.hooks import exiting
+    from miniemu.reuse import default_cache, family_key
+
+    if default_cache(_mode()).plan(record) == "record":
+        return True
+    fam = family_key(record)
+    now = time.monotonic()
+    with _lock:
+        if now - _reprojected.get(fam, -1e9) < ROUTE_REPROJECT_S:
+            return False
+        if len(_reprojected) >= 10_000:
+            _reprojected.clear()
+        _reprojected[fam] = now
+    if not exiting():
+        _start_worker()
+        _queue.put(_Reused(record))
     return False
 
 
@@ -151,13 +194,22 @@ def _free_core() -> bool:
     return _idle_cores() >= 1.0
 
 
-def _project(record: Any) -> dict[str, Any] | None:
+def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
     """Route mode: emulate and project now (the broker needs the times while the app
-    runs). Project mode: only emulate; the projection, which needs the device profiles
-    and holds the interpreter lock for a while, waits for ``complete_run`` after exit."""
+    runs); a ``reused`` launch (no snapshots, :func:`route_admit`) is projected from the
+    reuse cache's anchors, or not at all while they are still being emulated. Project
+    mode: only emulate; the projection, which needs the device profiles and holds the
+    interpreter lock for a while, waits for ``complete_run`` after exit."""
     from runtime.live_projection import FORMAT, VERSION, project_record
 
     if os.environ.get("CLPROJ_MODE") == "route":
+        if reused:
+            from miniemu.reuse import default_cache
+
+            prof = default_cache(_mode()).scaled(record)
+            if prof is None:
+                return None
+            return project_record(record, _local_devices(), _mode(), profile=prof.to_dict())
         return project_record(record, _local_devices(), _mode())
     if not _free_core():
         return None  # its record file is complete: complete_run emulates it after exit
@@ -179,9 +231,13 @@ def _work() -> None:
     out = os.environ.get("CLPROJ_PROJECTION_FILE")
     while True:
         record = _queue.get()
+        reused = isinstance(record, _Reused)
+        if reused:
+            record = record.record
         try:
-            doc = _project(record)
-            _consider_split(record, doc)
+            doc = _project(record, reused)
+            if not reused:  # a split decision needs the snapshots
+                _consider_split(record, doc)
             if doc is not None:
                 if out:
                     with _lock, open(out, "a", encoding="utf-8") as fh:
@@ -189,7 +245,8 @@ def _work() -> None:
                 _post_to_route(record, doc)
         except ClprojError as exc:
             # e.g. no measured profile for a local device: `clproj run` completes it
-            _consider_split(record, {"error": exc.cause})
+            if not reused:
+                _consider_split(record, {"error": exc.cause})
         except Exception as exc:  # never let the worker die silently or touch the app
             print(
                 f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}",
