@@ -22,6 +22,14 @@ launch *family* (its *anchors*) and answers the others by explicit scaling:
   size); outside them the nearest anchor (log ratio; ties go to the latest) is scaled.
   ``emulation.method`` = ``"reused"``, with ``reused_from`` (signature), ``scale`` and,
   when interpolated, ``interpolated_from``.
+* **Scalar axis** (first, when it applies): at a constant NDRange the work can still
+  depend on a scalar through a branch (Gaussian elimination's ``if (gid < size-1-t)``).
+  When >= 2 emulated anchors have the launch's number of work-items and an integer
+  scalar is distinct and monotone in launch order among them (:func:`scalar_axis`: a
+  step), every counter is linear in it (:func:`axis_profile`): interpolated between the
+  bracketing anchors, extrapolated from the two nearest beyond them, clamped at >= 0;
+  ``emulation.axis`` names the argument and whether it extrapolated. No new emulations:
+  the sampled checks test the line like any prediction (``axis=False``: size only).
 * **When to emulate** (decided from the launch's metadata alone, before any buffer is
   snapshotted: :meth:`plan`): the first launch of an entry; a launch whose work-items are
   more than 2x away from every anchor (size coverage: at most log2(size range) anchors);
@@ -45,6 +53,7 @@ times. Thread-safe (one lock; emulations run outside it).
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -65,6 +74,7 @@ class _Anchor:
     work_items: int
     values: dict[int, Any]  # scalar argument values (entry keys are taken from these)
     profile: KernelProfile | None = None
+    ints: dict[int, int] = field(default_factory=dict)  # axis candidates (:func:`small_ints`)
 
 
 @dataclass
@@ -102,6 +112,42 @@ def _work_items(record: LaunchRecord) -> int:
 
 def _log_distance(a: int, b: int) -> float:
     return abs(math.log(max(1, a) / max(1, b)))
+
+
+AXIS_LIMIT = 1 << 24
+
+
+def small_ints(record: LaunchRecord) -> dict[int, int]:
+    """Signed values of the integer-like scalar arguments (candidate axes).
+
+    The record has no argument types: a scalar of 1-8 bytes whose signed value is below
+    2^24 in magnitude is taken as an integer (a step, an offset); every float or double
+    whose bits are that small is denormal, so a float argument is never an axis."""
+    out: dict[int, int] = {}
+    for a in record.args:
+        if a.kind == "scalar" and a.data is not None and len(a.data) in (1, 2, 4, 8):
+            v = int.from_bytes(a.data, "little", signed=True)
+            if abs(v) < AXIS_LIMIT:
+                out[a.index] = v
+    return out
+
+
+def scalar_axis(anchors: list[_Anchor], point: dict[int, int]) -> int | None:
+    """The scalar argument along which ``anchors`` (in launch order) vary, if any: the
+    lowest index whose values are known for the launch (``point``), pairwise distinct
+    among the anchors and strictly monotone in launch order (a step counter; a seed or a
+    ping-pong index is not an axis). Collinear candidates (``t`` and ``t + 1``) give the
+    same interpolation, so the lowest index is as good as any."""
+    if len(anchors) < 2:
+        return None
+    for i in sorted(point):
+        vs = [a.ints.get(i) for a in anchors]
+        if None in vs:
+            continue
+        steps = [b - a for a, b in itertools.pairwise(vs)]  # type: ignore[operator]
+        if all(d > 0 for d in steps) or all(d < 0 for d in steps):
+            return i
+    return None
 
 
 def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> KernelProfile:
@@ -171,6 +217,58 @@ def interpolate_profile(
     return out
 
 
+def axis_profile(
+    anchors: list[_Anchor], axis: int, record: LaunchRecord, reason: str
+) -> KernelProfile:
+    """``record``'s profile from emulated ``anchors`` of its own NDRange size, every
+    counter linear in scalar argument ``axis``: interpolated between the two anchors
+    bracketing the launch's value, else extrapolated from the two nearest on its side,
+    clamped at >= 0 (:func:`_rebuild`).
+
+    Why: at a constant NDRange, work can still depend on a scalar through a branch
+    (Gaussian elimination's ``if (gid < size - 1 - t)``): the active work-items, hence
+    the counters, are linear in the step, where the nearest anchor answers every later
+    launch with an earlier step's work. Extrapolation is not capped in distance: a
+    line that does not hold is what the sampled drift checks find (and then densify),
+    whereas holding the counters at some distance is the same error the nearest anchor
+    makes (measured: capping at one anchor spacing turned Fan1's 0% into 7-18%).
+    """
+    x = small_ints(record)[axis]
+    pts = sorted(anchors, key=lambda a: a.ints[axis])
+    below = [a for a in pts if a.ints[axis] <= x]
+    above = [a for a in pts if a.ints[axis] > x]
+    if below and above:
+        lo, hi = below[-1], above[0]
+    elif below:
+        lo, hi = below[-2], below[-1]
+    else:
+        lo, hi = above[0], above[1]
+    xl, xh = lo.ints[axis], hi.ints[axis]
+    f = (x - xl) / (xh - xl)
+    nearer = lo if abs(x - xl) <= abs(x - xh) else hi
+    out = scale_profile(nearer.profile, record, reason)  # factor 1: launch, flags
+    fl, fh = _flatten(lo.profile.total), _flatten(hi.profile.total)
+    values = {k: (1 - f) * fl.get(k, 0.0) + f * fh.get(k, 0.0) for k in fl.keys() | fh.keys()}
+    total = _rebuild(nearer.profile.total, values)  # rounds and clamps at >= 0
+    total["work_items"] = _work_items(record)
+    out.total = total
+    out.per_group = scale_stats(total, 1.0 / max(1, out.launch["num_groups"]))
+    extrapolated = not 0.0 <= f <= 1.0
+    out.emulation["interpolated_from"] = [lo.signature, hi.signature]
+    out.emulation["axis"] = {
+        "argument": axis,
+        "value": x,
+        "anchors": [xl, xh],
+        "extrapolated": extrapolated,
+    }
+    how = "extrapolated" if extrapolated else "interpolated"
+    out.emulation["flags"][-1] = (
+        f"reused: {reason}; {how} linearly in argument {axis} = {x} from anchors at"
+        f" {xl} and {xh} (same NDRange)"
+    )
+    return out
+
+
 class ReuseCache:
     """Per-family profile cache: a few emulated anchors, explicit scaling, drift checks."""
 
@@ -185,12 +283,14 @@ class ReuseCache:
         size_ratio: float = 2.0,
         max_emulations: int = 32,
         emulate: Any = None,
+        axis: bool = True,
     ) -> None:
         self.mode, self.timeout_s, self.budget = mode, timeout_s, budget
         self.drift_threshold = drift_threshold
         self.first_check, self.check_growth = first_check, check_growth
         self.size_ratio, self.max_emulations = size_ratio, max_emulations
         self._emulate = emulate  # tests inject a counting wrapper; default miniemu.emulate
+        self.axis = axis  # answers linear in a scalar at a constant size (False: size only)
         self._families: dict[tuple, _Family] = {}
         self._lock = threading.Lock()
         self.counts = {
@@ -241,10 +341,16 @@ class ReuseCache:
         return best
 
     def _answer(self, entry: _Entry, record: LaunchRecord, reason: str) -> KernelProfile | None:
-        """``record``'s profile from the entry's emulated anchors: interpolated between the
-        nearest ones below and above its size, else the nearest one scaled."""
+        """``record``'s profile from the entry's emulated anchors: linear in a scalar axis
+        between anchors of its own size (:func:`axis_profile`), else interpolated between
+        the nearest ones below and above its size, else the nearest one scaled."""
         size = _work_items(record)
         done = [a for a in entry.anchors if a.profile is not None]
+        if self.axis:
+            same = [a for a in done if a.work_items == size]
+            axis = scalar_axis(same, small_ints(record))
+            if axis is not None:
+                return axis_profile(same, axis, record, reason)
         below = [a for a in done if a.work_items <= size]
         above = [a for a in done if a.work_items > size]
         if below and above:
@@ -282,7 +388,7 @@ class ReuseCache:
             fam.emulations += 1
             if why != "first":
                 self.counts["drift_checks"] += 1
-            entry.anchors.append(_Anchor(record.signature, size, values))
+            entry.anchors.append(_Anchor(record.signature, size, values, ints=small_ints(record)))
             return "emulate", entry
         self.counts["reuses"] += 1
         return "reuse", entry
@@ -325,7 +431,7 @@ class ReuseCache:
             for a in entry.anchors:
                 if a.signature == record.signature:
                     return fam, entry, a
-        anchor = _Anchor(record.signature, _work_items(record), values)
+        anchor = _Anchor(record.signature, _work_items(record), values, ints=small_ints(record))
         entry.anchors.append(anchor)
         return fam, entry, anchor
 
