@@ -199,6 +199,7 @@ class VProgram:
     log: str = ""
     kernels: dict[str, list[Param]] = field(default_factory=dict)
     handle: Any = None
+    hash: str = ""  # program_hash(source, options), once: signatures need it per launch
 
 
 @dataclass(eq=False)
@@ -719,7 +720,7 @@ class Route:
             if c.src != self.ffi.NULL
             else ""
         )
-        prog.options = opts
+        prog.options, prog.hash = opts, ""
         prog.remote = self.p.create_program(prog.source, opts)
         try:
             self.p.build_program(prog.remote)
@@ -876,7 +877,9 @@ class Route:
         if sig is None:
             from intercept.record import program_hash, signature
 
-            ph = program_hash(k.prog.source, k.prog.options)
+            if not k.prog.hash:
+                k.prog.hash = program_hash(k.prog.source, k.prog.options)
+            ph = k.prog.hash
             fam = signature(ph, k.name, len(g), g, lo, [b"" for _ in scal])
             sig = (signature(ph, k.name, len(g), g, lo, list(scal)), fam)
             if len(self.sigs) > 100000:
@@ -896,6 +899,8 @@ class Route:
         sig, fam = self.signature(k, g, lo)
         first = self.hooks and sig not in self.seen_sigs
         if first:
+            if len(self.seen_sigs) >= 100_000:  # a new signature every launch
+                self.seen_sigs.clear()
             self.seen_sigs.add(sig)
             self._notify_hooks(k, g, lo, off)
         plan = self.split.plan(sig, k.remote, first) if self.split is not None else None

@@ -353,7 +353,8 @@ class RemotePlatform:
         # then sent as a 24-byte frame the node's C thread runs alone. CLPROJ_FAST_LAUNCH=0
         # keeps every launch a full command (benchmarks compare both).
         self.fast_launch = os.environ.get("CLPROJ_FAST_LAUNCH", "1") != "0"
-        self._slots: dict[str, dict[tuple[Any, ...], int]] = {}  # device -> launch -> slot
+        # device -> launch shape -> (slot, the placement key it was made with)
+        self._slots: dict[str, dict[tuple[Any, ...], tuple[int, str]]] = {}
         self._slot_seen: dict[str, dict[tuple[Any, ...], int]] = {}  # device -> launch -> 0/1
         self._slot_epoch: dict[str, int] = {}  # bumped whenever a device's slots are dropped
         self.refresh_devices(wait_s=wait_devices_s)
@@ -1039,11 +1040,14 @@ class RemotePlatform:
         return reqs
 
     def _launch_cmd(self, dev: str, entry: tuple[Any, ...]) -> _Req:
-        """The launch command: a fast frame when the node holds a slot for exactly this
-        launch, else the full command, asking for a slot the second time it is seen.
+        """The launch command: a fast frame when the node holds a slot for this launch's
+        shape (program, kernel, buffer and local arguments, scalar sizes, NDRange; the
+        scalar values travel in the frame), else the full command, asking for a slot the
+        second time the shape is seen.
 
         Why the second time: a slot costs the node a dedicated kernel object, worth it for
-        a launch that repeats (launch loops), not for one-offs."""
+        a launch that repeats (launch loops, also with a changing step index), not for
+        one-offs."""
         fields = _launch_fields(entry)
         if not self.fast_launch:
             return self._cmd(dev, "launch", fields)
@@ -1055,22 +1059,24 @@ class RemotePlatform:
         sig = (
             prog.h,
             name,
-            tuple(tuple(a) for a in args),
+            tuple(("s", len(a[1])) if a[0] == "s" else tuple(a) for a in args),
             tuple(gsize),
             tuple(lsize or ()),
             tuple(goff or ()),
-            key,
         )
         slots = self._slots.setdefault(dev, {})
-        slot = slots.get(sig)
-        if slot is not None:
+        got = slots.get(sig)
+        if got is not None:
+            slot, slot_key = got
             if len(self._pending) >= PUMP_INFLIGHT:
                 self._pump(0)
                 while len(self._pending) >= MAX_INFLIGHT:
                     self._wait([next(iter(self._pending.values()))])
             rid = self._next_id()
             req = self._pending[rid] = _Req(dev, "launch")
-            fast.send(nodelink.fast_frame(slot, rid, getattr(sock, "last_rid", 0)))
+            scalars = [(i, a[1]) for i, a in enumerate(args) if a[0] == "s"]
+            after = getattr(sock, "last_rid", 0)
+            fast.send(nodelink.fast_frame(slot, rid, after, scalars, key == slot_key))
             sock.fast_last = rid  # the command link's next commands follow this frame
             return req
         seen = self._slot_seen.setdefault(dev, {})
@@ -1088,7 +1094,7 @@ class RemotePlatform:
         def granted(_frame: Any) -> None:
             n = (req.res or {}).get("slot")
             if isinstance(n, int) and self._slot_epoch.get(dev, 0) == epoch and len(slots) < 256:
-                slots[sig] = n
+                slots[sig] = (n, key)
 
         req.on_done = granted
         return req

@@ -562,21 +562,20 @@ class Node:
 
     # ---- fast-launch slots (runtime.nodelink) ------------------------------------------
     def _slot_for(self, client: bytes, dev: _Dev, a: dict[str, Any]) -> int | None:
-        """The slot of this exact launch on this connection, made on first request: a
+        """The slot of this launch's shape for this client, made on first request: a
         dedicated kernel with these arguments, so no later set_arg can change them."""
         native = self._native
         if native is None or not isinstance(self._cur_sock, unixlink.Link):
             return None
-        sig = (
+        sig = (  # the launch's shape: scalar values (and the key) come with each frame
             client,
             dev.index,
             a["prog"],
             a["kernel"],
-            tuple(tuple(x) for x in a["args"]),
+            tuple(("s", len(x[1])) if x[0] == "s" else tuple(x) for x in a["args"]),
             tuple(a["gsize"]),
             tuple(a.get("lsize") or ()),
             tuple(a.get("goff") or ()),
-            a.get("key"),
         )
         n = self._slot_sigs.get(sig)
         if n is not None:
@@ -636,9 +635,11 @@ class Node:
         s = self._slots.get(n)
         if native is None or s is None:
             return
-        count, secs = native.take_times(n)
-        if count:
-            self._learn_time(s.dev, s.key, secs / count)
+        count, secs, key_count, key_secs = native.take_times(n)
+        if key_count:  # launches of the slot's own key: that kernel's measured time
+            self._learn_time(s.dev, s.key, key_secs / key_count)
+        if count > key_count:  # other scalar values: the device's launch time only
+            self._learn_time(s.dev, None, (secs - key_secs) / (count - key_count))
 
     def _fold_slot_times(self) -> None:
         """Fast launches' kernel times into the means the heartbeat reports."""

@@ -6,9 +6,12 @@ decode + enqueue, then event polling + reply), about 100 us of a 270 us round tr
 travel as a 24-byte frame on a second Unix socket (the node's command socket path +
 ``.fast``) that a C thread reads, enqueues, waits for and answers without Python.
 
-Slots: a client asks for one (launch field ``slot``) when it sends the same launch a second
-time; the node creates a dedicated ``cl_kernel`` with those arguments (so nothing else ever
-changes them), registers it here for that client and answers with the slot number. Both
+Slots: a client asks for one (launch field ``slot``) when it sends a launch of the same
+shape a second time (program, kernel, buffer/local arguments, scalar sizes, NDRange); the
+node creates a dedicated ``cl_kernel`` with those arguments (so nothing else ever changes
+them), registers it here for that client and answers with the slot number. Fast frames
+carry the scalar arguments' values, which the C thread sets before each launch: a loop
+whose step index changes every launch is covered too. Both
 sides drop slots when buffers or programs they name may change (``buf_create``,
 ``release``, ``release_all``, a closed link; the client drops on a superset, so it never
 names a slot the node has dropped).
@@ -33,7 +36,8 @@ from collections.abc import Sequence
 
 from runtime import protocol, unixlink
 
-FAST = struct.Struct("<BBHIQQ")  # 0xC1, version 1, 0, slot, request id, after
+FAST = struct.Struct("<BBBBIQQ")  # 0xC1, version 1, flags, scalars, slot, request id, after
+SCALAR = struct.Struct("<HH")  # per scalar argument: index, size (its bytes follow)
 FAST_MAGIC = 0xC1
 MAX_SLOTS = 4096  # NL_MAX_SLOTS in nodelink.c (slot 0 is never used)
 SUFFIX = ".fast"  # the fast socket's path = the node's command socket path + this
@@ -50,10 +54,21 @@ def available() -> bool:
     return True
 
 
-def fast_frame(slot: int, rid: int, after: int) -> bytes:
+def fast_frame(
+    slot: int,
+    rid: int,
+    after: int,
+    scalars: Sequence[tuple[int, bytes]] = (),
+    same_key: bool = True,
+) -> bytes:
     """A client's fast launch of ``slot`` as request ``rid``, to run after its command
-    ``after`` (the last one it sent on its command link, 0: none)."""
-    return FAST.pack(FAST_MAGIC, 1, 0, slot, rid, after)
+    ``after`` (the last one it sent on its command link, 0: none), with these values of
+    the kernel's scalar arguments (index, bytes); ``same_key``: the launch's placement key
+    is the one the slot was made with (its kernel time then counts for that key)."""
+    head = FAST.pack(FAST_MAGIC, 1, int(same_key), len(scalars), slot, rid, after)
+    if not scalars:
+        return head
+    return head + b"".join(SCALAR.pack(i, len(v)) + v for i, v in scalars)
 
 
 class NativeLink:
@@ -128,11 +143,16 @@ class NativeLink:
     def drop_slot(self, slot: int) -> None:
         self.lib.nl_slot_drop(self._h, slot)
 
-    def take_times(self, slot: int) -> tuple[int, float]:
-        """(launches completed since the last call, their summed kernel seconds)."""
-        secs = self.ffi.new("double *")
-        n = int(self.lib.nl_slot_take(self._h, slot, secs))
-        return n, float(secs[0])
+    def take_times(self, slot: int) -> tuple[int, float, int, float]:
+        """Launches completed since the last call and their summed kernel seconds: all of
+        them, and those whose placement key was the slot's own."""
+        secs, key_n, key_secs = (
+            self.ffi.new("double *"),
+            self.ffi.new("uint32_t *"),
+            self.ffi.new("double *"),
+        )
+        n = int(self.lib.nl_slot_take(self._h, slot, secs, key_n, key_secs))
+        return n, float(secs[0]), int(key_n[0]), float(key_secs[0])
 
     def inflight(self, dev: int) -> int:
         return int(self.lib.nl_inflight(self._h, dev))

@@ -141,6 +141,30 @@ def test_fast_launches_keep_order_with_writes_argument_changes_and_new_buffers(c
         plat.close()
 
 
+def test_a_step_index_changing_every_launch_still_goes_fast(cluster):
+    """The slot is made for the launch's shape; each fast frame brings the scalar values,
+    which the node's C thread sets before the launch (a factorisation's step index)."""
+    _, node, endpoint = cluster
+    plat, dev = _platform(endpoint)
+    try:
+        n = 512
+        x, X, k = _inc(plat, n, 0)
+        served = node._native.served
+        ref = x.copy()
+        for t in range(200):
+            k.set_args(X, np.int32(t % 7))
+            ev = plat.enqueue_launch(k, [n], device=dev, key=f"step-{t}")
+            ref += t % 7
+            if t % 5 == 0:
+                ev.wait()
+        out = np.empty_like(x)
+        plat.enqueue_read(X, out)
+        np.testing.assert_array_equal(out, ref)
+        assert node._native.served - served >= 190, node._native.served - served
+    finally:
+        plat.close()
+
+
 def _frame(*parts: bytes) -> bytes:
     head = struct.pack(f"<{len(parts) + 1}I", len(parts), *(len(p) for p in parts))
     return head + b"".join(parts)
@@ -172,7 +196,7 @@ def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(cluster):
         x, X, k = _inc(plat, 256, 2)
         for _ in range(3):
             plat.enqueue_launch(k, [256], device=dev).wait()
-        slot = next(iter(plat._slots[dev].values()))
+        slot, _ = next(iter(plat._slots[dev].values()))
         rejects = node._native.rejects
         # a stranger on the same host: its own connection may not use the client's slot
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -186,13 +210,16 @@ def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(cluster):
         assert msgpack.unpackb(_read_msg(s)[0])["id"] == 78
         s.sendall(_frame(b"\xc1" + b"\x00" * 20))  # malformed: dropped, counted
         s.sendall(_frame(b"\xc1\x02" + b"\x00" * 22))  # unknown version
+        bad = bytearray(nodelink.fast_frame(slot, 79, 0, [(1, b"\x01\x00\x00\x00")]))
+        bad[3] = 2  # says two scalars, carries one
+        s.sendall(_frame(bytes(bad)))
         s.sendall(_frame(protocol.pack("cmd", id=5, dev=dev, op="finish", a={})))  # not fast
         s.sendall(struct.pack("<I", 2))  # framing violation (one frame per message): cut off
         s.settimeout(5)
         assert s.recv(100) == b"", "a framing violation must close the connection"
         s.close()
         deadline = time.monotonic() + 5
-        while node._native.rejects < rejects + 5:
+        while node._native.rejects < rejects + 6:
             assert time.monotonic() < deadline, node._native.rejects - rejects
             time.sleep(0.05)
         # the client's own connection is untouched

@@ -50,7 +50,8 @@
 #define NL_MAX_SLOTS 4096
 #define NL_MAX_DEVS 64
 #define NL_FAST_MAGIC 0xC1 /* a byte msgpack never uses: no header starts with it */
-#define NL_FAST_SIZE 24
+#define NL_FAST_HEAD 24   /* a fast frame's fixed part; scalar arguments follow */
+#define NL_MAX_SCALAR 256 /* bytes of one scalar argument (runtime.protocol) */
 #define NL_MAX_FRAME (1u << 16) /* nothing larger belongs on this link */
 #define NL_BATCH 4096         /* runtime.protocol.MAX_LIST: ids in one "done" */
 
@@ -94,8 +95,8 @@ typedef struct {
     cl_uint ndim;
     size_t g[3], l[3], o[3];
     int has_l, has_o;
-    double tsum;
-    uint32_t tn;
+    double tsum, tsum_key; /* kernel seconds: every launch, those of the slot's own key */
+    uint32_t tn, tn_key;
 } nl_slot;
 
 typedef struct nl_fly {
@@ -104,6 +105,7 @@ typedef struct nl_fly {
     int32_t conn;
     uint64_t rid;
     uint32_t slot;
+    int same_key; /* the launch's placement key is the slot's (its time is that key's) */
 } nl_fly;
 
 struct nl_link {
@@ -376,6 +378,10 @@ static void complete(nl_link *l) {
                     if (s->used) {
                         s->tsum += secs;
                         s->tn++;
+                        if (f->same_key) {
+                            s->tsum_key += secs;
+                            s->tn_key++;
+                        }
                     }
                     pthread_mutex_unlock(&l->mu);
                 }
@@ -423,9 +429,24 @@ static void taken(nl_link *l, nl_conn *c, uint64_t rid) {
     pthread_mutex_unlock(&l->mu);
 }
 
-/* Frame: u8 0xC1, u8 version 1, u16 0, u32 slot, u64 request id, u64 after (the last
- * command sent on the client's command link), little-endian. Called with a complete,
- * unparked frame; `more`: further messages are already buffered (a burst). */
+/* A well-formed fast frame of n bytes? Frame (little-endian): u8 0xC1, u8 version 1,
+ * u8 flags (bit 0: the launch's key is the slot's), u8 count of scalar arguments, u32
+ * slot, u64 request id, u64 after (the last command sent on the client's command link),
+ * then per scalar argument u16 index, u16 size (1..256), its bytes. */
+static int fast_frame_ok(const uint8_t *p, uint64_t n) {
+    if (n < NL_FAST_HEAD || p[0] != NL_FAST_MAGIC || p[1] != 1 || p[2] > 1) return 0;
+    uint64_t pos = NL_FAST_HEAD;
+    for (unsigned i = 0; i < p[3]; i++) {
+        if (pos + 4 > n) return 0;
+        uint32_t size = (uint32_t)p[pos + 2] | (uint32_t)p[pos + 3] << 8;
+        if (size == 0 || size > NL_MAX_SCALAR || pos + 4 + size > n) return 0;
+        pos += 4 + size;
+    }
+    return pos == n;
+}
+
+/* Run a fast frame (checked by fast_frame_ok) that may run now; `more`: further
+ * messages are already buffered (a burst). */
 static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, int more) {
     uint32_t slot = rd32(p + 4);
     uint64_t rid = rd64(p + 8);
@@ -440,6 +461,22 @@ static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, int more) {
         reply_error(l, c->id, rid, msg);
         taken(l, c, rid);
         return;
+    }
+    /* this thread is the only one that sets the slot's kernel arguments after its
+     * creation: the frame's scalars are this launch's */
+    uint64_t pos = NL_FAST_HEAD;
+    for (unsigned i = 0; i < p[3]; i++) {
+        cl_uint index = (cl_uint)p[pos] | (cl_uint)p[pos + 1] << 8;
+        size_t size = (size_t)p[pos + 2] | (size_t)p[pos + 3] << 8;
+        cl_int e = disp(s.kernel)->clSetKernelArg(s.kernel, index, size, p + pos + 4);
+        if (e != CL_SUCCESS) {
+            char msg[80];
+            snprintf(msg, sizeof msg, "OpenCL error: clSetKernelArg(%u) failed: %d", index, (int)e);
+            reply_error(l, c->id, rid, msg);
+            taken(l, c, rid);
+            return;
+        }
+        pos += 4 + size;
     }
     cl_event ev = NULL;
     cl_int err = disp(s.queue)->clEnqueueNDRangeKernel(
@@ -459,7 +496,7 @@ static void fast_launch(nl_link *l, nl_conn *c, const uint8_t *p, int more) {
         reply_error(l, c->id, rid, "node out of memory after the launch");
         return;
     }
-    *f = (nl_fly){NULL, ev, c->id, rid, slot};
+    *f = (nl_fly){NULL, ev, c->id, rid, slot, p[2] & 1};
     int d = s.dev;
     if (l->fly_tail[d]) l->fly_tail[d]->next = f;
     else l->fly_head[d] = f;
@@ -544,8 +581,7 @@ static int parse(nl_link *l, nl_conn *c) {
             c->peer = peer_find(l, body, n, 1);
             c->peer_gen = l->peers[c->peer].gen;
             pthread_mutex_unlock(&l->mu);
-        } else if (n == NL_FAST_SIZE && body[0] == NL_FAST_MAGIC && body[1] == 1 && !body[2] &&
-                   !body[3]) {
+        } else if (fast_frame_ok(body, n)) {
             uint64_t after = rd64(body + 16);
             pthread_mutex_lock(&l->mu);
             nl_peer *peer = &l->peers[c->peer];
@@ -799,7 +835,7 @@ int nl_slot_add(nl_link *l, uint32_t slot, const uint8_t *peer, uint32_t peer_le
         ndim > 3 || !kernel || !queue)
         return -1;
     nl_slot s = {1, -1, 0, kernel, queue, dev, ndim, {1, 1, 1}, {1, 1, 1}, {0, 0, 0},
-                 lsize != NULL, goff != NULL, 0.0, 0};
+                 lsize != NULL, goff != NULL, 0.0, 0.0, 0, 0};
     for (uint32_t i = 0; i < ndim; i++) {
         s.g[i] = (size_t)gsize[i];
         if (lsize) s.l[i] = (size_t)lsize[i];
@@ -823,14 +859,19 @@ void nl_slot_drop(nl_link *l, uint32_t slot) {
     pthread_mutex_unlock(&l->mu);
 }
 
-uint32_t nl_slot_take(nl_link *l, uint32_t slot, double *seconds) {
+uint32_t nl_slot_take(nl_link *l, uint32_t slot, double *seconds, uint32_t *key_n,
+                      double *key_seconds) {
+    *seconds = *key_seconds = 0.0;
+    *key_n = 0;
     if (slot == 0 || slot >= NL_MAX_SLOTS) return 0;
     pthread_mutex_lock(&l->mu);
     nl_slot *s = &l->slots[slot];
     uint32_t n = s->tn;
     *seconds = s->tsum;
-    s->tn = 0;
-    s->tsum = 0.0;
+    *key_n = s->tn_key;
+    *key_seconds = s->tsum_key;
+    s->tn = s->tn_key = 0;
+    s->tsum = s->tsum_key = 0.0;
     pthread_mutex_unlock(&l->mu);
     return n;
 }

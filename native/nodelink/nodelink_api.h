@@ -29,14 +29,17 @@ void nl_handled(nl_link *l, const uint8_t *peer, uint32_t peer_len, uint64_t rid
 uint64_t nl_fast_done(nl_link *l, const uint8_t *peer, uint32_t peer_len);
 /* Make nl_py_fd readable once the client's fast launch `rid` has been taken. */
 void nl_want(nl_link *l, const uint8_t *peer, uint32_t peer_len, uint64_t rid);
-/* A fast-launch slot: kernel (its own cl_kernel, arguments already set) on queue with a
- * fixed NDRange, usable by client `peer` only. slot in 1..4095. */
+/* A fast-launch slot: kernel (its own cl_kernel, arguments already set; fast frames
+ * bring new scalar values) on queue with a fixed NDRange, usable by client `peer` only.
+ * slot in 1..4095. */
 int nl_slot_add(nl_link *l, uint32_t slot, const uint8_t *peer, uint32_t peer_len, void *kernel,
                 void *queue, int32_t dev, uint32_t ndim, const uint64_t *gsize,
                 const uint64_t *lsize, const uint64_t *goff);
 void nl_slot_drop(nl_link *l, uint32_t slot);
-/* Kernel seconds summed over the slot's launches completed since the last call. */
-uint32_t nl_slot_take(nl_link *l, uint32_t slot, double *seconds);
+/* The slot's launches completed since the last call: their number (returned) and summed
+ * kernel seconds, and the same for those whose placement key was the slot's own. */
+uint32_t nl_slot_take(nl_link *l, uint32_t slot, double *seconds, uint32_t *key_n,
+                      double *key_seconds);
 /* Fast launches enqueued on device dev and not yet completed. */
 int32_t nl_inflight(nl_link *l, int32_t dev);
 /* Counters: messages rejected (framing, bad fast frames), fast launches served. */
