@@ -292,6 +292,31 @@ print(f"RESULT {pipelined / n_launch * 1e6:.1f} {waited / (n_launch // 4) * 1e6:
 """
 N_APP_LAUNCH = 2000
 
+# The same app shape with a step index passed as a scalar that changes every launch (a
+# factorisation's loop): every launch is a new signature and a new placement key.
+STEP_APP = (
+    LAUNCH_APP.replace(
+        '"__kernel void inc(__global float *x) { x[get_global_id(0)] += 1.0f; }").build().inc',
+        '"__kernel void stepk(__global float *x, const int t) '
+        '{ int i = get_global_id(0); if (i >= t) x[i] += 1.0f; }").build().stepk',
+    )
+    .replace("k.set_args(x)\n", "k.set_args(x, np.int32(0))\n")
+    .replace(
+        "for _ in range(n_launch):\n    cl.enqueue_nd_range_kernel",
+        "for i in range(n_launch):\n    k.set_args(x, np.int32(i))\n    cl.enqueue_nd_range_kernel",
+    )
+    .replace(
+        "for _ in range(n_launch // 4):\n    cl.enqueue_nd_range_kernel",
+        "for i in range(n_launch // 4):\n    k.set_args(x, np.int32(n_launch + i))\n"
+        "    cl.enqueue_nd_range_kernel",
+    )
+    .replace(
+        "assert out[0] == 1 + n_launch + n_launch // 4, out[0]",
+        "assert out[0] == 2 and out[4095] == 1 + n_launch + n_launch // 4, out[[0, 4095]]",
+    )
+)
+assert "np.int32(n_launch + i)" in STEP_APP, "STEP_APP no longer matches LAUNCH_APP"
+
 
 def route_vs_observe(broker: str | None = None) -> dict[str, dict[str, float]]:
     """The same launch-heavy pyopencl app run plainly (no clproj), under ``clproj run
@@ -528,6 +553,8 @@ def compare(ref: str, rounds: int = 6) -> int:
     tmp = tempfile.mkdtemp(prefix="clproj-bench-cmp-")
     app = Path(tmp) / "launch_heavy.py"
     app.write_text(LAUNCH_APP)
+    step_app = Path(tmp) / "step_index.py"
+    step_app.write_text(STEP_APP)
     procs, eps = [], {}
 
     def env_of(root: Path) -> dict[str, str]:
@@ -558,8 +585,10 @@ def compare(ref: str, rounds: int = 6) -> int:
                     stderr=subprocess.DEVNULL,
                 )
             )
-    res: dict[str, dict[str, list[float]]] = {n: {"api": [], "app": []} for n in trees}
-    res["plain (no clproj)"] = {"app": []}
+    res: dict[str, dict[str, list[float]]] = {
+        n: {"api": [], "app": [], "step": [], "step_local": []} for n in trees
+    }
+    res["plain (no clproj)"] = {"app": [], "step": []}
     load0 = os.getloadavg()
 
     def run(cmd: list[str], root: Path, tag: str) -> float:
@@ -574,6 +603,9 @@ def compare(ref: str, rounds: int = 6) -> int:
             res["plain (no clproj)"]["app"].append(
                 run([sys.executable, str(app), str(N_APP_LAUNCH)], REPO, "RESULT")
             )
+            res["plain (no clproj)"]["step"].append(
+                run([sys.executable, str(step_app), str(N_APP_LAUNCH // 4)], REPO, "RESULT")
+            )
             for name, root in trees.items():
                 res[name]["api"].append(
                     run(
@@ -585,6 +617,12 @@ def compare(ref: str, rounds: int = 6) -> int:
                 cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route"]
                 cmd += ["--broker", eps[name], "--json", "--", sys.executable, str(app)]
                 res[name]["app"].append(run([*cmd, str(N_APP_LAUNCH)], root, "RESULT"))
+                cmd[-1] = str(step_app)
+                res[name]["step"].append(run([*cmd, str(N_APP_LAUNCH // 4)], root, "RESULT"))
+                local_cmd = [a for a in cmd if a not in ("--broker", eps[name])]
+                res[name]["step_local"].append(
+                    run([*local_cmd, str(N_APP_LAUNCH // 4)], root, "RESULT")
+                )
     finally:
         for p in procs:
             p.terminate()
@@ -592,6 +630,7 @@ def compare(ref: str, rounds: int = 6) -> int:
     load1 = os.getloadavg()
     local = local_numbers()["launch_us"]
     plain = statistics.median(res["plain (no clproj)"]["app"])
+    plain_step = statistics.median(res["plain (no clproj)"]["step"])
     now = time.strftime("%Y-%m-%d %H:%M")
     lines = [
         f"## Run of {now}: launch+wait, {ref} vs working tree (`--compare {ref}`)",
@@ -604,16 +643,24 @@ def compare(ref: str, rounds: int = 6) -> int:
         f"median of {N_LAUNCH}, 'added' = minus local pyopencl launch+wait ({local:.1f} us, "
         f"measured after the rounds). App: the launch-heavy app's {N_APP_LAUNCH // 4} waited "
         "launches under `clproj run --mode route --broker`, us per launch, 'added' = minus the "
-        f"plain app ({plain:.1f} us).",
+        f"plain app ({plain:.1f} us). Step app: the same with a step index passed as a "
+        f"scalar that changes every launch ({N_APP_LAUNCH // 16} waited launches; plain "
+        f"{plain_step:.1f} us), with `--broker` and with the local cluster (`clproj run "
+        "--mode route` alone: embedded broker + node, projection hooks as shipped).",
         "",
-        "| tree | API launch+wait us (added) | app launch+wait us (added) |",
-        "|---|---|---|",
+        "| tree | API launch+wait us (added) | app launch+wait us (added) "
+        "| step app launch+wait us (added) | step app, local cluster (added) |",
+        "|---|---|---|---|---|",
     ]
     for name in trees:
-        api, app_us = (statistics.median(res[name][m]) for m in ("api", "app"))
+        r = {m: statistics.median(v) for m, v in res[name].items()}
+        rounds_of = {m: [round(x) for x in v] for m, v in res[name].items()}
         lines.append(
-            f"| {name} | {api:.0f} (+{api - local:.0f}) {[round(x) for x in res[name]['api']]} "
-            f"| {app_us:.0f} (+{app_us - plain:.0f}) {[round(x) for x in res[name]['app']]} |"
+            f"| {name} | {r['api']:.0f} (+{r['api'] - local:.0f}) {rounds_of['api']} "
+            f"| {r['app']:.0f} (+{r['app'] - plain:.0f}) {rounds_of['app']} "
+            f"| {r['step']:.0f} (+{r['step'] - plain_step:.0f}) {rounds_of['step']} "
+            f"| {r['step_local']:.0f} (+{r['step_local'] - plain_step:.0f}) "
+            f"{rounds_of['step_local']} |"
         )
     out = REPO / "benchmarks" / "results" / "broker.md"
     out.write_text(out.read_text().rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
