@@ -904,11 +904,18 @@ class Route:
             self.seen_sigs.add(sig)
             self._notify_hooks(k, g, lo, off)
         plan = self.split.plan(sig, k.remote, first) if self.split is not None else None
+        # the split's measured check: this launch alone, from issue to completion
+        timed = self.split is not None and self.split.timing(sig, plan is not None)
+        if timed:
+            self._settled(list(self.p._pending.values()))
+            t0 = time.perf_counter()
         try:
             if plan is not None:
                 ev = self.p.enqueue_split_launch(k.remote, g, lo, off, plan, key=sig)
             else:
                 ev = self.p.enqueue_launch(k.remote, g, lo, off, key=sig, family=fam)
+            if timed and self._settled(ev._reqs):
+                self.split.observe(sig, time.perf_counter() - t0, plan is not None)
         except ClprojError as exc:
             if "not set" in str(exc.cause if hasattr(exc, "cause") else exc):
                 return CL_INVALID_KERNEL_ARGS
@@ -919,6 +926,17 @@ class Route:
             self._harvest()
         self.event(c, q, "launch", ev, req)
         return CL_SUCCESS
+
+    def _settled(self, reqs: list[Any]) -> bool:
+        """Pump until every request in ``reqs`` has completed; their errors stay for the
+        app's own wait (unlike RemoteEvent.wait). False if one failed or it took over the
+        client's timeout."""
+        deadline = time.monotonic() + self.p.timeout_s
+        while not all(r.done for r in reqs):
+            if time.monotonic() > deadline:
+                return False
+            self.p._pump(50)
+        return not any(r.err for r in reqs)
 
     def _notify_hooks(
         self, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None

@@ -23,6 +23,15 @@ Device profiles: ``$CLPROJ_SPLIT_DEVICES`` (files ``clproj run --split`` writes 
 with its live compute units) matched to cluster devices of this host by profile key; any
 other cluster device is priced with the profile its node announced.
 Execution and merge: :mod:`runtime.client_split`.
+
+Measured check: the cold decision comes from projections, which on CPU devices are off by
+1.5-2x and do not price the synchronous merge well (benchmarks/results/route_split.md: a
+projected 1.22x split ran at 0.35x). So a split key's first CHECK_SPLIT split launches and
+then CHECK_WHOLE whole launches (on the device placement picks) are timed from issue to
+completion (route mode drains the queue first and waits for each: a few synchronous
+launches per key); when the split's median is not below KEEP_RATIO x the whole launch's,
+the split is revoked for the rest of the run, with the measured figures as its reason.
+``CLPROJ_SPLIT_CHECK=0`` trusts the projection alone (tests of the split's mechanics).
 """
 
 from __future__ import annotations
@@ -45,8 +54,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clproj.route.split")
 
+CHECK_SPLIT = 3  # split launches timed before the verdict
+CHECK_WHOLE = 2  # whole launches timed before the verdict
+KEEP_RATIO = 0.95  # the split stays only when measured at least 5% faster
+
 ENV = "CLPROJ_SPLIT"
 WAIT_ENV = "CLPROJ_SPLIT_WAIT_S"
+CHECK_ENV = "CLPROJ_SPLIT_CHECK"
 DEVICES_ENV = "CLPROJ_SPLIT_DEVICES"
 FILE_ENV = "CLPROJ_SPLIT_FILE"
 
@@ -244,8 +258,10 @@ class Splitter:
         wait_s: float = 0.0,
         out: str | None = None,
         lock: Any = None,
+        check: bool = True,
     ) -> None:
         self.devices = devices  # live cluster devices (a snapshot per call, no lock)
+        self.check = check  # the measured check (module docstring)
         self.wait_s = wait_s
         # A first launch waits on this condition of the route lock, which releases the lock
         # meanwhile: the projection thread that feeds the decisions posts projections
@@ -258,6 +274,9 @@ class Splitter:
         self._thread: threading.Thread | None = None
         self._queued: set[str] = set()
         self._refused_use: set[str] = set()
+        # measured check (module docstring): key -> seconds per launch, split / whole
+        self._timed: dict[str, dict[str, list[float]]] = {}
+        self._verdict: dict[str, str] = {}
 
     @classmethod
     def from_env(cls, devices: Callable[[], list[Any]], lock: Any = None) -> Splitter | None:
@@ -266,7 +285,8 @@ class Splitter:
         if not enabled():
             return None
         wait = float(os.environ.get(WAIT_ENV) or 0)
-        return cls(devices, wait, os.environ.get(FILE_ENV), lock)
+        check = os.environ.get(CHECK_ENV, "1") != "0"
+        return cls(devices, wait, os.environ.get(FILE_ENV), lock, check)
 
     def consider(self, record: Any, doc: dict[str, Any] | None) -> None:
         """Queue ``record``'s key for a decision (once per key); returns at once. Called by
@@ -318,6 +338,15 @@ class Splitter:
             d = self.decisions.get(key)
         if d is None or d.plan is None:
             return None
+        if self.check and key not in self._verdict:
+            timed = self._timed.setdefault(key, {"split": [], "whole": []})
+            if len(timed["split"]) >= CHECK_SPLIT:
+                if len(timed["whole"]) < CHECK_WHOLE:
+                    return None  # a timed whole launch, to compare with
+                self._judge(d, timed)
+                d = self.decisions[key]
+                if d.plan is None:
+                    return None
         why = unusable(d.plan, kernel)
         if why:
             if key not in self._refused_use:
@@ -325,6 +354,44 @@ class Splitter:
                 log.info("%s: a launch runs unsplit: %s", d.kernel, why)
             return None
         return d.plan
+
+    def timing(self, key: str, split: bool) -> bool:
+        """Is this launch of ``key`` (split or whole, as :meth:`plan` just said) one of
+        the measured check's timed launches?"""
+        timed = self._timed.get(key)
+        if timed is None or key in self._verdict:
+            return False
+        kind = "split" if split else "whole"
+        return len(timed[kind]) < (CHECK_SPLIT if split else CHECK_WHOLE)
+
+    def observe(self, key: str, seconds: float, split: bool) -> None:
+        """A timed launch of ``key`` took ``seconds`` from issue to completion."""
+        timed = self._timed.get(key)
+        if timed is not None:
+            timed["split" if split else "whole"].append(seconds)
+
+    def _judge(self, d: Decision, timed: dict[str, list[float]]) -> None:
+        """Keep or revoke ``d``'s split from the timed launches (module docstring)."""
+        import statistics
+
+        split_s = statistics.median(timed["split"])
+        whole_s = statistics.median(timed["whole"])
+        measured = f"measured {split_s * 1e3:.3g} ms split vs {whole_s * 1e3:.3g} ms whole"
+        if split_s < KEEP_RATIO * whole_s:
+            self._verdict[d.key] = "kept"
+            log.info("%s: split kept: %s (%.2fx)", d.kernel, measured, whole_s / split_s)
+            return
+        self._verdict[d.key] = "revoked"
+        self._publish(
+            Decision(
+                d.key,
+                d.kernel,
+                False,
+                f"not split: {measured} ({whole_s / split_s:.2f}x; projected "
+                f"{d.gain or 0:.2f}x, {d.reason})",
+                decided_s=d.decided_s,
+            )
+        )
 
     def summary_lines(self) -> list[str]:
         with self._lock:

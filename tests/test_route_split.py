@@ -95,6 +95,9 @@ ARGS = ["6", "16384", "100", "64"]
 def split_env(tmp_path, wait: bool = True) -> dict[str, str]:
     env = route_env(tmp_path)
     env["POCL_MAX_PTHREAD_COUNT"] = "1"  # two one-core devices: the advisor says split
+    # the split's mechanics, not its measured check (tests below), which may revoke a
+    # split on this shared machine
+    env["CLPROJ_SPLIT_CHECK"] = "0"
     if wait:
         env["CLPROJ_SPLIT_WAIT_S"] = "90"  # first launches wait for their decision
     return env
@@ -140,6 +143,30 @@ def test_split_app_is_bit_identical_and_reported(tmp_path):
     assert "get_global_size(0)" in decisions["fill_all"]["reason"]
     rows = [r for r in summary["kernels"] if r["kernel"] == "fill_all"]
     assert rows and not any("split" in r["device"] for r in rows), rows
+
+
+def test_measured_check_in_a_real_run_keeps_output_and_explains_itself(tmp_path):
+    """With the measured check on (the default), each split kernel is timed split and
+    whole and then either keeps its split or is revoked with the measured figures; the
+    output is bit-identical either way."""
+    (tmp_path / "app.py").write_text(APP)
+    cmd = [sys.executable, str(tmp_path / "app.py"), *ARGS]
+    env = split_env(tmp_path)
+    env.pop("CLPROJ_SPLIT_CHECK")
+    want = plain_hash(cmd, env)
+    out, err, summary = run_route(cmd, env, split=True)
+    assert want in out, (out, err[-2000:])
+    decisions = {d["kernel"]: d for d in summary["splits"]}
+    for name in ("scramble", "matmul"):
+        d = decisions[name]
+        rows = [r for r in summary["kernels"] if r["kernel"] == name]
+        assert sum(r["launches"] for r in rows) == 6, rows
+        whole = sum(r["launches"] for r in rows if not r["device"].startswith("split"))
+        if d["split"]:  # kept: only the two timed whole launches ran unsplit
+            assert whole == 2, rows
+        else:
+            assert d["reason"].startswith("not split: measured"), d
+            assert whole >= 3, rows
 
 
 def test_without_the_flag_nothing_is_split(tmp_path):
@@ -261,3 +288,38 @@ def test_split_launches_merge_bookkeeping_and_survive_node_loss(tmp_path, two_no
         assert da.valid == {"nb/0"}
     finally:
         p.close()
+
+
+# ---- the measured check: keep a split only when it measured faster -----------------------
+
+
+def _checked_splitter():
+    from runtime.route_split import Decision, SplitPlan, Splitter
+
+    sp = Splitter(lambda: [])
+    plan = SplitPlan(["a/0", "b/0"], [0, 1], [1, 1], 0, 1, [], set(), {})
+    sp.decisions["k"] = Decision("k", "kern", True, "split a/0 50%, b/0 50%", plan, gain=1.4)
+    return sp, plan
+
+
+@pytest.mark.parametrize("split_s, kept", [(0.010, False), (0.006, True)])
+def test_measured_check_keeps_only_a_split_that_measured_faster(split_s, kept):
+    """Three timed split launches, then two timed whole ones: a split not at least 5%
+    faster than the whole launch is revoked, with the measured figures as its reason."""
+    from runtime.route_split import CHECK_SPLIT, CHECK_WHOLE
+
+    sp, plan = _checked_splitter()
+    kernel = type("K", (), {"args": {}})()
+    for _ in range(CHECK_SPLIT):
+        assert sp.plan("k", kernel) is plan and sp.timing("k", True)
+        sp.observe("k", split_s, True)
+    for _ in range(CHECK_WHOLE):
+        assert sp.plan("k", kernel) is None and sp.timing("k", False)
+        sp.observe("k", 0.010, False)
+    got = sp.plan("k", kernel)
+    assert (got is plan) == kept and not sp.timing("k", got is not None)
+    d = sp.decisions["k"]
+    assert d.split == kept
+    if not kept:
+        assert d.reason.startswith("not split: measured 10 ms split vs 10 ms whole"), d.reason
+    assert (sp.plan("k", kernel) is plan) == kept  # the verdict stands
