@@ -992,20 +992,8 @@ class RemotePlatform:
     ) -> RemoteEvent:
         """clEnqueueNDRangeKernel (non-blocking). ``device`` pins; else the broker places it
         (``family``: launches whose decisions a new ``key`` may start from, see _place)."""
-        bufs = [v for v in k.args.values() if isinstance(v, RemoteBuffer)]
-        args = self._wire_args(k)
         key = key or self.kernel_key(k, gsize)
-        entry = (
-            "launch",
-            k.program,
-            k.name,
-            args,
-            list(gsize),
-            list(lsize) if lsize else None,
-            list(goff) if goff else None,
-            key,
-        )
-        self._record(entry, 0, [b.h for b in bufs])
+        entry, bufs = self._logged_launch(k, gsize, lsize, goff, key)
         if device and device not in self.dead:
             dev = device
         else:
@@ -1026,6 +1014,30 @@ class RemotePlatform:
         from runtime.client_split import split_launch
 
         return split_launch(self, k, gsize, lsize, goff, plan, key or self.kernel_key(k, gsize))
+
+    def _logged_launch(
+        self,
+        k: RemoteKernel,
+        gsize: Sequence[int],
+        lsize: Sequence[int] | None,
+        goff: Sequence[int] | None,
+        key: str,
+    ) -> tuple[tuple[Any, ...], list[RemoteBuffer]]:
+        """The replay-log entry of a launch of ``k`` (logged now) and its buffers: one
+        entry whatever the launch becomes (one device, or a split's shares)."""
+        bufs = [v for v in k.args.values() if isinstance(v, RemoteBuffer)]
+        entry = (
+            "launch",
+            k.program,
+            k.name,
+            self._wire_args(k),
+            list(gsize),
+            list(lsize) if lsize else None,
+            list(goff) if goff else None,
+            key,
+        )
+        self._record(entry, 0, [b.h for b in bufs])
+        return entry, bufs
 
     def _launch_on(self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]) -> list[_Req]:
         self._ensure_built(entry[1], dev)

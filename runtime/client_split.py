@@ -90,19 +90,7 @@ def split_launch(
 
     The returned event's last request is the primary share's launch (route mode reads the
     kernel time from it)."""
-    bufs = [v for v in k.args.values() if isinstance(v, RemoteBuffer)]
-    args = p._wire_args(k)
-    entry = (
-        "launch",
-        k.program,
-        k.name,
-        args,
-        list(gsize),
-        list(lsize) if lsize else None,
-        list(goff) if goff else None,
-        key,
-    )
-    p._record(entry, 0, [b.h for b in bufs])
+    entry, bufs = p._logged_launch(k, gsize, lsize, goff, key)
     shares = [(d, f, n) for d, f, n in plan.shares() if n]
     if len(shares) < 2 or any(d in p.dead or d not in p.devices for d, _, _ in shares):
         dev = p._place(key, bufs)  # a device went away since the decision: unsplit

@@ -7,6 +7,7 @@ can be killed for real. Everything is bounded by ``--lifetime``/``until``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -81,3 +82,27 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def broker_and_two_nodes(tmp_path: Path, liveness_s: float = 3.0):
+    """Broker thread + a ``basic`` node (nb) and a ``pthread`` node (np), as processes:
+    yields ``{"endpoint", "broker", "nodes"}``; everything stopped afterwards."""
+    from runtime.broker import Broker
+    from runtime.broker import serve_in_thread as broker_thread
+
+    endpoint = f"ipc://{tmp_path}/broker"
+    broker = Broker(endpoint, liveness_s=liveness_s)
+    th = broker_thread(broker, until=time.time() + 170)
+    nodes = {
+        "nb": start_node(endpoint, "nb", "basic", tmp_path / "nb.log"),
+        "np": start_node(endpoint, "np", "pthread", tmp_path / "np.log"),
+    }
+    try:
+        wait_devices(broker, 2, timeout=60)
+        yield {"endpoint": endpoint, "broker": broker, "nodes": nodes}
+    finally:
+        for p in nodes.values():
+            stop(p)
+        broker.stop()
+        th.join(3)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._cluster_helpers import REPO, start_node, stop, wait_devices
+from tests._cluster_helpers import REPO, broker_and_two_nodes
 
 pytestmark = pytest.mark.skipif(
     not list(REPO.glob("intercept/_shim*.so")), reason="shim not built (make build)"
@@ -99,24 +99,8 @@ HOOK = textwrap.dedent(
 @pytest.fixture()
 def cluster(tmp_path):
     """Broker thread + a ``basic`` node (nb) and a ``pthread`` node (np), as processes."""
-    from runtime.broker import Broker
-    from runtime.broker import serve_in_thread as broker_thread
-
-    endpoint = f"ipc://{tmp_path}/broker"
-    broker = Broker(endpoint, liveness_s=3.0)
-    th = broker_thread(broker, until=time.time() + 170)
-    nodes = {
-        "nb": start_node(endpoint, "nb", "basic", tmp_path / "nb.log"),
-        "np": start_node(endpoint, "np", "pthread", tmp_path / "np.log"),
-    }
-    try:
-        wait_devices(broker, 2, timeout=60)
-        yield {"endpoint": endpoint, "broker": broker, "nodes": nodes}
-    finally:
-        for p in nodes.values():
-            stop(p)
-        broker.stop()
-        th.join(3)
+    with broker_and_two_nodes(tmp_path, liveness_s=3.0) as c:
+        yield c
 
 
 def route_env(tmp_path: Path, fast: str | None = None, delay: float = 0.0) -> dict[str, str]:

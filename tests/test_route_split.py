@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from tests._cluster_helpers import ADD_SRC, REPO, reference_step, start_node, stop, wait_devices
+from tests._cluster_helpers import ADD_SRC, REPO, broker_and_two_nodes, reference_step
 from tests.test_route import finish, route_env
 
 pytestmark = pytest.mark.skipif(
@@ -204,24 +204,8 @@ def test_c_app_with_group_relative_writes_is_refused(tmp_path):
 @pytest.fixture()
 def two_nodes(tmp_path):
     """Broker thread + a ``basic`` node (nb) and a ``pthread`` node (np), as processes."""
-    from runtime.broker import Broker
-    from runtime.broker import serve_in_thread as broker_thread
-
-    endpoint = f"ipc://{tmp_path}/broker"
-    broker = Broker(endpoint, liveness_s=2.0)
-    th = broker_thread(broker, until=time.time() + 170)
-    nodes = {
-        "nb": start_node(endpoint, "nb", "basic", tmp_path / "nb.log"),
-        "np": start_node(endpoint, "np", "pthread", tmp_path / "np.log"),
-    }
-    try:
-        wait_devices(broker, 2, timeout=60)
-        yield {"endpoint": endpoint, "nodes": nodes}
-    finally:
-        for p in nodes.values():
-            stop(p)
-        broker.stop()
-        th.join(3)
+    with broker_and_two_nodes(tmp_path, liveness_s=2.0) as cluster:
+        yield cluster
 
 
 def _advance_plan(n: int, local: int, devices: list[str], counts: list[int]):
