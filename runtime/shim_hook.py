@@ -248,10 +248,12 @@ def _work() -> None:
             if not reused:
                 _consider_split(record, {"error": exc.cause})
         except Exception as exc:  # never let the worker die silently or touch the app
-            print(
-                f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}",
-                file=sys.stderr,
-            )
+            if not sys.is_finalizing():  # at exit (e.g. "can't register atexit after
+                # shutdown" from a thread pool) the app is gone: clproj run completes it
+                print(
+                    f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}",
+                    file=sys.stderr,
+                )
         finally:
             _queue.task_done()
 
