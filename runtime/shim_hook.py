@@ -248,8 +248,9 @@ def _work() -> None:
             if not reused:
                 _consider_split(record, {"error": exc.cause})
         except Exception as exc:  # never let the worker die silently or touch the app
-            if not sys.is_finalizing():  # at exit (e.g. "can't register atexit after
-                # shutdown" from a thread pool) the app is gone: clproj run completes it
+            # the app is exiting ("can't register atexit after shutdown": a thread pool
+            # started while Python waits for its threads): clproj run completes it
+            if not (sys.is_finalizing() or "after shutdown" in str(exc)):
                 print(
                     f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}",
                     file=sys.stderr,
