@@ -39,6 +39,7 @@ from clproj.errors import ClprojError  # a leaf module; imported per call before
 # ---- OpenCL constants (no OpenCL headers in Python) ----------------------------------
 CL_SUCCESS = 0
 CL_OUT_OF_RESOURCES = -5
+CL_MEM_COPY_OVERLAP = -8
 CL_PROFILING_INFO_NOT_AVAILABLE = -7
 CL_BUILD_PROGRAM_FAILURE = -11
 CL_MAP_FAILURE = -12
@@ -68,8 +69,14 @@ CMD = {
     "map": 0x11FB,
     "unmap": 0x11FD,
     "marker": 0x11FE,
+    "read_rect": 0x1201,
+    "write_rect": 0x1202,
+    "copy_rect": 0x1203,
+    "migrate": 0x1206,
     "fill": 0x1207,
 }
+CL_COMPLETE, CL_RUNNING, CL_SUBMITTED = 0, 1, 2
+CALLBACK_POLL_S = 0.001  # the callback thread's pump interval while callbacks wait
 ADDR_GLOBAL, ADDR_LOCAL, ADDR_CONSTANT, ADDR_PRIVATE = 0x119B, 0x119C, 0x119D, 0x119E
 BINARY_MAGIC = b"clproj-source\n"
 PTR = struct.calcsize("P")
@@ -112,6 +119,52 @@ def ptrs(*v: int) -> bytes:
 
 def cstr(s: str) -> bytes:
     return s.encode() + b"\0"
+
+
+# ---- rectangular transfers --------------------------------------------------------------
+def rect_rows(origin: list[int], region: list[int], row: int, slice_: int) -> list[int]:
+    """Byte offset of each row (``region[0]`` bytes) of a rect, z-major then y: the
+    OpenCL layout, origins in bytes, pitches already resolved (no 0)."""
+    base = origin[0] + origin[1] * row + origin[2] * slice_
+    return [base + y * row + z * slice_ for z in range(region[2]) for y in range(region[1])]
+
+
+def runs(a: list[int], b: list[int], width: int) -> list[tuple[int, int, int]]:
+    """Rows at offsets ``a`` (one side) and ``b`` (other side) merged into
+    ``(a_off, b_off, n)`` runs where both sides are contiguous: a tightly packed rect
+    becomes one transfer instead of one per row."""
+    out: list[tuple[int, int, int]] = []
+    for x, y in zip(a, b, strict=True):
+        if out and out[-1][0] + out[-1][2] == x and out[-1][1] + out[-1][2] == y:
+            out[-1] = (out[-1][0], out[-1][1], out[-1][2] + width)
+        else:
+            out.append((x, y, width))
+    return out
+
+
+def copy_overlap(so: list[int], do: list[int], region: list[int], row: int, slice_: int) -> bool:
+    """Whether a rect copy within one buffer overlaps: the rule of the Khronos reference
+    check (``check_copy_overlap``) that PoCL applies, so the same calls fail with
+    CL_MEM_COPY_OVERLAP: boxes intersecting in (x, y, z), or rows/slices that wrap past
+    the pitch into the other region's byte range."""
+    overlap = all(so[i] < do[i] + region[i] and so[i] + region[i] > do[i] for i in range(3))
+    if overlap:
+        return True
+    extent = region[2] * slice_ + region[1] * row + region[0]
+    s0 = so[2] * slice_ + so[1] * row + so[0]
+    d0 = do[2] * slice_ + do[1] * row + do[0]
+    spans = s0 <= d0 < s0 + extent or d0 <= s0 < d0 + extent
+    dsx = max(so[0] + region[0] - row, 0)
+    ddx = max(do[0] + region[0] - row, 0)
+    if (dsx > do[0] or ddx > so[0]) and spans:
+        return True
+    if region[2] > 1:
+        height = slice_ // row
+        dsy = max(so[1] + region[1] - height, 0)
+        ddy = max(do[1] + region[1] - height, 0)
+        if (dsy > do[1] or ddy > so[1]) and spans:
+            return True
+    return False
 
 
 # ---- kernel signatures parsed from the source ----------------------------------------
@@ -320,6 +373,12 @@ class Route:
         self.stats: dict[tuple[str, str], list[int]] = {}  # launches, timed, total_ns
         self.t0 = time.monotonic_ns()
         self.closed = False
+        # clSetEventCallback: (handle, event, type, fn, user) not yet fired; fired by
+        # self._callback_loop on its own thread (started at the first registration)
+        self.callbacks: list[tuple[Any, VEvent, int, int, int]] = []
+        self.cb_wake = threading.Event()
+        self.cb_stop = False
+        self.cb_thread: threading.Thread | None = None
         self.split: Any = None  # runtime.route_split.Splitter with --split (CLPROJ_SPLIT=1)
         if os.environ.get("CLPROJ_SPLIT") == "1":
             from runtime.route_split import Splitter
@@ -678,11 +737,16 @@ class Route:
             self._harvest()
         elif op == lib.RT_OP_FLUSH:
             self.p._pump(0)
-        elif op == lib.RT_OP_MARKER:
+        elif op == lib.RT_OP_MARKER:  # u[0] = 1: clEnqueueMigrateMemObjects (a hint)
             q = self.get(c.id, VQueue)
             from runtime.client import RemoteEvent
 
-            self.event(c, q, "marker", RemoteEvent(self.p, list(self.p._pending.values())))
+            kind = "migrate" if c.u[0] == 1 else "marker"
+            self.event(c, q, kind, RemoteEvent(self.p, list(self.p._pending.values())))
+        elif op in (lib.RT_OP_READ_RECT, lib.RT_OP_WRITE_RECT, lib.RT_OP_COPY_RECT):
+            return self.transfer_rect(c)
+        elif op == lib.RT_OP_CALLBACK:
+            return self.set_callback(c)
         elif op in (lib.RT_OP_READ, lib.RT_OP_WRITE, lib.RT_OP_COPY, lib.RT_OP_FILL):
             return self.transfer(c)
         elif op == lib.RT_OP_MAP:
@@ -828,6 +892,177 @@ class Route:
             )
             self.event(c, q, "read", ev)
         return CL_SUCCESS
+
+    def transfer_rect(self, c: Any) -> int:
+        """clEnqueueRead/Write/CopyBufferRect (route.c checked the pitches and resolved 0).
+
+        Reads fetch the covering byte span of the buffer and scatter its rows into the
+        app's memory when the read completes; writes gather the rows and write the span
+        (a buffer side with gaps is read first, so the bytes between rows keep their
+        content); copies stay on the devices, one copy per run of contiguous rows."""
+        lib, ffi = self.lib, self.ffi
+        q = self.get(int(c.u[5]), VQueue)
+        m = self.get(c.id, VMem)
+        region = [int(c.g[i]) for i in range(3)]
+        a_org = [int(c.l[i]) for i in range(3)]
+        b_org = [int(c.o[i]) for i in range(3)]
+        a_rows = rect_rows(a_org, region, int(c.u[1]), int(c.u[2]))
+        b_rows = rect_rows(b_org, region, int(c.u[3]), int(c.u[4]))
+        w = region[0]
+        lo, hi = a_rows[0], a_rows[-1] + w
+        if hi > m.size:
+            return CL_INVALID_VALUE
+        if c.op == lib.RT_OP_COPY_RECT:
+            dst = self.get(c.id2, VMem)
+            if b_rows[-1] + w > dst.size:
+                return CL_INVALID_VALUE
+            if dst is m:  # PoCL's order: pitches must agree, then no overlap
+                if c.u[1] != c.u[3] or c.u[2] != c.u[4]:
+                    return CL_INVALID_VALUE
+                if copy_overlap(a_org, b_org, region, int(c.u[1]), int(c.u[2])):
+                    return CL_MEM_COPY_OVERLAP
+            from runtime.client import RemoteEvent
+
+            reqs = []
+            for so, do, n in runs(a_rows, b_rows, w):
+                reqs += self.p.enqueue_copy_buffer(m.buf, dst.buf, n, so, do)._reqs
+            self.event(c, q, "copy_rect", RemoteEvent(self.p, reqs))
+            return CL_SUCCESS
+        ptr = c.dst if c.op == lib.RT_OP_READ_RECT else c.src
+        host = memoryview(ffi.buffer(ffi.cast("char *", ptr), b_rows[-1] + w))
+        blocking = bool(c.u[0])
+        pieces = runs(a_rows, b_rows, w)
+        if c.op == lib.RT_OP_WRITE_RECT:
+            if len(pieces) == 1:  # contiguous on both sides: the app's memory as it is
+                _, ho, n = pieces[0]
+                ev = self.p.enqueue_write(m.buf, host[ho : ho + n], offset=lo, blocking=blocking)
+            else:
+                if len(runs(a_rows, a_rows, w)) == 1:  # the buffer side is contiguous
+                    span = bytearray(hi - lo)
+                else:  # keep the bytes between the rows: read the span first
+                    span, _ = self.p.enqueue_read(m.buf, offset=lo, size=hi - lo, blocking=True)
+                mv = memoryview(span)
+                for ao, ho, n in pieces:
+                    mv[ao - lo : ao - lo + n] = host[ho : ho + n]
+                ev = self.p.enqueue_write(m.buf, mv, offset=lo, blocking=blocking)
+            self.event(c, q, "write_rect", ev)
+            return CL_SUCCESS
+        if len(pieces) == 1:  # contiguous on both sides: straight into the app's memory
+            _, ho, n = pieces[0]
+            _, ev = self.p.enqueue_read(
+                m.buf, out=host[ho : ho + n], offset=lo, size=n, blocking=blocking
+            )
+            self.event(c, q, "read_rect", ev)
+            return CL_SUCCESS
+        tmp = bytearray(hi - lo)
+
+        def scatter() -> None:
+            src = memoryview(tmp)
+            for ao, ho, n in pieces:
+                host[ho : ho + n] = src[ao - lo : ao - lo + n]
+
+        _, ev = self.p.enqueue_read(m.buf, out=tmp, offset=lo, size=hi - lo, blocking=False)
+        if ev._reqs:
+            self._then(ev._reqs[-1], scatter)
+        else:  # served from the host copy: already in tmp
+            scatter()
+        if blocking:
+            ev.wait()
+            self.p._raise_async()
+        self.event(c, q, "read_rect", ev)
+        return CL_SUCCESS
+
+    def _then(self, req: Any, fn: Any) -> None:
+        """Run ``fn`` when the read ``req`` has delivered its data (before it counts as
+        done), also when the client re-issues it after a node failure (both re-issue
+        paths of runtime.client: the wrapped ``on_done`` or the wrapped ``reissue``)."""
+        inner = req.on_done
+
+        def done(frame: Any) -> None:
+            if inner is not None:
+                inner(frame)
+            fn()
+
+        req.on_done = done
+        reissue = req.reissue
+        if reissue is not None:
+
+            def again(dev: str) -> Any:
+                nr = reissue(dev)
+                self._then(nr, fn)
+                return nr
+
+            req.reissue = again
+
+    # ---- event callbacks ----
+    def set_callback(self, c: Any) -> int:
+        """clSetEventCallback: remembered here, fired by the callback thread once due
+        (SUBMITTED/RUNNING at once: every command is submitted when enqueued; COMPLETE
+        when the event's replies are in). route.c retained the event for the callback."""
+        e = self.get(c.id, VEvent)
+        addr = self.addr
+        self.callbacks.append((c.ret, e, int(c.u[0]), addr(c.src), addr(c.dst)))
+        if self.cb_thread is None:
+            self.cb_thread = threading.Thread(
+                target=self._callback_loop, name="clproj-route-callbacks", daemon=True
+            )
+            self.cb_thread.start()
+        self.cb_wake.set()
+        return CL_SUCCESS
+
+    def _due_callbacks(self) -> list[tuple[Any, int, int, int]]:
+        """Take the callbacks that are due (under the lock): ``(handle, status, fn, user)``,
+        SUBMITTED before RUNNING before COMPLETE."""
+        due, keep = [], []
+        for h, e, kind, fn, user in self.callbacks:
+            if kind != CL_COMPLETE:
+                due.append((h, kind, fn, user))
+                continue
+            reqs = e.remote._reqs if e.remote is not None else []
+            if all(r.done for r in reqs):
+                failed = any(r.err for r in reqs)
+                due.append((h, CL_OUT_OF_RESOURCES if failed else CL_COMPLETE, fn, user))
+            else:
+                keep.append((h, e, kind, fn, user))
+        self.callbacks = keep
+        due.sort(key=lambda d: -d[1] if d[1] >= 0 else 0)
+        return due
+
+    def _callback_loop(self) -> None:
+        """The callback thread: while callbacks wait, pump the client under the route
+        lock every CALLBACK_POLL_S and fire the due ones *outside* it (a callback may call
+        OpenCL, or wake a thread that does). Never fires after stop_callbacks()."""
+        ffi, lib = self.ffi, self.lib
+        while True:
+            self.cb_wake.wait()
+            with self.lock:
+                if self.cb_stop or self.closed:
+                    return
+                if self.callbacks:
+                    self.p._pump(0)
+                due = self._due_callbacks()
+                if not self.callbacks:
+                    self.cb_wake.clear()
+            for h, status, fn, user in due:
+                if self.cb_stop:
+                    return
+                try:
+                    lib.clproj_route_fire(
+                        ffi.cast("void *", fn), h, status, ffi.cast("void *", user)
+                    )
+                except Exception as exc:  # never let the thread die: later ones still fire
+                    _log_once("callback", f"event callback failed: {exc!r}")
+            if self.callbacks:
+                time.sleep(CALLBACK_POLL_S)
+
+    def stop_callbacks(self) -> None:
+        """At exit, before close (and not under the route lock: a callback being fired
+        may be calling OpenCL): no callback fires after this returns."""
+        self.cb_stop = True
+        self.cb_wake.set()
+        t = self.cb_thread
+        if t is not None and t is not threading.current_thread():
+            t.join(5.0)
 
     def map(self, c: Any) -> int:
         ffi = self.ffi
@@ -1079,6 +1314,7 @@ def _exit(lib: Any) -> None:
     r = _route
     if r is not None:
         try:
+            r.stop_callbacks()
             with r.lock:
                 r.close()
         except Exception as exc:

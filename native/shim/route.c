@@ -165,7 +165,7 @@ static cl_int rt_wait_list(cl_uint nw, const cl_event *wl) {
 
 /* ---------------- unsupported entry points ---------------- */
 static cl_int rt_unsupported(void) {
-    rt_log_once("an OpenCL entry point (images, SVM, sub-buffers, pipes, callbacks, ...)");
+    rt_log_once("an OpenCL entry point (images, SVM, sub-buffers, pipes, ...)");
     return CL_INVALID_OPERATION;
 }
 #define UNSUPPORTED_PTR(name, params, err_expr)                \
@@ -617,6 +617,85 @@ static cl_int rt_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, siz
     c.want_event = ev != NULL;
     return rt_event_out(rt_call(&c), &c, ev);
 }
+/* Rectangular transfers. C checks what needs no buffer size (OpenCL's rules, in PoCL's
+ * order) and hands Python pitches with 0 replaced by the tightly packed value; Python
+ * checks the bounds against the buffer and moves only the covering byte span. */
+static cl_int rt_pitches(const size_t *region, size_t *row, size_t *slice) {
+    if (*row != 0 && *row < region[0]) return CL_INVALID_VALUE;
+    if (*row == 0) *row = region[0];
+    if (*slice != 0 && (*slice < region[1] * *row || *slice % *row != 0)) return CL_INVALID_VALUE;
+    if (*slice == 0) *slice = region[1] * *row;
+    return CL_SUCCESS;
+}
+static cl_int rt_rect(int op, cl_command_queue q, cl_mem b, cl_bool blocking, const size_t *bo,
+                      const size_t *ho, const size_t *region, size_t brp, size_t bsp, size_t hrp,
+                      size_t hsp, const void *src, void *dst, cl_uint nw, const cl_event *wl,
+                      cl_event *ev) {
+    if (!rt_is(q, RT_QUEUE)) return CL_INVALID_COMMAND_QUEUE;
+    if (!rt_is(b, RT_MEM)) return CL_INVALID_MEM_OBJECT;
+    if ((src == NULL && dst == NULL) || !bo || !ho || !region) return CL_INVALID_VALUE;
+    cl_int e = rt_wait_list(nw, wl);
+    if (e != CL_SUCCESS) return e;
+    if (region[0] == 0 || region[1] == 0 || region[2] == 0) return CL_INVALID_VALUE;
+    if (rt_pitches(region, &brp, &bsp) != CL_SUCCESS || rt_pitches(region, &hrp, &hsp) != CL_SUCCESS)
+        return CL_INVALID_VALUE;
+    clproj_rcall c;
+    rt_init_call(&c, op, b);
+    c.u[0] = blocking;
+    c.u[1] = brp;
+    c.u[2] = bsp;
+    c.u[3] = hrp;
+    c.u[4] = hsp;
+    c.u[5] = OBJ(q)->id;
+    c.g = region;
+    c.l = bo;
+    c.o = ho;
+    c.src = src;
+    c.dst = dst;
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+static cl_int rt_clEnqueueReadBufferRect(cl_command_queue q, cl_mem b, cl_bool blocking,
+                                         const size_t *bo, const size_t *ho, const size_t *region,
+                                         size_t brp, size_t bsp, size_t hrp, size_t hsp, void *ptr,
+                                         cl_uint nw, const cl_event *wl, cl_event *ev) {
+    return rt_rect(RT_OP_READ_RECT, q, b, blocking, bo, ho, region, brp, bsp, hrp, hsp, NULL, ptr,
+                   nw, wl, ev);
+}
+static cl_int rt_clEnqueueWriteBufferRect(cl_command_queue q, cl_mem b, cl_bool blocking,
+                                          const size_t *bo, const size_t *ho, const size_t *region,
+                                          size_t brp, size_t bsp, size_t hrp, size_t hsp,
+                                          const void *ptr, cl_uint nw, const cl_event *wl,
+                                          cl_event *ev) {
+    return rt_rect(RT_OP_WRITE_RECT, q, b, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, NULL,
+                   nw, wl, ev);
+}
+static cl_int rt_clEnqueueCopyBufferRect(cl_command_queue q, cl_mem s, cl_mem d, const size_t *so,
+                                         const size_t *dof, const size_t *region, size_t srp,
+                                         size_t ssp, size_t drp, size_t dsp, cl_uint nw,
+                                         const cl_event *wl, cl_event *ev) {
+    if (!rt_is(q, RT_QUEUE)) return CL_INVALID_COMMAND_QUEUE;
+    if (!rt_is(s, RT_MEM) || !rt_is(d, RT_MEM)) return CL_INVALID_MEM_OBJECT;
+    if (!so || !dof || !region) return CL_INVALID_VALUE;
+    cl_int e = rt_wait_list(nw, wl);
+    if (e != CL_SUCCESS) return e;
+    if (region[0] == 0 || region[1] == 0 || region[2] == 0) return CL_INVALID_VALUE;
+    if (rt_pitches(region, &srp, &ssp) != CL_SUCCESS || rt_pitches(region, &drp, &dsp) != CL_SUCCESS)
+        return CL_INVALID_VALUE;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_COPY_RECT, s);
+    c.id2 = OBJ(d)->id;
+    c.u[1] = srp;
+    c.u[2] = ssp;
+    c.u[3] = drp;
+    c.u[4] = dsp;
+    c.u[5] = OBJ(q)->id;
+    c.g = region;
+    c.l = so;
+    c.o = dof;
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
 static cl_int rt_clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *pattern, size_t ps,
                                      size_t off, size_t n, cl_uint nw, const cl_event *wl,
                                      cl_event *ev) {
@@ -717,6 +796,61 @@ static cl_int rt_clEnqueueWaitForEvents(cl_command_queue q, cl_uint n, const cl_
     return rt_marker(q, n, list, NULL);
 }
 
+/* A hint only (the client moves buffers to the kernels that use them): an in-order
+ * marker whose event says CL_COMMAND_MIGRATE_MEM_OBJECTS. Checks in PoCL's order. */
+static cl_int rt_clEnqueueMigrateMemObjects(cl_command_queue q, cl_uint n, const cl_mem *mems,
+                                            cl_mem_migration_flags flags, cl_uint nw,
+                                            const cl_event *wl, cl_event *ev) {
+    if (!rt_is(q, RT_QUEUE)) return CL_INVALID_COMMAND_QUEUE;
+    if (n == 0 || mems == NULL) return CL_INVALID_VALUE;
+    if (flags & ~(cl_mem_migration_flags)(CL_MIGRATE_MEM_OBJECT_HOST |
+                                          CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED))
+        return CL_INVALID_VALUE;
+    cl_int e = rt_wait_list(nw, wl);
+    if (e != CL_SUCCESS) return e;
+    for (cl_uint i = 0; i < n; i++)
+        if (!rt_is(mems[i], RT_MEM)) return CL_INVALID_MEM_OBJECT;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_MARKER, q);
+    c.u[0] = 1; /* the event's command type: migrate */
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call(&c), &c, ev);
+}
+
+/* Callbacks are fired by route_runtime's callback thread (never inside the app's call):
+ * the event is retained here until clproj_route_fire has called the function. */
+static cl_int rt_clSetEventCallback(cl_event e, cl_int type,
+                                    void(CL_CALLBACK *fn)(cl_event, cl_int, void *), void *user) {
+    if (!rt_is(e, RT_EVENT)) return CL_INVALID_EVENT;
+    if (!fn || (type != CL_COMPLETE && type != CL_RUNNING && type != CL_SUBMITTED))
+        return CL_INVALID_VALUE;
+    rt_retain(e, RT_EVENT, 0);
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CALLBACK, e);
+    c.u[0] = (uint64_t)(int64_t)type;
+    c.src = (const void *)fn;
+    c.dst = user;
+    c.ret = e;
+    cl_int r = rt_call(&c);
+    if (r != CL_SUCCESS) rt_release(e, RT_EVENT, 0);
+    return r;
+}
+void clproj_route_fire(void *fn, void *event, int32_t status, void *user) {
+    ((void(CL_CALLBACK *)(cl_event, cl_int, void *))fn)((cl_event)event, status, user);
+    clproj_route_release(event);
+}
+
+/* No images on the virtual platform (CL_DEVICE_IMAGE_SUPPORT is CL_FALSE): zero formats,
+ * so apps that probe for images take their buffer path. */
+static cl_int rt_clGetSupportedImageFormats(cl_context ctx, cl_mem_flags flags,
+                                            cl_mem_object_type type, cl_uint n,
+                                            cl_image_format *formats, cl_uint *num) {
+    if (!rt_is(ctx, RT_CONTEXT)) return CL_INVALID_CONTEXT;
+    if (n == 0 && formats != NULL) return CL_INVALID_VALUE;
+    if (num) *num = 0;
+    return CL_SUCCESS;
+}
+
 /* ---------------- dispatch table ---------------- */
 static void rt_fill_table(void) {
     void **slots = (void **)&rt_table;
@@ -742,6 +876,8 @@ static void rt_fill_table(void) {
     T(clEnqueueFillBuffer); T(clEnqueueMapBuffer); T(clEnqueueUnmapMemObject);
     T(clEnqueueNDRangeKernel); T(clEnqueueTask); T(clEnqueueMarker); T(clEnqueueBarrier);
     T(clEnqueueWaitForEvents); T(clEnqueueMarkerWithWaitList); T(clEnqueueBarrierWithWaitList);
+    T(clEnqueueReadBufferRect); T(clEnqueueWriteBufferRect); T(clEnqueueCopyBufferRect);
+    T(clEnqueueMigrateMemObjects); T(clSetEventCallback); T(clGetSupportedImageFormats);
     /* pointer-returning entry points we do not implement: NULL + CL_INVALID_OPERATION */
     T(clCreateSubBuffer); T(clCreateImage); T(clCreateImage2D); T(clCreateImage3D);
     T(clCreateSampler); T(clCreateSamplerWithProperties); T(clCreateProgramWithIL);

@@ -11,6 +11,7 @@ void *clproj_route_static(int32_t kind);
 void clproj_route_closed(void);
 void clproj_route_retain(void *h);
 void clproj_route_release(void *h);
+void clproj_route_fire(void *fn, void *event, int32_t status, void *user);
 int clproj_route_on(void);
 
 #endif

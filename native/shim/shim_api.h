@@ -15,3 +15,4 @@ void *clproj_route_static(int32_t kind);
 void clproj_route_closed(void);
 void clproj_route_retain(void *h);
 void clproj_route_release(void *h);
+void clproj_route_fire(void *fn, void *event, int32_t status, void *user);
