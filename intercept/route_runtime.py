@@ -13,7 +13,9 @@ Why ids, not pointers, cross the boundary: C owns the handle structs (their firs
 is the ICD dispatch table), Python owns the state; ``id -> object`` here, ``handle ->
 id`` in the struct. Everything runs under one lock (the client's socket is not
 thread-safe); a failing call returns an OpenCL error code and is logged once, it never
-raises into the application.
+raises into the application. Event callbacks (clSetEventCallback) are the one thing done on
+a thread of ours: :meth:`Route._callback_loop` pumps under the lock and calls the app's
+functions outside it, never inside one of the app's own calls and never after exit began.
 
 The placement key of a launch is the launch record's ``signature`` (program hash, kernel,
 NDRange, scalar arguments), so a projection computed for a record (project mode) and

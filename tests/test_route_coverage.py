@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -65,8 +66,8 @@ def plain_and_route(tmp_path: Path, exe: Path) -> tuple[list[str], list[str], st
 def test_rect_transfers_and_migration_match_pocl(tmp_path):
     """Read/Write/CopyBufferRect (2D and 3D, explicit and 0 pitches, blocking and
     non-blocking with events and wait lists, between kernels, a one-column read) give the
-    same bytes as PoCL; 18 invalid rect calls and 6 invalid migrations return PoCL's codes;
-    a migration's event completes in order and says CL_COMMAND_MIGRATE_MEM_OBJECTS."""
+    same bytes as PoCL; 17 invalid rect calls (and one ending exactly at the buffer end)
+    and 6 invalid migrations return PoCL's codes; a migration's event completes in order and says CL_COMMAND_MIGRATE_MEM_OBJECTS."""
     plain, routed, err = plain_and_route(tmp_path, build(tmp_path, "app_rect"))
     assert plain[-1] == "DONE" and "rect.out_of_bounds -30" in plain
     assert routed == plain, err
@@ -91,6 +92,62 @@ def test_event_callbacks_and_image_probe(tmp_path):
     assert "IMG support 0 formats 0 0" in routed
     assert "ASYNC inside 0 0 0 0 0 0" in routed  # fired by the callback thread
     assert "not supported" not in err, err
+
+
+PY_APP = textwrap.dedent(
+    """
+    import threading
+    import numpy as np
+    import pyopencl as cl
+
+    ctx = cl.create_some_context(interactive=False)
+    q = cl.CommandQueue(ctx)
+    a = np.arange(64 * 32, dtype=np.float32).reshape(32, 64)
+    mf = cl.mem_flags
+    buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+    out = np.zeros((10, 20), np.float32)
+    ev = cl.enqueue_copy(q, out, buf, buffer_origin=(12, 5), host_origin=(0, 0),
+                         region=(80, 10), buffer_pitches=(256,), host_pitches=(80,),
+                         is_blocking=False)
+    done, seen = threading.Event(), []
+    ev.set_callback(cl.command_execution_status.COMPLETE, lambda s: (seen.append(s), done.set()))
+    print("callback", done.wait(10), seen)
+    print("read", np.array_equal(out, a[5:15, 3:23]))
+    cl.enqueue_copy(q, buf, np.full((4, 8), 7, np.float32), buffer_origin=(0, 0),
+                    host_origin=(0, 0), region=(32, 4), buffer_pitches=(256,),
+                    host_pitches=(32,))
+    ref = a.copy()
+    ref[0:4, 0:8] = 7
+    b2 = cl.Buffer(ctx, mf.READ_WRITE, a.nbytes)
+    cl.enqueue_copy(q, b2, buf, src_origin=(0, 0), dst_origin=(0, 0), region=(256, 32),
+                    src_pitches=(256,), dst_pitches=(256,)).wait()
+    cl.enqueue_migrate_mem_objects(q, [buf, b2]).wait()
+    full = np.empty_like(a)
+    cl.enqueue_copy(q, full, b2)
+    print("write+copy", np.array_equal(full, ref))
+    """
+)
+
+
+@needs_shim
+def test_pyopencl_rect_copies_and_callback(tmp_path):
+    """pyopencl's own paths: enqueue_copy with origins/region/pitches (rect read, write,
+    buffer-to-buffer), Event.set_callback (pyopencl's trampoline, on our callback
+    thread), enqueue_migrate_mem_objects: same output as on PoCL."""
+    (tmp_path / "app.py").write_text(PY_APP)
+    env = env_for(tmp_path)
+    env["PYOPENCL_CTX"] = "0"
+    env["PYOPENCL_NO_CACHE"] = "1"
+    cmd = [sys.executable, str(tmp_path / "app.py")]
+    plain = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    routed = subprocess.run(
+        [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--", *cmd],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert routed.returncode == 0, routed.stderr
+    assert plain.stdout == "callback True [0]\nread True\nwrite+copy True\n", plain.stdout
+    assert routed.stdout.startswith(plain.stdout), routed.stdout + routed.stderr
 
 
 def test_rect_geometry_helpers():
