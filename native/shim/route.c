@@ -627,6 +627,15 @@ static cl_int rt_pitches(const size_t *region, size_t *row, size_t *slice) {
     if (*slice == 0) *slice = region[1] * *row;
     return CL_SUCCESS;
 }
+/* A rect's region and both sides' pitches (0: tightly packed, filled in here), checked
+ * in PoCL's order after the wait list. */
+static cl_int rt_rect_shape(const size_t *region, size_t *arp, size_t *asp, size_t *brp,
+                            size_t *bsp) {
+    if (region[0] == 0 || region[1] == 0 || region[2] == 0) return CL_INVALID_VALUE;
+    if (rt_pitches(region, arp, asp) != CL_SUCCESS || rt_pitches(region, brp, bsp) != CL_SUCCESS)
+        return CL_INVALID_VALUE;
+    return CL_SUCCESS;
+}
 static cl_int rt_rect(int op, cl_command_queue q, cl_mem b, cl_bool blocking, const size_t *bo,
                       const size_t *ho, const size_t *region, size_t brp, size_t bsp, size_t hrp,
                       size_t hsp, const void *src, void *dst, cl_uint nw, const cl_event *wl,
@@ -635,10 +644,8 @@ static cl_int rt_rect(int op, cl_command_queue q, cl_mem b, cl_bool blocking, co
     if (!rt_is(b, RT_MEM)) return CL_INVALID_MEM_OBJECT;
     if ((src == NULL && dst == NULL) || !bo || !ho || !region) return CL_INVALID_VALUE;
     cl_int e = rt_wait_list(nw, wl);
+    if (e == CL_SUCCESS) e = rt_rect_shape(region, &brp, &bsp, &hrp, &hsp);
     if (e != CL_SUCCESS) return e;
-    if (region[0] == 0 || region[1] == 0 || region[2] == 0) return CL_INVALID_VALUE;
-    if (rt_pitches(region, &brp, &bsp) != CL_SUCCESS || rt_pitches(region, &hrp, &hsp) != CL_SUCCESS)
-        return CL_INVALID_VALUE;
     clproj_rcall c;
     rt_init_call(&c, op, b);
     c.u[0] = blocking;
@@ -678,10 +685,8 @@ static cl_int rt_clEnqueueCopyBufferRect(cl_command_queue q, cl_mem s, cl_mem d,
     if (!rt_is(s, RT_MEM) || !rt_is(d, RT_MEM)) return CL_INVALID_MEM_OBJECT;
     if (!so || !dof || !region) return CL_INVALID_VALUE;
     cl_int e = rt_wait_list(nw, wl);
+    if (e == CL_SUCCESS) e = rt_rect_shape(region, &srp, &ssp, &drp, &dsp);
     if (e != CL_SUCCESS) return e;
-    if (region[0] == 0 || region[1] == 0 || region[2] == 0) return CL_INVALID_VALUE;
-    if (rt_pitches(region, &srp, &ssp) != CL_SUCCESS || rt_pitches(region, &drp, &dsp) != CL_SUCCESS)
-        return CL_INVALID_VALUE;
     clproj_rcall c;
     rt_init_call(&c, RT_OP_COPY_RECT, s);
     c.id2 = OBJ(d)->id;

@@ -10,17 +10,11 @@
  * which callbacks ran inside the app's own clSetEventCallback call (PoCL runs them there
  * when the status has already been reached; the virtual platform never does); every
  * other line must be the same with and without the clproj shim. */
-#define CL_TARGET_OPENCL_VERSION 300
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
-#include <CL/cl.h>
+#include "test_app.h"
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define CHECK(x) do { cl_int e_ = (x); if (e_ != CL_SUCCESS) { printf("%s:%d: %s = %d\n", __FILE__, __LINE__, #x, e_); exit(1); } } while (0)
 #define T(name, expr) printf("%s %d\n", name, (int)(expr))
 
 #define NCB 8
@@ -68,15 +62,10 @@ static cl_int reg(cl_event e, cl_int type, int i) {
 
 int main(void) {
     main_thread = pthread_self();
-    cl_platform_id plat;
     cl_device_id dev;
+    cl_command_queue q;
     cl_int err;
-    CHECK(clGetPlatformIDs(1, &plat, NULL));
-    CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
-    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    CHECK(err);
-    cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-    CHECK(err);
+    cl_context ctx = test_context(&dev, &q);
     const char *src = "__kernel void spin(__global uint *x, uint n) {"
                       " size_t i = get_global_id(0); uint v = x[i];"
                       " for (uint r = 0; r < n; r++) v = v * 1664525u + 1013904223u; x[i] = v; }";

@@ -4,25 +4,14 @@
  * queue and carry no profiling information (its queue has none); on a queue created with
  * profiling they must. Prints the checksums and every violated expectation.
  * Usage: app_order [launches] */
-#define CL_TARGET_OPENCL_VERSION 300
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
-#include <CL/cl.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#define CHECK(x) do { cl_int e_ = (x); if (e_ != CL_SUCCESS) { printf("%s:%d: %s = %d\n", __FILE__, __LINE__, #x, e_); exit(1); } } while (0)
+#include "test_app.h"
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 500;
-    cl_platform_id plat;
     cl_device_id dev;
+    cl_command_queue q;
     cl_int err;
-    CHECK(clGetPlatformIDs(1, &plat, NULL));
-    CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
-    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    CHECK(err);
-    cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-    CHECK(err);
+    cl_context ctx = test_context(&dev, &q);
     cl_command_queue qp = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
     CHECK(err);
     cl_command_queue_properties props = 1234;

@@ -3,14 +3,8 @@
  * 3D, blocking and non-blocking with events and wait lists, between kernels; then
  * clEnqueueMigrateMemObjects. Prints checksums of every result and the error code of
  * each invalid call: the output must be the same with and without the clproj shim. */
-#define CL_TARGET_OPENCL_VERSION 300
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
-#include <CL/cl.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "test_app.h"
 #include <string.h>
-
-#define CHECK(x) do { cl_int e_ = (x); if (e_ != CL_SUCCESS) { printf("%s:%d: %s = %d\n", __FILE__, __LINE__, #x, e_); exit(1); } } while (0)
 #define T(name, expr) printf("%s %d\n", name, (int)(expr))
 
 static unsigned fnv(const unsigned char *p, size_t n) {
@@ -27,15 +21,10 @@ static void dump(const char *what, const unsigned char *p, size_t n) {
 #define N 4096
 
 int main(void) {
-    cl_platform_id plat;
     cl_device_id dev;
+    cl_command_queue q;
     cl_int err;
-    CHECK(clGetPlatformIDs(1, &plat, NULL));
-    CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
-    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    CHECK(err);
-    cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-    CHECK(err);
+    cl_context ctx = test_context(&dev, &q);
     const char *src = "__kernel void bump(__global uchar *x, uchar a) {"
                       " size_t i = get_global_id(0); x[i] = (uchar)(x[i] * 3u + a + i); }";
     cl_program p = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
