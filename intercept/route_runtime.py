@@ -368,7 +368,8 @@ class Route:
         self.next_id = 100
         self.platform = lib.clproj_route_static(lib.RT_PLATFORM)
         self.device = lib.clproj_route_static(lib.RT_DEVICE)
-        self.sigs: dict[tuple, str] = {}
+        self.sigs: dict[tuple, tuple[str, str]] = {}  # launch -> (signature, family)
+        self.families: dict[tuple, str] = {}  # launch without scalar values -> family
         self.seen_sigs: set[str] = set()
         self.hooks = bool(os.environ.get("CLPROJ_HOOKS"))
         self.launches: list[tuple[str, str, Any]] = []  # (kernel, device, req) not yet summed
@@ -1117,7 +1118,12 @@ class Route:
             if not k.prog.hash:
                 k.prog.hash = program_hash(k.prog.source, k.prog.options)
             ph = k.prog.hash
-            fam = signature(ph, k.name, len(g), g, lo, [b"" for _ in scal])
+            fam = self.families.get(key[:4])
+            if fam is None:  # once per kernel and NDRange, not per scalar value
+                fam = signature(ph, k.name, len(g), g, lo, [b"" for _ in scal])
+                if len(self.families) > 10000:
+                    self.families.clear()
+                self.families[key[:4]] = fam
             sig = (signature(ph, k.name, len(g), g, lo, list(scal)), fam)
             if len(self.sigs) > 100000:
                 self.sigs.clear()
@@ -1165,15 +1171,9 @@ class Route:
         return CL_SUCCESS
 
     def _settled(self, reqs: list[Any]) -> bool:
-        """Pump until every request in ``reqs`` has completed; their errors stay for the
-        app's own wait (unlike RemoteEvent.wait). False if one failed or it took over the
-        client's timeout."""
-        deadline = time.monotonic() + self.p.timeout_s
-        while not all(r.done for r in reqs):
-            if time.monotonic() > deadline:
-                return False
-            self.p._pump(50)
-        return not any(r.err for r in reqs)
+        """Every request in ``reqs`` completed without error; their errors stay for the
+        app's own wait (unlike RemoteEvent.wait). False if one failed or on timeout."""
+        return self.p._settle(reqs) and not any(r.err for r in reqs)
 
     def _notify_hooks(
         self, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None

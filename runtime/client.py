@@ -560,16 +560,23 @@ class RemotePlatform:
 
         new.on_done = done
 
-    def _wait(self, reqs: Iterable[_Req]) -> None:
-        reqs = list(reqs)
+    def _settle(self, reqs: list[_Req]) -> bool:
+        """Pump until every request in ``reqs`` has completed (their errors stay on them);
+        False when the client's timeout passed first."""
         deadline = time.monotonic() + self.timeout_s
         while not all(r.done for r in reqs):
             if time.monotonic() > deadline:
-                raise ClprojError(
-                    f"no reply from the cluster within {self.timeout_s:g}s",
-                    "check `clproj status`: is the broker up, is any node alive?",
-                )
+                return False
             self._pump(50)
+        return True
+
+    def _wait(self, reqs: Iterable[_Req]) -> None:
+        reqs = list(reqs)
+        if not self._settle(reqs):
+            raise ClprojError(
+                f"no reply from the cluster within {self.timeout_s:g}s",
+                "check `clproj status`: is the broker up, is any node alive?",
+            )
         for r in reqs:
             if r.err:
                 err, r.err = r.err, None
@@ -603,6 +610,17 @@ class RemotePlatform:
             raise ClprojError(f"broker: {h['err']}", "start a node: `clproj node --broker ADDR`")
         return h
 
+    def _new_req(self, req: _Req) -> tuple[int, _Req]:
+        """Register ``req`` under a new request id, first making room: past PUMP_INFLIGHT
+        in flight, take in what has arrived; at MAX_INFLIGHT, wait for the oldest."""
+        if len(self._pending) >= PUMP_INFLIGHT:
+            self._pump(0)  # take in replies (and background placements) as they come
+            while len(self._pending) >= MAX_INFLIGHT:
+                self._wait([next(iter(self._pending.values()))])
+        rid = self._next_id()
+        self._pending[rid] = req
+        return rid, req
+
     def _cmd(
         self,
         dev: str,
@@ -612,13 +630,7 @@ class RemotePlatform:
         on_done: Any = None,
         reissue: Any = None,
     ) -> _Req:
-        if len(self._pending) >= PUMP_INFLIGHT:
-            self._pump(0)  # take in replies (and background placements) as they come
-            while len(self._pending) >= MAX_INFLIGHT:
-                self._wait([next(iter(self._pending.values()))])
-        rid = self._next_id()
-        req = _Req(dev, op, on_done, reissue=reissue)
-        self._pending[rid] = req
+        rid, req = self._new_req(_Req(dev, op, on_done, reissue=reissue))
         if op in ("buf_create", "release", "release_all") and dev is not None:
             self._drop_slots(dev)  # the node may drop the slots naming this object
         if self._same_host(dev):
@@ -632,15 +644,12 @@ class RemotePlatform:
                     req.keep = _ShmMap.empty(a["n"])
                     a = {**a, "shm": req.keep.obj.path}
         sock = self._sock_for(dev)
+        order: dict[str, int] = {}
         if isinstance(sock, unixlink.Link):  # the fast link orders itself against these
             sock.last_rid = rid
-            after = getattr(sock, "fast_last", 0)
-            if after:
-                header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a, after=after)
-            else:
-                header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
-        else:
-            header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a)
+            if getattr(sock, "fast_last", 0):
+                order["after"] = sock.fast_last
+        header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a, **order)
         if data is None:
             sock.send(header)
         else:
@@ -1068,24 +1077,12 @@ class RemotePlatform:
         if fast is None:
             return self._cmd(dev, "launch", fields)
         _, prog, name, args, gsize, lsize, goff, key = entry
-        sig = (
-            prog.h,
-            name,
-            tuple(("s", len(a[1])) if a[0] == "s" else tuple(a) for a in args),
-            tuple(gsize),
-            tuple(lsize or ()),
-            tuple(goff or ()),
-        )
+        sig = nodelink.launch_shape(prog.h, name, args, gsize, lsize, goff)
         slots = self._slots.setdefault(dev, {})
         got = slots.get(sig)
         if got is not None:
             slot, slot_key = got
-            if len(self._pending) >= PUMP_INFLIGHT:
-                self._pump(0)
-                while len(self._pending) >= MAX_INFLIGHT:
-                    self._wait([next(iter(self._pending.values()))])
-            rid = self._next_id()
-            req = self._pending[rid] = _Req(dev, "launch")
+            rid, req = self._new_req(_Req(dev, "launch"))
             scalars = [(i, a[1]) for i, a in enumerate(args) if a[0] == "s"]
             after = getattr(sock, "last_rid", 0)
             fast.send(nodelink.fast_frame(slot, rid, after, scalars, key == slot_key))

@@ -567,16 +567,10 @@ class Node:
         native = self._native
         if native is None or not isinstance(self._cur_sock, unixlink.Link):
             return None
-        sig = (  # the launch's shape: scalar values (and the key) come with each frame
-            client,
-            dev.index,
-            a["prog"],
-            a["kernel"],
-            tuple(("s", len(x[1])) if x[0] == "s" else tuple(x) for x in a["args"]),
-            tuple(a["gsize"]),
-            tuple(a.get("lsize") or ()),
-            tuple(a.get("goff") or ()),
+        shape = nodelink.launch_shape(
+            a["prog"], a["kernel"], a["args"], a["gsize"], a.get("lsize"), a.get("goff")
         )
+        sig = (client, dev.index, *shape)
         n = self._slot_sigs.get(sig)
         if n is not None:
             return n
