@@ -36,9 +36,14 @@ $(STAMPS)/build: $(STAMPS)/venv $(NATIVE_SOURCES)
 demo: setup
 	$(BIN)/clproj devices
 	$(BIN)/clproj run --mode project -- $(BIN)/python -m benchmarks.apps matmul_lmem nbody atomic_contention reduction --size small
+	@cat scripts/demo-explained.txt
 
+# The suite runs twice: as on this machine, then as on a machine whose devices match no
+# committed profile (CLPROJ_FOREIGN_MACHINE=1: every local device takes the cold-start path).
 test: setup
 	$(BIN)/python -m pytest -q
+	@echo "clproj: the suite again, as on a machine nobody profiled (CLPROJ_FOREIGN_MACHINE=1)"
+	CLPROJ_FOREIGN_MACHINE=1 $(BIN)/python -m pytest -q --ignore=tests/test_foreign_machine.py
 
 lint: setup
 	$(BIN)/ruff check .

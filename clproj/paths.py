@@ -7,9 +7,9 @@ import os
 
 def cache_dir(kind: str) -> str:
     """``$CLPROJ_CACHE/<kind>`` (default ``~/.cache/clproj/<kind>``), created on demand."""
-    base = os.environ.get("CLPROJ_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "clproj"
-    )
+    from clproj import settings
+
+    base = settings.get("CLPROJ_CACHE")
     path = os.path.join(base, kind)
     os.makedirs(path, exist_ok=True)
     return path

@@ -19,15 +19,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--profiles",
         action="store_true",
-        help="list every known device profile (spec sheets and measured) instead of devices",
+        help="list every known device profile (spec sheets and measured) and which one each "
+        "local device resolves to (measuring a device that has none, once)",
+    )
+    p.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="with --profiles: never measure; an unprofiled device shows its generic profile",
     )
     p.set_defaults(func=run)
 
 
-def list_profiles(as_json: bool) -> int:
-    """Every shipped profile, and whether its numbers were measured (where, when) or are spec."""
+def list_profiles(as_json: bool, measure: bool = True) -> int:
+    """Every shipped profile, whether its numbers were measured (where, when) or are spec,
+    and the profile each local device resolves to (devices.local)."""
+    from devices.local import resolve_all
     from devices.profile import known_profiles
 
+    local = [lp.to_dict() for lp in resolve_all(measure_missing=measure)]
     rows = []
     for prof in known_profiles():
         src = prof.data["source"]
@@ -50,8 +59,28 @@ def list_profiles(as_json: bool) -> int:
             }
         )
     if as_json:
-        emit_json({"profiles": rows})
+        emit_json({"profiles": rows, "local": local})
         return 0
+    _print_profiles(rows)
+    print_table(
+        ["#", "device", "profile", "resolved from", "confidence", "file"],
+        [
+            (
+                lp["index"],
+                lp["device"],
+                lp["key"],
+                lp["how"],
+                "LOW (generic: " + lp["note"] + ")" if lp["low_confidence"] else "normal",
+                lp["path"] or "",
+            )
+            for lp in local
+        ],
+        title="local devices: committed measured > cached > measured now > generic",
+    )
+    return 0
+
+
+def _print_profiles(rows: list[dict]) -> None:
     print_table(
         [
             "key",
@@ -78,12 +107,11 @@ def list_profiles(as_json: bool) -> int:
         ],
         title="device profiles",
     )
-    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     if args.profiles:
-        return list_profiles(args.json)
+        return list_profiles(args.json, measure=not args.no_measure)
     devices = list_devices()
     records = []
     for d in devices:

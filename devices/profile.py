@@ -83,6 +83,8 @@ FALLBACKS: dict[str, tuple[str, float]] = {
 
 _IDENTITY_KINDS = ("GPU", "CPU", "ACCELERATOR", "OTHER")
 _SOURCE_KINDS = ("measured", "spec", "mixed")
+# "low": a generic profile (devices/local.py) not measured on the device; outputs flag it.
+_CONFIDENCE = ("normal", "low")
 
 
 # --------------------------------------------------------------------------- validation
@@ -174,6 +176,9 @@ def validate(doc: dict[str, Any]) -> None:
         _str(doc, f"identity.{f}")
     _str(doc, "identity.kind", _IDENTITY_KINDS)
     _str(doc, "source.kind", _SOURCE_KINDS)
+    conf = doc["source"].get("confidence", "normal")  # a dict: source.kind was read from it
+    if conf not in _CONFIDENCE:
+        _fail("source.confidence", f"expected one of {', '.join(_CONFIDENCE)}, got {conf!r}")
     for f in ("compute_units", "clock_mhz", "warp_width"):
         _num(doc, f, integer=True)
     for f in ("global_bytes", "local_bytes_per_cu", "bank_width_bytes", "cache_line_bytes"):
@@ -278,6 +283,11 @@ class DeviceProfile:
     @property
     def source_kind(self) -> str:
         return self.data["source"]["kind"]
+
+    @property
+    def low_confidence(self) -> bool:
+        """A generic stand-in, not measured on the device nor from its own sheet."""
+        return self.data["source"].get("confidence") == "low"
 
     @property
     def has_bank_conflicts(self) -> bool:

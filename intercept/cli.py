@@ -59,6 +59,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="route mode: split launches that qualify across devices at once (partition "
         "safety + advisor, decided once per kernel; docs/advisor.md)",
     )
+    p.add_argument(
+        "--devices",
+        metavar="SPEC",
+        default=None,
+        help="project and route modes: the devices kernels are projected onto: local "
+        "(project mode's default), measured, all, profile keys or files, comma-separated; "
+        "route mode's default is cluster (the devices the broker's nodes announce)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
 
@@ -189,33 +197,46 @@ def read_summary(path: str) -> list[dict]:
     return out
 
 
-def _pin_local_profiles(env: dict[str, str], tmp: str) -> None:
-    """Resolve the local devices' profiles here, before the app starts, and pass their files.
+def _pin_profiles(env: dict[str, str], tmp: str, spec: str, mode: str) -> str:
+    """Resolve ``--devices`` here, before the app starts, and hand the app the profile files.
 
-    The app's projection thread must not query OpenCL itself: it is a daemon thread, and
-    one still inside a pyopencl call when the interpreter finalises is unwound through
-    pyopencl's C++ frames, which aborts the app ("FATAL: exception not rethrown"). Loading
-    profile files touches no OpenCL. Without a profile the app falls back to discovery.
+    Returns the spec that names the same profiles after the app exits (the files), so
+    the projections made in the app and after it are onto the same devices. Why here:
+    local devices without a profile are measured now (a progress bar, once per machine);
+    inside the app nothing is measured, and its projection thread must not query OpenCL
+    either (a daemon thread still inside a pyopencl call when the interpreter finalises
+    aborts the app). ``cluster`` (route mode) is resolved inside the app from the nodes'
+    profiles; the local devices are resolved here anyway, so the embedded node finds them.
     """
     from runtime import device_set
 
-    try:
-        profiles = device_set.local_profiles(measure_missing=False)
-    except Exception as exc:  # no profile yet: the app's own fallback reports it
-        print(f"clproj: local device profiles not resolved: {exc}", file=sys.stderr)
-        return
+    if spec == "cluster":
+        if mode != "route":
+            raise ClprojError("--devices cluster is for --mode route", "use local or measured")
+        if not env.get("CLPROJ_BROKER"):
+            device_set.local_profiles(measure_missing=True)
+        env["CLPROJ_DEVICES"] = "cluster"
+        return "cluster"
+    profiles = device_set.resolve(spec, measure_missing=True)
     files = []
     for i, prof in enumerate(profiles):
         path = os.path.join(tmp, f"device-profile-{i}.json")
         prof.save(path)
         files.append(path)
     env["CLPROJ_DEVICES"] = ",".join(files)
+    low = [p.key for p in profiles if p.low_confidence]
+    if low:
+        print(
+            f"clproj: low-confidence (generic, not measured) profiles: {', '.join(low)}",
+            file=sys.stderr,
+        )
+    return env["CLPROJ_DEVICES"]
 
 
 def _split_environment(env: dict[str, str], tmp: str) -> str:
     """``--split``: turn it on in the app, pin live-adjusted profiles of the local devices
     (a thread-limited PoCL device priced with its live compute units; resolved here
-    because the app must not query OpenCL itself, see _pin_local_profiles) and name the
+    because the app must not query OpenCL itself, see _pin_profiles) and name the
     file the app appends its decisions to. Returns that file."""
     from runtime import route_split
 
@@ -229,10 +250,9 @@ def _split_environment(env: dict[str, str], tmp: str) -> str:
 
             files = []
             for i, dev in enumerate(opencl_devices()):
-                prof = profile_for_live_device(dev)
-                if prof is not None:
-                    files.append(os.path.join(tmp, f"split-profile-{i}.json"))
-                    prof.save(files[-1])
+                prof = profile_for_live_device(dev, measure_missing=True)
+                files.append(os.path.join(tmp, f"split-profile-{i}.json"))
+                prof.save(files[-1])
             env[route_split.DEVICES_ENV] = ",".join(files)
         except Exception as exc:  # the nodes' own profiles are used instead
             print(f"clproj: live device profiles for --split not resolved: {exc}", file=sys.stderr)
@@ -294,8 +314,16 @@ def run_cmd(args: argparse.Namespace) -> int:
             args.broker,
             time_all=args.time_all,
         )
-        if args.mode in ("project", "route") and "CLPROJ_DEVICES" not in env:
-            _pin_local_profiles(env, tmp)
+        devices_spec = None
+        if args.mode in ("project", "route"):
+            from clproj import settings
+
+            spec = args.devices or settings.get("CLPROJ_DEVICES")
+            if args.mode == "route" and not args.devices and "CLPROJ_DEVICES" not in os.environ:
+                spec = "cluster"
+            devices_spec = _pin_profiles(env, tmp, spec, args.mode)
+        elif args.devices:
+            raise ClprojError("--devices is for --mode project or route", "add --mode project")
         split_file = None
         if getattr(args, "split", False):
             split_file = _split_environment(env, tmp)
@@ -315,7 +343,10 @@ def run_cmd(args: argparse.Namespace) -> int:
             from runtime.live_projection import complete_run
 
             projections = complete_run(
-                record_dir, env["CLPROJ_PROJECTION_FILE"], env["CLPROJ_DEFERRED_FILE"]
+                record_dir,
+                env["CLPROJ_PROJECTION_FILE"],
+                env["CLPROJ_DEFERRED_FILE"],
+                devices_spec=devices_spec or "local",
             )
     if args.json:
         emit_json(

@@ -402,18 +402,18 @@ def _fmt(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} us"
 
 
-def profile_for_live_device(cl_device: Any) -> Any:
-    """The measured profile of a local OpenCL device, adjusted to its live compute units.
+def profile_for_live_device(cl_device: Any, measure_missing: bool = False) -> Any:
+    """The profile of a local OpenCL device (:mod:`devices.local`: committed, cached,
+    measured now when ``measure_missing``, else generic), adjusted to its live compute units.
 
     A thread-limited PoCL device (``POCL_MAX_PTHREAD_COUNT``) reports fewer compute units
     than when it was profiled; throughputs and bandwidth curves are scaled by the ratio
     (an approximation: on a CPU both grow about linearly with cores until memory saturates).
     """
-    from devices.profile import DeviceProfile, profile_for_device
+    from devices.local import resolve_device
+    from devices.profile import DeviceProfile
 
-    prof = profile_for_device(cl_device)
-    if prof is None:
-        return None
+    prof = resolve_device(cl_device, -1, measure_missing).profile
     live = int(cl_device.max_compute_units)
     if prof.kind == "GPU" or live == prof.compute_units or live <= 0:
         return prof

@@ -73,15 +73,18 @@ def run_project(args: argparse.Namespace) -> int:
     from runtime.projection import rank
 
     profile = load_kernel_profile(args.target, args.mode, args.timeout)
-    ranked = rank(
-        profile, device_set.resolve(args.devices), profile["launch"].get("footprint_bytes")
-    )
+    devices = device_set.resolve(args.devices)
+    low = {d.key for d in devices if d.low_confidence}
+    ranked = rank(profile, devices, profile["launch"].get("footprint_bytes"))
     if args.json:
         emit_json(
             {
                 "kernel": profile.get("kernel"),
                 "recommended": ranked[0].device_key,
-                "projections": [p.to_dict() for p in ranked],
+                "projections": [
+                    p.to_dict() | ({"low_confidence": True} if p.device_key in low else {})
+                    for p in ranked
+                ],
             }
         )
         return 0
@@ -102,7 +105,8 @@ def run_project(args: argparse.Namespace) -> int:
         [
             (
                 i + 1,
-                p.device_key,
+                p.device_key
+                + (" (LOW confidence: generic profile)" if p.device_key in low else ""),
                 p.device_kind,
                 _fmt_time(p.time_s),
                 round(p.time_s / best, 2),

@@ -65,27 +65,19 @@ def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
     from runtime.advisor import profile_for_live_device
 
     cl_devs = opencl_devices()
-    pairs = [(d, profile_for_live_device(d)) for d in cl_devs]
+    pairs = [(d, profile_for_live_device(d, measure_missing=True)) for d in cl_devs]
     if spec != "local":
         wanted = [k.strip() for k in spec.split(",") if k.strip()]
         chosen = []
         for key in wanted:
-            hit = [
-                (d, p) for d, p in pairs if p is not None and key in (p.key, p.key.split("@")[0])
-            ]
+            hit = [(d, p) for d, p in pairs if key in (p.key, p.key.split("@")[0])]
             if not hit:
                 raise ClprojError(
-                    f"device {key!r} is not a local OpenCL device with a measured profile",
+                    f"device {key!r} is not a local OpenCL device",
                     "--execute runs on this machine: use `clproj devices --profiles` for the keys",
                 )
             chosen.append(hit[0])
         pairs = chosen
-    missing = [d.name.strip() for d, p in pairs if p is None]
-    if missing:
-        raise ClprojError(
-            f"no measured profile for {', '.join(missing)}",
-            "run `clproj profile-device --device N -o devices/profiles/measured/X.json`",
-        )
     return [d for d, _ in pairs], [p for _, p in pairs]
 
 

@@ -116,6 +116,7 @@ def _project_record(
         except ClprojError as exc:
             return base | {"error": exc.cause, "cached": False}
     ranked = rank(profile, devices, record_footprint(record))
+    low = {d.key for d in devices if d.low_confidence}
     doc = base | {
         "emulation": profile["emulation"],
         "elapsed_s": time.perf_counter() - start,
@@ -128,6 +129,7 @@ def _project_record(
                 "t_compute": p.t_compute,
                 "t_global": p.t_global,
                 "t_local": p.t_local,
+                **({"low_confidence": True} if p.device_key in low else {}),
             }
             for p in ranked
         ],
@@ -282,10 +284,13 @@ def print_projections(
     from clproj.console import print_table
 
     devices: list[str] = []
+    low: set[str] = set()
     for doc in projections:
         for p in doc.get("projections", []):
             if p["device"] not in devices:
                 devices.append(p["device"])
+            if p.get("low_confidence"):
+                low.add(p["device"])
     measured = {r["kernel"]: r for r in measured_rows}
     rows = []
     for doc in projections:
@@ -308,7 +313,13 @@ def print_projections(
             )
         )
     print_table(
-        ["kernel", "measured (mean)", *devices, "recommended", "profile"],
+        [
+            "kernel",
+            "measured (mean)",
+            *(d + (" (LOW confidence)" if d in low else "") for d in devices),
+            "recommended",
+            "profile",
+        ],
         rows,
         title="clproj project: projected device time per kernel (bound: C compute, G global, L local)",
     )

@@ -61,42 +61,14 @@ SETTLE_S = float(os.environ.get("CLPROJ_NODE_SETTLE_US", "150")) * 1e-6
 READ_ONLY_FLAGS_MASK = 0b111  # CL_MEM_READ_WRITE | WRITE_ONLY | READ_ONLY
 
 
-def spec_profile(dev: Any) -> dict[str, Any]:
-    """A minimal device profile from what OpenCL reports, marked as spec-derived.
-
-    Used when no measured ``clproj.device-profile`` file matches the device. Peak fp32 is
-    compute units x clock x SIMD lanes; transfer rates are nominal guesses (PCIe 4 x16 for
-    GPUs, memcpy-class for CPUs). Placement only needs their ratios and magnitudes.
-    """
-    is_gpu = bool(dev.type & 4)  # CL_DEVICE_TYPE_GPU
-    lanes = int(getattr(dev, "preferred_vector_width_float", 1) or 1)
-    bw = 25e9 if is_gpu else 8e9
-    cu = int(dev.max_compute_units)
-    mhz = int(dev.max_clock_frequency)
-    return {
-        "format": "clproj.device-profile",
-        "version": 1,
-        "key": dev.name.strip()[:60],
-        "identity": {
-            "name": dev.name.strip(),
-            "vendor": dev.vendor.strip(),
-            "kind": "GPU" if is_gpu else "CPU",
-        },
-        "source": {"kind": "spec", "host": socket.gethostname(), "tool": "clproj node"},
-        "compute_units": cu,
-        "clock_mhz": mhz,
-        "warp_width": lanes,
-        "throughput": {"fp32_fma": float(cu * mhz * 1e6 * lanes)},
-        "transfer": {"h2d_bytes_per_s": bw, "d2h_bytes_per_s": bw},
-        "provenance": {
-            "throughput.fp32_fma": "derived: compute_units*clock*simd",
-            "transfer": "spec",
-        },
-    }
-
-
 def load_profile(dev: Any, profiles_dir: Path | None) -> dict[str, Any]:
-    """A measured profile whose identity.name matches the device, else :func:`spec_profile`."""
+    """A profile from ``profiles_dir`` whose identity.name matches the device, else the
+    device's own resolution (devices.local: committed, cached, else generic low-confidence;
+    a node never measures: ``clproj run`` or ``clproj devices --profiles`` does that first).
+    Either way a valid profile: the broker and every client read it."""
+    from devices.local import resolve_device
+    from devices.profile import DeviceProfile
+
     if profiles_dir and profiles_dir.is_dir():
         for p in sorted(profiles_dir.glob("*.json")):
             try:
@@ -104,11 +76,12 @@ def load_profile(dev: Any, profiles_dir: Path | None) -> dict[str, Any]:
             except (OSError, ValueError):
                 continue
             if (
-                prof.get("format") == "clproj.device-profile"
+                isinstance(prof, dict)
+                and prof.get("format") == "clproj.device-profile"
                 and (prof.get("identity") or {}).get("name") == dev.name.strip()
             ):
-                return prof
-    return spec_profile(dev)
+                return DeviceProfile(prof, str(p)).to_dict()
+    return resolve_device(dev, -1, measure_missing=False).profile.to_dict()
 
 
 @dataclass

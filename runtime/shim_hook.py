@@ -52,18 +52,46 @@ class _Reused:
 
 
 def _local_devices() -> list[Any]:
-    """Profiles of the local devices, without measuring anything inside the app."""
+    """The profiles this app's launches are projected onto, without measuring anything.
+
+    ``clproj run`` resolved ``--devices`` before the app started and passes the profile
+    files in ``CLPROJ_DEVICES``; ``cluster`` (route mode) means the profiles the broker's
+    nodes announced; without ``clproj run`` (``local``), unprofiled local devices get
+    generic low-confidence profiles (devices.local).
+    """
     global _devices
     if _devices is None:
         from runtime import device_set
 
         spec = os.environ.get("CLPROJ_DEVICES", "local")
-        _devices = (
-            device_set.local_profiles(measure_missing=False)
-            if spec == "local"
-            else device_set.resolve(spec)
-        )
+        if spec == "cluster":
+            _devices = _cluster_devices()
+        else:
+            _devices = device_set.resolve(spec, measure_missing=False)
     return _devices
+
+
+def _cluster_devices() -> list[Any]:
+    """Route mode: the valid profiles among the cluster's devices (one per profile key)."""
+    from clproj.errors import ClprojError
+    from devices.profile import DeviceProfile
+    from intercept import route_runtime
+
+    r = route_runtime.route()
+    out: dict[str, Any] = {}
+    for d in r.p.devices.values() if r is not None else ():
+        try:
+            prof = DeviceProfile(dict(d.profile or {}))
+        except ClprojError as exc:
+            print(
+                f"clproj: device {d.id}: its node's profile is unusable: {exc.cause}",
+                file=sys.stderr,
+            )
+            continue
+        out.setdefault(prof.key, prof)
+    if not out:
+        raise ClprojError("no cluster device has a usable profile", "start nodes with --profiles")
+    return list(out.values())
 
 
 def _mode() -> str:
@@ -152,33 +180,6 @@ def _metadata_line(record: Any) -> dict[str, Any]:
     }
 
 
-def _idle_cores(window_s: float = 0.25) -> float:
-    """Cores idle right now: idle time over a short window of /proc/stat, in cores.
-
-    The 1-minute load average lags by tens of seconds, so an app that has just started
-    keeping every core busy still looks idle through it; the idle counters do not lag.
-    Returns the load-average estimate where /proc/stat is unavailable.
-    """
-
-    def sample() -> tuple[float, float]:
-        with open("/proc/stat", encoding="ascii") as fh:
-            fields = [float(x) for x in fh.readline().split()[1:]]
-        return fields[3] + (fields[4] if len(fields) > 4 else 0.0), sum(fields)
-
-    try:
-        idle0, total0 = sample()
-        time.sleep(window_s)
-        idle1, total1 = sample()
-    except (OSError, ValueError, IndexError):
-        try:
-            return (os.cpu_count() or 1) - os.getloadavg()[0]
-        except OSError:
-            return 0.0
-    if total1 <= total0:
-        return 0.0
-    return (os.cpu_count() or 1) * (idle1 - idle0) / (total1 - total0)
-
-
 def _free_core() -> bool:
     """Is a whole core idle for an emulation inside the app right now?
 
@@ -191,7 +192,9 @@ def _free_core() -> bool:
     forced = os.environ.get("CLPROJ_INAPP_EMULATION")
     if forced in ("0", "1"):
         return forced == "1"
-    return _idle_cores() >= 1.0
+    from clproj.load import idle_cores
+
+    return idle_cores() >= 1.0
 
 
 def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:

@@ -7,13 +7,24 @@ registered as an ICD, so the emulator never appears here by accident.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 # Two PoCL drivers give a heterogeneous pair even when pytest is run by hand.
 os.environ.setdefault("POCL_DEVICES", "pthread basic")
+# The suite never reads or writes the user's caches: one fresh cache per session, so a
+# device without a committed profile (CLPROJ_FOREIGN_MACHINE=1, or another CPU type) is
+# measured once per session, with the test-sized microbenchmarks unless told otherwise
+# (tests/test_foreign_machine.py runs the quick ones a user gets).
+if "CLPROJ_CACHE" not in os.environ:
+    os.environ["CLPROJ_CACHE"] = tempfile.mkdtemp(prefix="clproj-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["CLPROJ_CACHE"], True)
+os.environ.setdefault("CLPROJ_COLD_PROFILE", "tiny")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

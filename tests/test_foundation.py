@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,8 @@ import pytest
 from clproj import native
 from clproj.cli import build_parser, main
 from devices.discovery import list_devices, select_device
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def clproj(*args: str) -> subprocess.CompletedProcess[str]:
@@ -83,3 +86,33 @@ def test_doctor_reports_fix_for_missing_dependency(monkeypatch):
 def test_native_parts_are_built_and_load():
     ctypes.CDLL(native.oclgrind_plugin())
     assert native.shim_library().endswith(".so")
+
+
+def test_docs_settings_is_generated_from_the_table():
+    """docs/settings.md is `python -m clproj.settings`: edit the table, then regenerate."""
+    from clproj import settings
+
+    with open(os.path.join(REPO_ROOT, "docs", "settings.md"), encoding="utf-8") as fh:
+        assert fh.read() == settings.markdown()
+
+
+def test_settings_precedence_config_file_then_environment(tmp_path, monkeypatch):
+    from clproj import settings
+    from clproj.errors import ClprojError
+
+    conf = tmp_path / "config.toml"
+    conf.write_text('cold_profile = "off"\nforeign_machine = true\n')
+    monkeypatch.setenv("CLPROJ_CONFIG", str(conf))
+    monkeypatch.delenv("CLPROJ_COLD_PROFILE", raising=False)
+    monkeypatch.delenv("CLPROJ_FOREIGN_MACHINE", raising=False)
+    assert settings.get("CLPROJ_COLD_PROFILE") == "off"
+    assert settings.get("CLPROJ_FOREIGN_MACHINE") is True
+    monkeypatch.setenv("CLPROJ_COLD_PROFILE", "tiny")
+    assert settings.get("CLPROJ_COLD_PROFILE") == "tiny"
+    monkeypatch.setenv("CLPROJ_FOREIGN_MACHINE", "maybe")
+    with pytest.raises(ClprojError, match="CLPROJ_FOREIGN_MACHINE='maybe'"):
+        settings.get("CLPROJ_FOREIGN_MACHINE")
+    conf.write_text("cold_profile = [")
+    monkeypatch.delenv("CLPROJ_COLD_PROFILE")
+    with pytest.raises(ClprojError, match="config file"):
+        settings.get("CLPROJ_COLD_PROFILE")

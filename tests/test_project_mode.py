@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +14,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_project(cmd: list[str], tmp_path) -> dict:
-    env = dict(os.environ, CLPROJ_CACHE=str(tmp_path / "cache"))
+    """``clproj run --mode project --json`` with a projection cache of this test's own
+    (the session's device profiles are copied in, so a device is measured once a session)."""
+    cache = tmp_path / "cache"
+    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
+    if os.path.isdir(session_profiles) and not (cache / "profiles").exists():
+        shutil.copytree(session_profiles, cache / "profiles")
+    env = dict(os.environ, CLPROJ_CACHE=str(cache))
     out = subprocess.run(
         [
             sys.executable,
