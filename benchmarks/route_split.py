@@ -86,11 +86,11 @@ def run_one(pair: str, kernel: str, config: str) -> dict[str, Any]:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     if proc.returncode != 0:
         raise RuntimeError(f"{pair} {kernel} {config} failed: {proc.stderr[-2000:]}")
-    lines = proc.stdout.splitlines()
+    # under `clproj run --json` the app's stdout goes to stderr, the summary alone to stdout
+    lines = (proc.stdout if config.startswith("plain") else proc.stderr).splitlines()
     result = json.loads(next(ln for ln in lines if ln.startswith('{"kernel"')))
     if not config.startswith("plain"):
-        start = proc.stdout.rfind("\n{")
-        summary = json.loads(proc.stdout[start + 1 :])
+        summary = json.loads(proc.stdout)
         result["devices"] = sorted({r["device"] for r in summary["kernels"]})
         result["splits"] = summary.get("splits", [])
     return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -280,6 +279,13 @@ def _print_splits(splits: list[dict]) -> None:
         print(f"clproj: split: {d['kernel']}: {d['reason']}", file=sys.stderr)
 
 
+def _sweep_after_app() -> None:
+    """Remove the shared-memory files of route-mode clients that died (a crashed app)."""
+    from runtime.client import sweep_orphan_shm
+
+    sweep_orphan_shm()
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -291,6 +297,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     if getattr(args, "split", False) and args.mode != "route":
         raise ClprojError("--split is for --mode route", "add --mode route")
     if args.record:
+        if os.path.exists(args.record) and not os.path.isdir(args.record):
+            raise ClprojError(
+                f"--record {args.record} is a file, not a folder", "name a folder (new or existing)"
+            )
         os.makedirs(args.record, exist_ok=True)
         if not os.access(args.record, os.W_OK):
             print(
@@ -301,8 +311,9 @@ def run_cmd(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
         summary = os.path.join(tmp, "summary.tsv")
         # Project mode needs records; without --record they live in the temporary folder.
+        # Route mode snapshots launches too: never into a folder left behind in /tmp.
         record_dir = args.record or (
-            os.path.join(tmp, "records") if args.mode == "project" else None
+            os.path.join(tmp, "records") if args.mode in ("project", "route") else None
         )
         env = shim_environment(
             args.mode,
@@ -331,23 +342,29 @@ def run_cmd(args: argparse.Namespace) -> int:
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
             env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
             env.setdefault("CLPROJ_EMULATION_NICE", "10")
-        try:
-            rc = subprocess.call(cmd, env=env)
-        except FileNotFoundError:
-            raise ClprojError(
-                f"command not found: {cmd[0]}", "check the command after --"
-            ) from None
-        rows = read_summary(summary)
-        splits = _read_splits(split_file)
-        if args.mode == "project":
-            from runtime.live_projection import complete_run
+        # everything the app's clproj parts create lives here, removed however the app ends
+        env["CLPROJ_RUN_DIR"] = tmp
+        from intercept.app_process import run_app
 
-            projections = complete_run(
-                record_dir,
-                env["CLPROJ_PROJECTION_FILE"],
-                env["CLPROJ_DEFERRED_FILE"],
-                devices_spec=devices_spec or "local",
-            )
+        # --json: the document alone on stdout; the app's own output goes to stderr
+        rc = run_app(cmd, env, stdout=sys.stderr.fileno() if args.json else None)
+        _sweep_after_app()
+        try:
+            rows = read_summary(summary)
+            splits = _read_splits(split_file)
+            if args.mode == "project":
+                from runtime.live_projection import complete_run
+
+                projections = complete_run(
+                    record_dir,
+                    env["CLPROJ_PROJECTION_FILE"],
+                    env["CLPROJ_DEFERRED_FILE"],
+                    devices_spec=devices_spec or "local",
+                )
+        except ClprojError as exc:  # the app's exit code and its measured kernels stay
+            print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
+            rows = read_summary(summary)
+            splits = []
     if args.json:
         emit_json(
             {

@@ -291,7 +291,10 @@ class LocalCluster:
         import subprocess
         import tempfile
 
-        self.tmp = tempfile.TemporaryDirectory(prefix="clproj-route-")
+        # inside `clproj run`'s run directory, which it removes however the app ends
+        self.tmp = tempfile.TemporaryDirectory(
+            prefix="clproj-route-", dir=os.environ.get("CLPROJ_RUN_DIR") or None
+        )
         os.chmod(self.tmp.name, 0o700)
         self.endpoint = f"ipc://{self.tmp.name}/broker"
         repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -305,9 +308,21 @@ class LocalCluster:
         if not exe or not os.path.basename(exe).startswith("python"):
             exe = os.path.join(sys.base_prefix, "bin", "python3")  # embedded in a C app
         common = [exe, "-m", "clproj.cli"]
+        # both stop when this app exits, even by a signal (clproj.lifeline)
+        parent = ["--parent-pid", str(os.getpid())]
         self.procs = [
             subprocess.Popen(
-                [*common, "broker", "--bind", self.endpoint, "--curve", "off", "--lifetime", life],
+                [
+                    *common,
+                    "broker",
+                    "--bind",
+                    self.endpoint,
+                    "--curve",
+                    "off",
+                    "--lifetime",
+                    life,
+                    *parent,
+                ],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -325,6 +340,7 @@ class LocalCluster:
                     "local",
                     "--lifetime",
                     life,
+                    *parent,
                 ],
                 env=env,
                 stdin=subprocess.DEVNULL,

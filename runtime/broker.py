@@ -25,6 +25,8 @@ from typing import Any
 
 import zmq
 
+from clproj.errors import ClprojError
+from devices.profile import DeviceProfile
 from runtime import placement, protocol
 from runtime.keys import Keys, make_server, start_authenticator
 
@@ -183,24 +185,28 @@ class Broker:
 
     def _on_register(self, ident: bytes, h: dict[str, Any], body: list[Any]) -> None:
         name = h["node"]
+        # All or nothing: every device's profile is validated before any state changes, so
+        # a node with one bad profile leaves no device behind for clients to be placed on.
+        recs = []
+        for i, d in enumerate(h["devices"]):
+            did = f"{name}/{i}"
+            prof = d["profile"]
+            try:
+                DeviceProfile(prof)
+            except ClprojError as exc:
+                raise protocol.ProtocolError(f"register: device {i}: {exc.cause}") from None
+            h2d = prof["transfer"]["h2d_bytes_per_s"]
+            view = placement.DeviceView(
+                id=did, peak_flops=placement.peak_fp32(prof), h2d_bytes_per_s=float(h2d)
+            )
+            recs.append(DevRec(did, name, str(d["name"])[:200], prof, view))
         old = self.nodes.get(name)
         if old is not None:
             self._drop_node(name, notify=old.ident != ident)
         ids = []
-        for i, d in enumerate(h["devices"]):
-            did = f"{name}/{i}"
-            prof = d["profile"]
-            tr = prof.get("transfer") or {}
-            h2d = tr.get("h2d_bytes_per_s")
-            view = placement.DeviceView(
-                id=did,
-                peak_flops=placement.peak_fp32(prof),
-                h2d_bytes_per_s=float(h2d)
-                if isinstance(h2d, (int, float)) and h2d > 0
-                else placement.DEFAULT_BANDWIDTH,
-            )
-            self.devices[did] = DevRec(did, name, str(d["name"])[:200], prof, view)
-            ids.append(did)
+        for rec in recs:
+            self.devices[rec.id] = rec
+            ids.append(rec.id)
         self.nodes[name] = NodeRec(
             ident,
             name,

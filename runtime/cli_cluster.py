@@ -46,6 +46,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--lifetime", type=float, default=None, help="stop after this many seconds")
     p.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="stop when process PID (the one that started this) exits, however it exits",
+    )
+    p.add_argument(
         "--liveness",
         type=float,
         default=3.0,
@@ -74,6 +81,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "address to bind such as tcp://0.0.0.0:5600",
     )
     p.add_argument("--lifetime", type=float, default=None, help="stop after this many seconds")
+    p.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="stop when process PID (the one that started this) exits, however it exits",
+    )
     _common(p)
     p.set_defaults(func=run_node)
 
@@ -94,17 +108,30 @@ def _logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
-def _until(lifetime: float | None) -> float | None:
-    return None if lifetime is None else time.time() + lifetime
-
-
 def _keys_for(endpoint: str, args: argparse.Namespace, role: str) -> keys_mod.Keys | None:
     return keys_mod.load(args.keys, role) if keys_mod.needs_curve(endpoint, args.curve) else None
 
 
-def _stop_on_signal(obj: Any) -> None:
+def _stop_on_signal(obj: Any, args: argparse.Namespace) -> None:
+    """Stop on SIGTERM / SIGINT, and when ``--parent-pid`` exits (clproj.lifeline)."""
     signal.signal(signal.SIGTERM, lambda *_: obj.stop())
     signal.signal(signal.SIGINT, lambda *_: obj.stop())
+    if args.parent_pid is not None:
+        from clproj.lifeline import watch_parent
+
+        watch_parent(args.parent_pid, obj.stop)
+
+
+def _until(lifetime: float | None) -> float | None:
+    """The end of ``--lifetime`` seconds; a value that is not a positive finite number is an
+    error (a negative one used to be accepted and stop the server at once)."""
+    if lifetime is None:
+        return None
+    if not (0 < lifetime < float("inf")):
+        raise ClprojError(
+            f"--lifetime {lifetime} is not a positive number of seconds", "e.g. --lifetime 3600"
+        )
+    return time.time() + lifetime
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -121,7 +148,7 @@ def run_broker(args: argparse.Namespace) -> int:
         raise ClprojError(
             f"cannot bind {args.bind}: {exc}", "pick a free port or another ipc path"
         ) from exc
-    _stop_on_signal(broker)
+    _stop_on_signal(broker, args)
     if args.json:
         emit_json({"endpoint": broker.endpoint, "curve": broker.keys is not None})
     else:
@@ -142,7 +169,14 @@ def run_node(args: argparse.Namespace) -> int:
         device_filter=args.device,
         direct=args.direct,
     )
-    _stop_on_signal(node)
+    if not node.devs:
+        node.stop()
+        raise ClprojError(
+            "this node serves no OpenCL device"
+            + (f" (none matches --device {args.device!r})" if args.device else ""),
+            "see `clproj devices` for the names",
+        )
+    _stop_on_signal(node, args)
     if args.json:
         emit_json({"node": node.name, "devices": node.descr, "direct": node.direct})
     else:

@@ -211,10 +211,7 @@ def complete_run(
     scaled from the nearest anchor of its entry (``ReuseCache.scaled``). ``mode``
     defaults to :func:`emulation_mode`, as in the app.
     """
-    from clproj.console import track
     from intercept.record import list_records, load
-    from miniemu.profile import KernelProfile
-    from miniemu.reuse import ReuseCache
     from runtime import device_set
 
     mode = mode or emulation_mode()
@@ -234,6 +231,27 @@ def complete_run(
         return list(done.values())
     start = time.perf_counter()
     devices = device_set.resolve(devices_spec)
+    try:
+        _complete(records, missing, deferred, done, devices, mode)
+    except KeyboardInterrupt:  # Ctrl-C after the app: keep what is projected so far
+        print("clproj: interrupted; showing the launches projected so far", file=sys.stderr)
+    _summary(done, in_app, len(missing), time.perf_counter() - start)
+    return list(done.values())
+
+
+def _complete(
+    records: list[Any],
+    missing: list[Any],
+    deferred: list[Any],
+    done: dict[str, dict[str, Any]],
+    devices: list[Any],
+    mode: str,
+) -> None:
+    """complete_run's work: fills ``done`` (signature -> projection) as it goes."""
+    from clproj.console import track
+    from miniemu.profile import KernelProfile
+    from miniemu.reuse import ReuseCache
+
     cache = ReuseCache(mode=mode)
     todo = set(id(r) for r in missing)
     for r in track(records, "projecting recorded launches"):
@@ -260,8 +278,6 @@ def complete_run(
                 "error": "no launch of its family was emulated",
                 "cached": False,
             }
-    _summary(done, in_app, len(missing), time.perf_counter() - start)
-    return list(done.values())
 
 
 def _summary(done: dict[str, dict[str, Any]], in_app: int, after: int, seconds: float) -> None:

@@ -275,7 +275,9 @@ class Node:
 
         bind, host = direct_bind(broker, direct)
         if not bind:
-            self._dtmp = tempfile.TemporaryDirectory(prefix="clproj-node-")
+            self._dtmp = tempfile.TemporaryDirectory(
+                prefix="clproj-node-", dir=os.environ.get("CLPROJ_RUN_DIR") or None
+            )
             os.chmod(self._dtmp.name, 0o700)
             bind = f"ipc://{self._dtmp.name}/direct"
         # own context: its ZAP handler must not clash with a broker in the same process
@@ -299,7 +301,9 @@ class Node:
             ep = f"tcp://{host}:{ep.rsplit(':', 1)[1]}"
         self.dsock, self.direct = s, ep
         if self._dtmp is None:
-            self._dtmp = tempfile.TemporaryDirectory(prefix="clproj-node-")
+            self._dtmp = tempfile.TemporaryDirectory(
+                prefix="clproj-node-", dir=os.environ.get("CLPROJ_RUN_DIR") or None
+            )
             os.chmod(self._dtmp.name, 0o700)
         try:
             self.local = f"{self._dtmp.name}/local"
@@ -374,6 +378,9 @@ class Node:
             log.info("cannot reply to %s: %s", client.hex()[:16], exc)
 
     def run(self, until: float | None = None) -> None:
+        from runtime.client import sweep_orphan_shm
+
+        sweep_orphan_shm()  # files of same-host clients that died by a signal
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self._rfd, zmq.POLLIN)

@@ -136,10 +136,11 @@ def clproj_run(cmd: list[str], env: dict[str, str], broker: str | None = None, t
 
 
 def finish(proc: subprocess.Popen, timeout: int = 150) -> tuple[str, str, dict]:
+    """(the app's output, stderr, the summary) of ``clproj run --json``: the summary is
+    alone on stdout, the app's own stdout went to stderr."""
     out, err = proc.communicate(timeout=timeout)
-    start = out.rfind("\n{")
-    summary = json.loads(out[start + 1 :]) if start >= 0 else {}
-    return out, err, summary
+    summary = json.loads(out) if out.strip() else {}
+    return err, err, summary
 
 
 def devices_of(summary: dict, kernel: str) -> dict[str, int]:
@@ -204,9 +205,11 @@ def test_node_killed_mid_run_is_recovered(tmp_path, cluster):
     env = route_env(tmp_path)
     cmd = [sys.executable, str(tmp_path / "app.py"), "10", "60", "400", "0"]
     proc = clproj_run(cmd, env, broker=cluster["endpoint"])
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.strip() == "PHASE1", line + proc.stderr.read()
+    assert proc.stderr is not None
+    seen = []  # --json: the app's stdout comes on stderr
+    while not seen or seen[-1].strip() not in ("PHASE1", ""):
+        seen.append(proc.stderr.readline())
+    assert seen[-1].strip() == "PHASE1", "".join(seen) + proc.stderr.read()
     victim = cluster["nodes"]["np"]  # the default device (higher peak) runs the launches
     time.sleep(0.05)
     os.kill(victim.pid, signal.SIGKILL)
@@ -369,6 +372,6 @@ def test_new_signature_every_launch_snapshots_only_what_it_emulates(tmp_path):
         env=env, capture_output=True, text=True, timeout=150,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "PASS" in proc.stdout, proc.stdout[-2000:]
+    assert "PASS" in proc.stderr, proc.stderr[-2000:]  # --json: the app's stdout
     saved = list((records / "records").glob("*.clrec"))
     assert 1 <= len(saved) <= 40, len(saved)

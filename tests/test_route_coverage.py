@@ -54,12 +54,10 @@ def plain_and_route(tmp_path: Path, exe: Path) -> tuple[list[str], list[str], st
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert routed.returncode == 0, routed.stdout + routed.stderr
-    out = routed.stdout
-    start = out.rfind("\n{")
-    if start >= 0:
-        json.loads(out[start + 1 :])  # the summary: well formed
-        out = out[: start + 1]
-    return plain.stdout.splitlines(), out.splitlines(), routed.stderr
+    json.loads(routed.stdout)  # --json: the summary alone on stdout, well formed
+    # the app's stdout went to stderr, beside clproj's own lines
+    out = [ln for ln in routed.stderr.splitlines() if not ln.startswith("clproj")]
+    return plain.stdout.splitlines(), out, routed.stderr
 
 
 @needs_shim

@@ -1,0 +1,238 @@
+"""Signals, crashes and dead peers: no hang, no leaked process or file, no lost exit code.
+
+Everything here is real: ``clproj run`` as a subprocess, route mode's broker and node
+processes, PoCL, /dev/shm. Each case checks the exit status, the one-line message, and
+that nothing clproj started outlives what started it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from devices.profile import load_profile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLI = [sys.executable, "-m", "clproj.cli"]
+
+# An app that launches one kernel (so route mode starts its broker, node and shm files),
+# then ends as argv[1] says: normally, by a signal, or by sleeping until it is told.
+APP = textwrap.dedent(
+    """
+    import os, sys, time
+    import numpy as np
+    import pyopencl as cl
+    ctx = cl.create_some_context(interactive=False)
+    q = cl.CommandQueue(ctx)
+    prg = cl.Program(ctx, "__kernel void k(__global int *a) { a[get_global_id(0)] += 1; }").build()
+    host = np.zeros(1 << 18, np.int32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+    prg.k(q, host.shape, None, buf)
+    cl.enqueue_copy(q, host, buf)
+    print("RAN", int(host.sum()), os.getpid(), flush=True)
+    how = sys.argv[1]
+    if how.startswith("signal"):
+        os.kill(os.getpid(), int(how[6:]))
+    if how == "sleep":
+        time.sleep(120)
+    sys.exit(int(how) if how.isdigit() else 0)
+    """
+)
+
+
+def helpers_of(pid: int) -> list[int]:
+    """Processes started with ``--parent-pid PID`` (route mode's broker and node)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--parent-pid" in argv and argv[argv.index(b"--parent-pid") + 1] == str(pid).encode():
+            out.append(int(entry))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], seconds: float = 8.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def shm_of(pid: int) -> list[str]:
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"clproj-c{pid}-")]
+
+
+@pytest.fixture
+def app(tmp_path) -> str:
+    path = tmp_path / "app.py"
+    path.write_text(APP)
+    return str(path)
+
+
+def run(args: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, **kw
+    )
+
+
+def app_pid(text: str) -> int:
+    line = next(ln for ln in text.splitlines() if ln.startswith("RAN"))
+    return int(line.split()[2])
+
+
+@pytest.mark.parametrize(
+    ("how", "status", "named"),
+    [("signal11", 139, "SIGSEGV"), ("signal9", 137, "SIGKILL"), ("signal6", 134, "SIGABRT")],
+)
+def test_route_app_killed_by_a_signal_leaves_nothing(app, tmp_path, how, status, named):
+    out = run(["run", "--mode", "route", "--", sys.executable, app, how])
+    assert out.returncode == status, out.stderr[-2000:]
+    assert f"the app was killed by {named} (exit status {status})" in out.stderr
+    pid = app_pid(out.stdout)
+    assert wait_gone(helpers_of(pid)) == []  # broker and node followed the app
+    assert helpers_of(pid) == []
+    assert shm_of(pid) == []
+    assert not os.path.exists(f"/tmp/clproj-records-{pid}")
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("mode", ["observe", "project", "route"])
+def test_the_apps_exit_code_is_kept_and_json_stays_parseable(app, mode):
+    out = run(["run", "--mode", mode, "--json", "--", sys.executable, app, "3"])
+    assert out.returncode == 3, out.stderr[-2000:]
+    doc = json.loads(out.stdout)  # the summary alone: the app's output went to stderr
+    assert doc["exit_code"] == 3
+    assert "RAN" in out.stderr and "RAN" not in out.stdout
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_clproj_run_is_forwarded_to_the_app(app, sig, status):
+    proc = subprocess.Popen(
+        [*CLI, "run", "--mode", "project", "--", sys.executable, app, "sleep"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    pid = app_pid(proc.stdout.readline())
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err[-2000:]
+    assert f"killed by {signal.Signals(sig).name}" in err
+    assert not alive(pid)
+    assert "projected" in err  # what was projected before the interruption is still shown
+
+
+def test_killing_clproj_run_kills_the_app_and_its_cluster(app):
+    proc = subprocess.Popen(
+        [*CLI, "run", "--mode", "route", "--", sys.executable, app, "sleep"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    pid = app_pid(proc.stdout.readline())
+    helpers = helpers_of(pid)
+    assert len(helpers) == 2  # the embedded broker and node
+    proc.kill()
+    proc.wait(10)
+    assert wait_gone([pid, *helpers]) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--record", "FILE", "--", "true"], "is a file, not a folder"),
+        (["run", "--", "/etc/passwd"], "cannot run /etc/passwd"),
+        (["run", "--", "/nonexistent/app"], "command not found"),
+        (["run", "--devices", "local", "--", "true"], "--devices is for --mode project or route"),
+        (["run", "--mode", "project", "--devices", ",", "--", "true"], "names no device"),
+        (["run", "--mode", "project", "--devices", "cluster", "--", "true"], "is for --mode route"),
+        (["node", "--broker", "ipc:///tmp/none", "--device", "nosuch"], "serves no OpenCL device"),
+        (["broker", "--bind", "ipc://SOCK", "--lifetime", "-5"], "is not a positive number"),
+    ],
+)
+def test_simple_mistakes_are_one_line_errors(tmp_path, args, message):
+    args = [
+        a.replace("FILE", str(tmp_path / "f")).replace("SOCK", str(tmp_path / "s")) for a in args
+    ]
+    (tmp_path / "f").write_text("")
+    out = run(args, timeout=60)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_orphaned_shm_files_are_swept(tmp_path):
+    from runtime.client import sweep_orphan_shm
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    mine = f"/dev/shm/clproj-c{os.getpid()}-test{os.urandom(4).hex()}"
+    orphan = f"/dev/shm/clproj-c{dead.pid}-test{os.urandom(4).hex()}"
+    for path in (mine, orphan):
+        with open(path, "wb") as fh:
+            fh.write(b"x" * 4096)
+    try:
+        assert sweep_orphan_shm() >= 1
+        assert os.path.exists(mine) and not os.path.exists(orphan)
+    finally:
+        for path in (mine, orphan):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def test_registration_is_all_or_nothing(tmp_path):
+    """A node announcing one valid and one broken profile registers no device at all."""
+    import zmq
+
+    from runtime import protocol
+    from runtime.cli_cluster import fetch_status
+
+    endpoint = f"ipc://{tmp_path}/broker"
+    broker = subprocess.Popen(
+        [*CLI, "broker", "--bind", endpoint, "--curve", "off", "--lifetime", "60"],
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    good = load_profile("pocl-pthread-amd-epyc").to_dict()
+    bad = json.loads(json.dumps(good))
+    bad["compute_units"] = "two"
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    try:
+        sock.setsockopt(zmq.ROUTING_ID, b"node-test")
+        sock.connect(endpoint)
+        for profiles in ([good, bad], [good, good]):
+            devices = [{"name": f"d{i}", "profile": p} for i, p in enumerate(profiles)]
+            sock.send(protocol.pack("register", node="n", host="h", pid=1, devices=devices))
+            time.sleep(0.5)
+            status = fetch_status(endpoint, None, 10)
+            if profiles[1] is bad:
+                assert status["nodes"] == [] and status.get("devices", []) == [], status
+        assert len(status["nodes"]) == 1 and len(status["nodes"][0]["devices"]) == 2
+    finally:
+        sock.close(0)
+        broker.terminate()
+        broker.wait(10)
