@@ -235,3 +235,34 @@ def test_cli_commands(c_app, tmp_path):
     )
     # route mode runs the app on the virtual platform; app_basic's sub-buffers are refused
     assert "clCreateSubBuffer is not supported" in p.stderr
+
+
+@pytest.mark.parametrize("mode", ["observe", "project", "route"])
+def test_ctypes_app_through_dlopen_dlsym_is_intercepted(mode):
+    """OpenCL reached through dlopen + dlsym (ctypes here; plugins and runtimes alike) is
+    intercepted in every mode: the shim interposes dlsym (native/shim/dlsym.c)."""
+    app = os.path.join(REPO, "tests", "c_apps", "ctypes_app.py")
+    env = dict(os.environ, POCL_DEVICES="pthread")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clproj.cli",
+            "run",
+            "--mode",
+            mode,
+            "--json",
+            "--",
+            sys.executable,
+            app,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "PASS" in p.stderr  # --json: the app's stdout
+    kernels = json.loads(p.stdout)["kernels"]
+    assert [(k["kernel"], k["launches"]) for k in kernels] == [("fill", 1)]

@@ -13,10 +13,11 @@ __thread int clproj_in_shim = 0;
  * objects carry their own dispatch table, so any loader can forward their calls. */
 void *clproj_real(const char *name) {
     static void *system_loader = NULL;
-    void *fn = dlsym(RTLD_NEXT, name);
+    void *fn = clproj_real_dlsym(RTLD_NEXT, name);
     if (fn == NULL) {
         if (system_loader == NULL) system_loader = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (system_loader != NULL) fn = dlsym(system_loader, name);
+        /* the C library's dlsym: the shim's own (dlsym.c) would answer with the shim */
+        if (system_loader != NULL) fn = clproj_real_dlsym(system_loader, name);
     }
     if (fn == NULL) fprintf(stderr, "clproj: cannot resolve real %s: %s\n", name, dlerror());
     return fn;

@@ -18,6 +18,8 @@ enum { CLPROJ_ARG_SCALAR = 0, CLPROJ_ARG_BUFFER = 1, CLPROJ_ARG_LOCAL = 2, CLPRO
 
 /* Resolve the next definition of an OpenCL symbol (the real ICD loader). */
 void *clproj_real(const char *name);
+/* The C library's dlsym, past the shim's own interposed dlsym (dlsym.c). */
+void *clproj_real_dlsym(void *handle, const char *name);
 
 /* Thread-local guard: non-zero while the shim itself is calling OpenCL, so those
  * calls are forwarded untouched and never recurse into the shim. */
