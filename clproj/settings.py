@@ -14,6 +14,7 @@ committed file is current). Settings not yet listed here are still read where th
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -28,11 +29,12 @@ _FALSE = ("0", "false", "no", "off", "")
 @dataclass(frozen=True)
 class Setting:
     name: str
-    type: str  # "bool" | "str" | "path" | "choice" | "float"
+    type: str  # "bool" | "str" | "path" | "choice" | "float" | "int"
     default: Any
     scope: str  # who reads it: "cli", "app" (inside the intercepted app), "both"
     description: str
     choices: tuple[str, ...] = ()
+    bounds: tuple[float, float] | None = None  # "int" / "float": inclusive range
 
 
 TABLE: tuple[Setting, ...] = (
@@ -71,6 +73,16 @@ TABLE: tuple[Setting, ...] = (
         "microbenchmarks (under a minute on a 2-core CPU), `tiny` (seconds, rough: tests), "
         "or `off` (no measuring: a spec-sheet or generic profile marked low-confidence).",
         ("quick", "tiny", "off"),
+    ),
+    Setting(
+        "CLPROJ_EMULATION_NICE",
+        "int",
+        10,
+        "both",
+        "Scheduling priority (nice 0-19) of the Oclgrind emulator processes, so that an "
+        "emulation inside an application never takes its cores (project mode uses 19 in "
+        "the app).",
+        bounds=(0, 19),
     ),
     Setting(
         "CLPROJ_DEVICES",
@@ -121,13 +133,17 @@ def _parse(s: Setting, raw: Any, origin: str) -> Any:
                 f"use one of {', '.join(s.choices)}",
             )
         return text
-    if s.type == "float":
+    if s.type in ("float", "int"):
         try:
-            value = float(text)
+            value: float = int(text) if s.type == "int" else float(text)
         except ValueError:
             value = float("nan")
-        if not value == value or value in (float("inf"), float("-inf")):
-            raise ClprojError(f"{s.name}={raw!r} ({origin}) is not a number", "give a number")
+        lo, hi = s.bounds or (float("-inf"), float("inf"))
+        if not math.isfinite(value) or not lo <= value <= hi:
+            want = f"{'an integer' if s.type == 'int' else 'a number'}"
+            if s.bounds:
+                want += f" from {lo:g} to {hi:g}"
+            raise ClprojError(f"{s.name}={raw!r} ({origin}) is not {want}", f"give {want}")
         return value
     if s.type == "path":
         return os.path.expanduser(text) if text else os.path.expanduser(str(s.default))
@@ -146,6 +162,13 @@ def get(name: str) -> Any:
         if key in conf:
             return _parse(s, conf[key], "config file")
     return _parse(s, s.default, "default") if s.type != "bool" else bool(s.default)
+
+
+def check_all() -> None:
+    """Read every setting once, so a bad value fails the command at its start with one
+    line naming it, not later inside an application or a server it started."""
+    for s in TABLE:
+        get(s.name)
 
 
 def markdown() -> str:

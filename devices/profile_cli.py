@@ -7,6 +7,7 @@ Runs with only pyopencl, numpy and rich importable (the GPU machine):
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
@@ -119,6 +120,20 @@ def compare(a: str, b: str, as_json: bool) -> int:
     return 0
 
 
+def _check_writable(path: str) -> None:
+    """Fail now if ``path`` cannot be written (a measurement takes minutes)."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ClprojError(
+            f"cannot write the profile to {path}: {exc.strerror}", "pass -o a writable file path"
+        ) from None
+    if not existed:
+        os.unlink(path)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         return compare(args.compare[0], args.compare[1], args.json)
@@ -128,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     from devices.profile import DeviceProfile
 
     mode = args.mode or ("quick" if args.quick else "full")
+    if args.output:
+        _check_writable(args.output)  # before minutes of measuring, not after
     dev = select_device(args.device)
     nv = None
     if "NVIDIA" in dev.vendor.upper():
@@ -143,7 +160,17 @@ def run(args: argparse.Namespace) -> int:
     doc = profile_device(dev, mode, key=args.key, progress=progress, nvml_info=nv)
     prof = DeviceProfile(doc)
     if args.output:
-        prof.save(args.output)
+        try:
+            prof.save(args.output)
+        except OSError as exc:  # e.g. the disk filled up meanwhile: keep the measurement
+            from clproj import paths
+
+            kept = os.path.join(paths.cache_dir("profiles"), f"unsaved-{prof.key}.json")
+            prof.save(kept)
+            raise ClprojError(
+                f"cannot write {args.output}: {exc.strerror}; the profile is kept in {kept}",
+                f"copy {kept} where you want it",
+            ) from None
     if args.json:
         emit_json(doc)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stdout
 from miniemu.backend import MODES
 
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=60.0,
         metavar="S",
         help="time budget in seconds (default 60)",

@@ -21,7 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
+from clproj import settings
 from clproj.errors import ClprojError
 from miniemu.backend import GroupStats, RawEmulation
 
@@ -43,8 +45,10 @@ _CLEARED_ENV = (
 )
 
 
-def _nice() -> None:
-    os.nice(int(os.environ.get("CLPROJ_EMULATION_NICE", "10")))
+def _nicer(increment: int) -> Any:
+    """A ``preexec_fn`` lowering the child's priority; the value is read before the fork
+    (settings may parse a config file, which has no place in a forked child)."""
+    return lambda: os.nice(increment)
 
 
 def _repo_root() -> str:
@@ -119,7 +123,9 @@ class OclgrindBackend:
                 start_new_session=True,  # its own process group: a timeout kills all of it
                 # Inside an application (project mode) the emulator must not take the
                 # cores from the app it watches: CLPROJ_EMULATION_NICE lowers its priority.
-                preexec_fn=_nice if os.environ.get("CLPROJ_EMULATION_NICE") else None,
+                preexec_fn=_nicer(settings.get("CLPROJ_EMULATION_NICE"))
+                if os.environ.get("CLPROJ_EMULATION_NICE")
+                else None,
             )
             try:
                 _, err = proc.communicate(timeout=timeout_s)

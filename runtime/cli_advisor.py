@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stderr
 from clproj.errors import ClprojError
 
@@ -54,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["single", "quick", "full"],
         help="emulation mode of the kernel profile (default: single)",
     )
-    p.add_argument("--timeout", type=float, default=120.0, help="emulation time budget (s)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=120.0, help="emulation time budget (s)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_advise)
 
@@ -74,7 +77,7 @@ def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
             if not hit:
                 raise ClprojError(
                     f"device {key!r} is not a local OpenCL device",
-                    "--execute runs on this machine: use `clproj devices --profiles` for the keys",
+                    "--execute and --calibrate run on this machine: `clproj devices --profiles` lists its keys",
                 )
             chosen.append(hit[0])
         pairs = chosen

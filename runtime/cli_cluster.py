@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stderr
 from clproj.errors import ClprojError
 from runtime import keys as keys_mod
@@ -44,7 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--bind", required=True, help="endpoint, e.g. tcp://0.0.0.0:5555 or ipc:///tmp/clproj"
     )
-    p.add_argument("--lifetime", type=float, default=None, help="stop after this many seconds")
+    p.add_argument(
+        "--lifetime", type=positive_seconds, default=None, help="stop after this many seconds"
+    )
     p.add_argument(
         "--parent-pid",
         type=int,
@@ -80,7 +83,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "through the broker): auto (ipc next to a local broker, tcp otherwise), off, or an "
         "address to bind such as tcp://0.0.0.0:5600",
     )
-    p.add_argument("--lifetime", type=float, default=None, help="stop after this many seconds")
+    p.add_argument(
+        "--lifetime", type=positive_seconds, default=None, help="stop after this many seconds"
+    )
     p.add_argument(
         "--parent-pid",
         type=int,
@@ -97,7 +102,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Ask the broker for its nodes, devices, load and recent placements.",
     )
     p.add_argument("--broker", required=True, help="broker endpoint")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the broker")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=5.0, help="seconds to wait for the broker"
+    )
     _common(p)
     p.set_defaults(func=run_status)
 
@@ -123,15 +130,12 @@ def _stop_on_signal(obj: Any, args: argparse.Namespace) -> None:
 
 
 def _until(lifetime: float | None) -> float | None:
-    """The end of ``--lifetime`` seconds; a value that is not a positive finite number is an
-    error (a negative one used to be accepted and stop the server at once)."""
-    if lifetime is None:
-        return None
-    if not (0 < lifetime < float("inf")):
-        raise ClprojError(
-            f"--lifetime {lifetime} is not a positive number of seconds", "e.g. --lifetime 3600"
-        )
-    return time.time() + lifetime
+    return None if lifetime is None else time.time() + lifetime
+
+
+ENDPOINT_FIX = (
+    "an endpoint is tcp://HOST:PORT or ipc:///PATH (and --direct: auto, off or tcp://IP:PORT)"
+)
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -158,17 +162,24 @@ def run_broker(args: argparse.Namespace) -> int:
 
 
 def run_node(args: argparse.Namespace) -> int:
+    import zmq
+
     from runtime.node import Node
 
     _logging()
-    node = Node(
-        args.broker,
-        keys=_keys_for(args.broker, args, "member"),
-        name=args.name,
-        profiles_dir=args.profiles,
-        device_filter=args.device,
-        direct=args.direct,
-    )
+    try:
+        node = Node(
+            args.broker,
+            keys=_keys_for(args.broker, args, "member"),
+            name=args.name,
+            profiles_dir=args.profiles,
+            device_filter=args.device,
+            direct=args.direct,
+        )
+    except zmq.ZMQError as exc:
+        raise ClprojError(
+            f"cannot use --broker {args.broker} / --direct {args.direct}: {exc}", ENDPOINT_FIX
+        ) from None
     if not node.devs:
         node.stop()
         raise ClprojError(
@@ -202,7 +213,11 @@ def fetch_status(endpoint: str, keys: keys_mod.Keys | None, timeout: float) -> d
     sock.setsockopt(zmq.ROUTING_ID, b"s" + os.urandom(15))
     if keys:
         keys_mod.make_client(sock, keys)
-    sock.connect(endpoint)
+    try:
+        sock.connect(endpoint)
+    except zmq.ZMQError as exc:
+        sock.close(0)
+        raise ClprojError(f"cannot connect to {endpoint!r}: {exc}", ENDPOINT_FIX) from None
     try:
         sock.send(protocol.pack("status", id=1))
         deadline = time.monotonic() + timeout

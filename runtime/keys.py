@@ -85,7 +85,7 @@ def load(directory: Path | None, role: str) -> Keys:
         raise ClprojError(
             f"no CURVE keys for {role} in {directory}",
             "run `clproj keys` (or `clproj keys --dir DIR`) and copy the directory to every "
-            "machine, or pass --insecure for a trusted network",
+            "machine, or pass --curve off on a trusted network",
         )
     try:
         broker_pub, _ = zmq.auth.load_certificate(str(directory / "broker.key"))

@@ -63,6 +63,12 @@ def helpers_of(pid: int) -> list[int]:
     return out
 
 
+def _first_device_name() -> str:
+    from devices.discovery import opencl_devices
+
+    return opencl_devices()[0].name.strip()
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -171,15 +177,51 @@ def test_killing_clproj_run_kills_the_app_and_its_cluster(app):
         (["run", "--mode", "project", "--devices", ",", "--", "true"], "names no device"),
         (["run", "--mode", "project", "--devices", "cluster", "--", "true"], "is for --mode route"),
         (["node", "--broker", "ipc:///tmp/none", "--device", "nosuch"], "serves no OpenCL device"),
-        (["broker", "--bind", "ipc://SOCK", "--lifetime", "-5"], "is not a positive number"),
+        (["broker", "--bind", "ipc://SOCK", "--lifetime", "-5"], "not a positive"),
+        (["emulate", "FILE", "--timeout", "nan"], "not a positive"),
+        (["status", "--broker", "garbage"], "cannot connect to 'garbage'"),
+        (
+            ["node", "--broker", "ipc://SOCK", "--direct", "bogus", "--lifetime", "2"],
+            "--direct bogus",
+        ),
+        (
+            ["profile-device", "--mode", "tiny", "-o", "/proc/none/x.json"],
+            "cannot write the profile",
+        ),
+        (
+            ["node", "--broker", "ipc://SOCK", "--profiles", "BADPROFILES", "--lifetime", "5"],
+            "compute_units",
+        ),
+        (["run", "--mode", "project", "--", "true", "NICE=abc"], "CLPROJ_EMULATION_NICE='abc'"),
+        (["devices", "--profiles", "COLD=fast"], "CLPROJ_COLD_PROFILE='fast'"),
+        (["run", "--mode", "route", "--", "true", "FOREIGN=perhaps"], "CLPROJ_FOREIGN_MACHINE"),
     ],
 )
 def test_simple_mistakes_are_one_line_errors(tmp_path, args, message):
+    """Each is one line naming the cause, exit 2, no traceback (and nothing started)."""
+    env = dict(os.environ)
+    for key, name in (
+        ("NICE=", "EMULATION_NICE"),
+        ("COLD=", "COLD_PROFILE"),
+        ("FOREIGN=", "FOREIGN_MACHINE"),
+    ):
+        for a in [a for a in args if a.startswith(key)]:
+            env[f"CLPROJ_{name}"] = a[len(key) :]
+            args = [x for x in args if x != a]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    prof = load_profile("pocl-pthread-amd-epyc").to_dict()
+    prof["identity"]["name"] = _first_device_name()  # the node matches profiles by name
+    prof["compute_units"] = "two"
+    (bad / "p.json").write_text(json.dumps(prof))
     args = [
-        a.replace("FILE", str(tmp_path / "f")).replace("SOCK", str(tmp_path / "s")) for a in args
+        a.replace("BADPROFILES", str(bad))
+        .replace("FILE", str(tmp_path / "f"))
+        .replace("SOCK", str(tmp_path / "s"))
+        for a in args
     ]
     (tmp_path / "f").write_text("")
-    out = run(args, timeout=60)
+    out = run(args, timeout=60, env=env)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
