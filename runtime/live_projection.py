@@ -36,9 +36,44 @@ def emulation_mode() -> str:
     return os.environ.get("CLPROJ_EMULATION_MODE") or "bounded"
 
 
-def _devices_id(devices: list[Any]) -> str:
-    text = "|".join(f"{d.key}@{d.data.get('source', {}).get('date', '')}" for d in devices)
+# The code a cached projection depends on: after any change to the model (or an upgrade of
+# clproj) its projections are made again instead of served from the cache.
+_MODEL_FILES = ("projection.py", "occupancy.py", "live_projection.py")
+_model_version: str | None = None
+
+
+def model_version() -> str:
+    """A hash of the bound model's code (the files in ``_MODEL_FILES``) and this format."""
+    global _model_version
+    if _model_version is None:
+        h = hashlib.sha256(f"{FORMAT}/{VERSION}".encode())
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in _MODEL_FILES:
+            with open(os.path.join(here, name), "rb") as fh:
+                h.update(fh.read())
+        _model_version = h.hexdigest()[:12]
+    return _model_version
+
+
+def devices_id(devices: list[Any]) -> str:
+    """The devices *and* their numbers: a re-measured profile of the same key gives a new id."""
+    text = "|".join(
+        f"{d.key}@{d.data.get('source', {}).get('date', '')}@{_profile_digest(d)}" for d in devices
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+_digests: dict[int, tuple[Any, str]] = {}
+
+
+def _profile_digest(profile: Any) -> str:
+    """Hash of a profile's numbers, once per profile object (LU projects 2000 launches)."""
+    hit = _digests.get(id(profile))
+    if hit is None or hit[0] is not profile:
+        text = json.dumps(profile.data, sort_keys=True).encode()
+        hit = (profile, hashlib.sha256(text).hexdigest()[:12])
+        _digests[id(profile)] = hit
+    return hit[1]
 
 
 def project_record(
@@ -72,7 +107,10 @@ def _project_record(
 ) -> dict[str, Any]:
     from runtime.projection import rank, record_footprint
 
-    path = os.path.join(cache_dir(), f"{record.signature[:32]}-{mode}-{_devices_id(devices)}.json")
+    path = os.path.join(
+        cache_dir(),
+        f"{record.signature[:32]}-{mode}-{devices_id(devices)}-{model_version()}.json",
+    )
     reused = profile is not None and profile["emulation"].get("method") == "reused"
     if not reused and use_cache and os.path.exists(path):
         try:

@@ -76,3 +76,19 @@ def test_unmodified_c_binary_under_project_mode(tmp_path):
     doc = run_project([os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem"), "64"], tmp_path)
     check_projections(doc, {"matmul_lmem"})
     assert doc["exit_code"] == 0
+
+
+def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monkeypatch):
+    """A cached projection is served only for the same model code and the same numbers."""
+    from devices.profile import DeviceProfile, load_profile
+    from runtime import live_projection
+
+    prof = load_profile("pocl-pthread-amd-epyc")
+    base = live_projection.devices_id([prof])
+    data = prof.to_dict()
+    data["throughput"]["fp32_fma"] *= 2  # re-measured, same key and date
+    assert live_projection.devices_id([DeviceProfile(data)]) != base
+    version = live_projection.model_version()
+    monkeypatch.setattr(live_projection, "_model_version", None)
+    monkeypatch.setattr(live_projection, "_MODEL_FILES", ("projection.py",))
+    assert live_projection.model_version() != version
