@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from clproj.console import emit_json, print_table
+from clproj.errors import ClprojError
 from devices import nvml
 from devices.discovery import list_devices
 
@@ -23,6 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "local device resolves to (measuring a device that has none, once)",
     )
     p.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="with --profiles: measure the local devices that have no committed profile "
+        "again, replacing their cached profiles",
+    )
+    p.add_argument(
         "--no-measure",
         action="store_true",
         help="with --profiles: never measure; an unprofiled device shows its generic profile",
@@ -30,13 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def list_profiles(as_json: bool, measure: bool = True) -> int:
+def list_profiles(as_json: bool, measure: bool = True, remeasure: bool = False) -> int:
     """Every shipped profile, whether its numbers were measured (where, when) or are spec,
     and the profile each local device resolves to (devices.local)."""
     from devices.local import resolve_all
     from devices.profile import known_profiles
 
-    local = [lp.to_dict() for lp in resolve_all(measure_missing=measure)]
+    local = [lp.to_dict() for lp in resolve_all(measure_missing=measure, remeasure=remeasure)]
     rows = []
     for prof in known_profiles():
         src = prof.data["source"]
@@ -111,7 +118,9 @@ def _print_profiles(rows: list[dict]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.profiles:
-        return list_profiles(args.json, measure=not args.no_measure)
+        if args.remeasure and args.no_measure:
+            raise ClprojError("--remeasure and --no-measure contradict", "pick one")
+        return list_profiles(args.json, measure=not args.no_measure, remeasure=args.remeasure)
     devices = list_devices()
     records = []
     for d in devices:

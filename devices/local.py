@@ -135,7 +135,8 @@ def busy_note() -> str:
         return ""
     return (
         f"the machine is busy ({busy:.1f} of {cores} cores in use): a profile measured now "
-        "will be too slow; delete it from the cache and run again when the machine is quiet"
+        "will be too slow; when the machine is quiet, run `clproj devices --profiles "
+        "--remeasure`"
     )
 
 
@@ -233,12 +234,17 @@ def generic_profile(dev: Any, reason: str) -> DeviceProfile:
     return DeviceProfile(doc)
 
 
-def resolve_device(dev: Any, index: int, measure_missing: bool) -> LocalProfile:
-    """The profile of one local device (see the module docstring for the order)."""
+def resolve_device(
+    dev: Any, index: int, measure_missing: bool, remeasure: bool = False
+) -> LocalProfile:
+    """The profile of one local device (see the module docstring for the order);
+    ``remeasure`` drops a cached profile first (one measured while the machine was busy)."""
     platform, name, _ = _ident(dev)
     prof = _committed(dev)
     if prof is not None:
         return LocalProfile(index, name, platform, prof, "committed", prof.path)
+    if remeasure and os.path.exists(cache_path(dev)):
+        os.unlink(cache_path(dev))
     cached, why = _cached(dev)
     if cached is not None:
         return LocalProfile(index, name, platform, cached, "cached", cached.path)
@@ -267,8 +273,10 @@ def resolve_device(dev: Any, index: int, measure_missing: bool) -> LocalProfile:
     return LocalProfile(index, name, platform, prof, "generic", None, note)
 
 
-def resolve_all(measure_missing: bool = True) -> list[LocalProfile]:
+def resolve_all(measure_missing: bool = True, remeasure: bool = False) -> list[LocalProfile]:
     """A profile for every local OpenCL device, in ``clproj devices`` order."""
     from devices.discovery import opencl_devices
 
-    return [resolve_device(d, i, measure_missing) for i, d in enumerate(opencl_devices())]
+    return [
+        resolve_device(d, i, measure_missing, remeasure) for i, d in enumerate(opencl_devices())
+    ]

@@ -202,6 +202,15 @@ def test_a_bad_cached_profile_is_measured_again(cache):
     assert all(lp["how"] == "measured" for lp in json.loads(out.stdout)["local"])
 
 
+def test_remeasure_replaces_cached_profiles(cache):
+    env = foreign_env(cache)
+    out = clproj(["devices", "--profiles", "--json", "--remeasure"], env)
+    assert out.returncode == 0, out.stderr
+    assert all(lp["how"] == "measured" for lp in json.loads(out.stdout)["local"])
+    out = clproj(["devices", "--profiles", "--json", "--no-measure"], env)
+    assert all(lp["how"] == "cached" for lp in json.loads(out.stdout)["local"])
+
+
 def test_cache_keys_never_collide_with_committed_keys(cl_device):
     from devices.local import cache_key
     from devices.profile import known_profiles
