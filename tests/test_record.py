@@ -124,3 +124,53 @@ def test_background_writer_hashes_and_writes_before_hooks(tmp_path):
         assert back.args[1].blob == back.args[2].blob == R.sha256(back.buffer_bytes(1))
         assert back.buffer_bytes(2) == np.full(64, i, np.float32).tobytes()
     assert len(os.listdir(tmp_path / "blobs")) == 4
+
+
+def test_builds_differing_only_in_options_are_recorded_apart(tmp_path):
+    """One source built twice with different -D options is two programs: each one's first
+    launch is recorded (the C shim's signature hashes source and options)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    app = tmp_path / "app.py"
+    app.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np, pyopencl as cl
+            ctx = cl.create_some_context(interactive=False)
+            q = cl.CommandQueue(ctx)
+            src = "__kernel void k(__global int *a) { a[get_global_id(0)] = VALUE; }"
+            buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64 * 4)
+            for value in (1, 2):
+                cl.Program(ctx, src).build(options=[f"-DVALUE={value}"]).k(q, (64,), None, buf)
+            out = np.empty(64, np.int32)
+            cl.enqueue_copy(q, out, buf)
+            assert (out == 2).all()
+            """
+        )
+    )
+    rec = tmp_path / "rec"
+    env = dict(os.environ, POCL_DEVICES="pthread")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clproj.cli",
+            "run",
+            "--record",
+            str(rec),
+            "--",
+            sys.executable,
+            str(app),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    from intercept.record import list_records, load
+
+    options = sorted(load(path).options.split()[0] for path in list_records(str(rec)))
+    assert options == ["-DVALUE=1", "-DVALUE=2"]  # pyopencl appends its own -I option

@@ -144,6 +144,15 @@ CL_API_ENTRY cl_int CL_API_CALL clFinish(cl_command_queue q) {
 }
 
 /* ---------------- programs ---------------- */
+/* The program part of launch signatures: source and build options, like Python's
+ * intercept.record.program_hash (two builds of one source with different -D options are
+ * different programs, and each must get its own first-launch record). */
+static uint64_t prog_hash(const char *source, const char *options) {
+    uint64_t h = fnv(0xcbf29ce484222325ULL, source ? source : "", source ? strlen(source) : 0);
+    h = fnv(h, "", 1); /* the separator: "ab"+"c" and "a"+"bc" differ */
+    return fnv(h, options ? options : "", options ? strlen(options) : 0);
+}
+
 static prog_info *new_prog(char *source, const char *binary_kind, const char *reason) {
     prog_info *p = calloc(1, sizeof *p);
     p->refs = 1; /* the table's reference */
@@ -152,7 +161,7 @@ static prog_info *new_prog(char *source, const char *binary_kind, const char *re
     p->options = strdup("");
     p->binary_kind = binary_kind;
     p->reason = reason;
-    p->hash = fnv(0xcbf29ce484222325ULL, source ? source : "", source ? strlen(source) : 0);
+    p->hash = prog_hash(source, p->options);
     return p;
 }
 static void track_prog(cl_program prog, prog_info *p) {
@@ -219,6 +228,7 @@ static void set_options(cl_program prog, const char *options) {
     if (p) {
         free(p->options);
         p->options = strdup(options ? options : "");
+        p->hash = prog_hash(p->source, p->options);
     }
     clproj_unlock();
 }
@@ -294,6 +304,7 @@ CL_API_ENTRY cl_program CL_API_CALL clLinkProgram(cl_context ctx, cl_uint n,
     prog_info *p = new_prog(src, binary_kind, reason);
     free(p->options);
     p->options = opts ? opts : strdup("");
+    p->hash = prog_hash(p->source, p->options);
     track_prog(prog, p);
     return prog;
 }
