@@ -74,6 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=records_cmd)
 
+    from clproj.argtypes import positive_seconds
+
     p = subparsers.add_parser(
         "replay",
         help="replay a launch record on an OpenCL device",
@@ -85,6 +87,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--device", default=None, metavar="N", help="device index or name (clproj devices)"
     )
     p.add_argument("--verify", action="store_true", help="compare outputs with the recorded ones")
+    p.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=60.0,
+        metavar="S",
+        help="time budget in seconds (default 60): the replay runs in a child process, "
+        "killed after S seconds",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=replay_cmd)
 
@@ -468,16 +478,26 @@ def records_cmd(args: argparse.Namespace) -> int:
 
 
 def replay_cmd(args: argparse.Namespace) -> int:
+    """Validate the record here, then replay it in a time-boxed child process: a driver
+    crash or an endless kernel becomes a one-line error, not a dead or hung CLI."""
     from intercept.record import load
-    from intercept.replay import replay
+    from intercept.replay import check_ndrange, check_replayable, replay_isolated
 
     rec = load(args.record)
-    device = None
-    if args.device is not None:
-        from devices.discovery import select_device
-
-        device = select_device(int(args.device) if args.device.isdigit() else args.device)
-    res = replay(rec, device, check_outputs=args.verify)
+    check_replayable(rec)
+    check_ndrange(rec)  # before a process starts: the device limits are checked in it
+    if args.verify and not rec.outputs:
+        raise ClprojError(
+            f"launch {rec.id or rec.kernel} has no recorded outputs to compare",
+            "record with `clproj run --record DIR --verify -- ...`",
+        )
+    res = replay_isolated(
+        args.record,
+        args.device,
+        check_outputs=args.verify,
+        timeout_s=args.timeout,
+        label=rec.id or rec.kernel,
+    )
     out = {
         "record": args.record,
         "kernel": rec.kernel,

@@ -12,6 +12,7 @@ import collections
 import functools
 import hashlib
 import itertools
+import math
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 import msgpack
 
 from clproj.errors import ClprojError
+from clproj.untrusted import is_int, read_regular_file
 
 FORMAT = "clproj.launch-record"
 VERSION = 1
@@ -34,9 +36,27 @@ SUFFIX = ".clrec"
 
 ARG_KINDS = ("scalar", "buffer", "local", "null", "unsupported")
 
+# Bounds of a record read from disk (docs/formats.md section 1, "Validation"): records are
+# copied between machines, so every value is checked before it is used.
+MAX_RECORD_BYTES = 64 << 20  # the msgpack file: program source, scalars, metadata
+MAX_ARGS = 1024
+MAX_SCALAR_BYTES = 1 << 16  # one by-value argument (a double16 is 128 bytes)
+MAX_SIZE_T = 2**64 - 1  # sizes and NDRange entries are size_t
+MAX_NAME = 1024  # kernel names, ids
+BINARY_KINDS = (None, "il", "binary")
+# A blob reference is the sha256 of the content, as BlobStore names its files, and
+# nothing else: it becomes a file name, so it can never be a path.
+BLOB_KEY = re.compile(r"[0-9a-f]{64}")
+_ID = re.compile(r"[A-Za-z0-9_.-]*")
+
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def is_blob_key(value: object) -> bool:
+    """True for a content hash as the blob store names its files (64 lowercase hex)."""
+    return isinstance(value, str) and BLOB_KEY.fullmatch(value) is not None
 
 
 PENDING_BLOB = "pending-"  # LaunchRecord.add_blob: not a hex digest, never in a saved record
@@ -100,6 +120,8 @@ class BlobStore:
         """Store ``data``; ``sha`` (its sha256, when the caller has it) spares a second
         pass over a multi-MiB snapshot."""
         sha = sha or sha256(data)
+        if not is_blob_key(sha):  # the name becomes a path: a hash, never anything else
+            raise ClprojError(f"blob key {str(sha)[:80]!r} is not a content hash")
         target = os.path.join(self.path, sha)
         if os.path.exists(target):
             return sha
@@ -117,16 +139,31 @@ class BlobStore:
             raise
         return sha
 
-    def get(self, sha: str) -> bytes:
+    def get(self, sha: str, size: int | None = None) -> bytes:
+        """The blob named ``sha``, checked: a content hash (never a path), a regular
+        file, ``size`` bytes when the record declares a size, and content hashing to
+        ``sha``. At most ``size`` bytes are read, whatever the file is."""
+        if not is_blob_key(sha):
+            raise ClprojError(
+                f"blob reference {str(sha)[:80]!r} is not a content hash (64 lowercase hex digits)",
+                "record the launch again with `clproj run --record DIR -- ...`",
+            )
         target = os.path.join(self.path, sha)
-        try:
-            with open(target, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+        if not os.path.lexists(target):
             raise ClprojError(
                 f"blob {sha} is missing from {self.path}",
                 "copy the record directory together with its blobs/ folder",
-            ) from None
+            )
+        limit = size if size is not None else MAX_SIZE_T
+        data = read_regular_file(
+            target, "blob", limit, "copy the blobs/ folder again, or record the launch again"
+        )
+        if size is not None and len(data) != size:
+            raise ClprojError(
+                f"blob {sha} in {self.path} is corrupt: {len(data)} bytes, the record "
+                f"declares {size}",
+                "copy the blobs/ folder again, or record the launch again",
+            )
         if sha256(data) != sha:
             raise ClprojError(
                 f"blob {sha} in {self.path} is corrupt (content hash differs)",
@@ -135,7 +172,7 @@ class BlobStore:
         return data
 
     def has(self, sha: str) -> bool:
-        return os.path.exists(os.path.join(self.path, sha))
+        return is_blob_key(sha) and os.path.exists(os.path.join(self.path, sha))
 
 
 class LocalArg:
@@ -188,12 +225,13 @@ class LaunchRecord:
             [a.data or b"" for a in self.args if a.kind == "scalar"],
         )
 
-    def blob(self, sha: str) -> bytes:
+    def blob(self, sha: str, size: int | None = None) -> bytes:
+        """Content of blob ``sha``; ``size`` (the declared buffer size) bounds the read."""
         if sha in self.blobs:
             return self.blobs[sha]
         if self.store_dir is None:
             raise ClprojError(f"blob {sha} is not available: the record has no blob store")
-        return BlobStore(self.store_dir).get(sha)
+        return BlobStore(self.store_dir).get(sha, size)
 
     def add_blob(self, data: bytes) -> str:
         """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
@@ -234,13 +272,13 @@ class LaunchRecord:
             raise ClprojError(f"argument {index} of {self.kernel} is {a.kind}, not a buffer")
         if a.blob is None:
             return bytes(a.size or 0)
-        return self.blob(a.blob)
+        return self.blob(a.blob, a.size)
 
     def output_bytes(self, index: int) -> bytes | None:
         """Post-launch content of buffer argument ``index``, if it was recorded."""
         if not self.outputs or index not in self.outputs:
             return None
-        return self.blob(self.outputs[index])
+        return self.blob(self.outputs[index], self.arg(index).size)
 
     def to_map(self) -> dict[str, Any]:
         return {
@@ -445,82 +483,217 @@ def _bad(path: str, what: str) -> ClprojError:
     )
 
 
+class _BadField(Exception):
+    """A record field that fails validation: ``field`` is its dotted name."""
+
+    def __init__(self, field_name: str, what: str) -> None:
+        super().__init__(what)
+        self.field = field_name
+        self.what = what
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int_field(name: str, v: Any, lo: int, hi: int = MAX_SIZE_T) -> int:
+    if not is_int(v):
+        raise _BadField(name, f"must be an integer, got {type(v).__name__} {_short(v)}")
+    if not lo <= v <= hi:
+        raise _BadField(name, f"{v} is out of range {lo}..{hi}")
+    return v
+
+
+def _opt_str(name: str, v: Any, limit: int = MAX_RECORD_BYTES) -> str | None:
+    if v is not None and (not isinstance(v, str) or len(v) > limit):
+        raise _BadField(name, f"must be a string or null, got {type(v).__name__}")
+    return v
+
+
+def _sizes(name: str, v: Any, work_dim: int, lo: int) -> list[int]:
+    if not isinstance(v, list):
+        raise _BadField(name, f"must be a list of {work_dim} integers, got {type(v).__name__}")
+    if len(v) != work_dim:
+        raise _BadField(name, f"has {len(v)} entries, work_dim is {work_dim}")
+    return [_int_field(f"{name}[{d}]", x, lo) for d, x in enumerate(v)]
+
+
+def _check_arg(i: int, m: Any) -> ArgRecord:
+    """One ``args[]`` entry: every field its kind uses, typed and in range."""
+    at = f"args[{i}]"
+    if not isinstance(m, dict):
+        raise _BadField(at, f"must be a map, got {type(m).__name__}")
+    kind = m.get("kind")
+    if kind not in ARG_KINDS:
+        raise _BadField(f"{at}.kind", f"unknown kind {_short(kind)}; one of {ARG_KINDS}")
+    a = ArgRecord(index=_int_field(f"{at}.index", m.get("index"), 0, MAX_ARGS - 1), kind=kind)
+    if kind == "scalar":
+        data = m.get("bytes")
+        if not isinstance(data, bytes) or not 1 <= len(data) <= MAX_SCALAR_BYTES:
+            raise _BadField(f"{at}.bytes", f"must be 1..{MAX_SCALAR_BYTES} raw bytes")
+        a.data = data
+    elif kind == "buffer":
+        a.size = _int_field(f"{at}.size", m.get("size"), 1)
+        flags = m.get("flags")
+        a.flags = None if flags is None else _int_field(f"{at}.flags", flags, 0)
+        blob = m.get("blob")
+        if blob is not None and not is_blob_key(blob):
+            raise _BadField(
+                f"{at}.blob", f"{_short(blob)} is not a content hash (64 lowercase hex digits)"
+            )
+        a.blob = blob
+        origin, parent = m.get("origin"), m.get("parent")
+        if (origin is None) != (parent is None):
+            raise _BadField(f"{at}.origin", "origin and parent go together (sub-buffers)")
+        if origin is not None:
+            a.origin = _int_field(f"{at}.origin", origin, 0)
+            a.parent = _int_field(f"{at}.parent", parent, 1)
+            if a.origin + a.size > a.parent:
+                raise _BadField(
+                    f"{at}.origin", f"origin + size ({a.origin + a.size}) exceeds parent {a.parent}"
+                )
+    elif kind == "local":
+        a.size = _int_field(f"{at}.size", m.get("size"), 1)
+    elif kind == "unsupported":
+        a.what = _opt_str(f"{at}.what", m.get("what"), MAX_NAME)
+    return a
+
+
+def _check_map(m: dict[str, Any]) -> dict[str, Any]:
+    """Every field of a record map (docs/formats.md section 1, "Validation")."""
+    out: dict[str, Any] = {}
+    prog = m.get("program")
+    if not isinstance(prog, dict):
+        raise _BadField("program", f"must be a map, got {type(prog).__name__}")
+    if "source" not in prog:
+        raise _BadField("program.source", "missing")
+    out["source"] = _opt_str("program.source", prog["source"])
+    out["options"] = _opt_str("program.options", prog.get("options")) or ""
+    out["binary_kind"] = prog.get("binary_kind")
+    if out["binary_kind"] not in BINARY_KINDS:
+        raise _BadField(
+            "program.binary_kind", f"{_short(out['binary_kind'])} is not null/il/binary"
+        )
+    kernel = m.get("kernel")
+    if not isinstance(kernel, str) or not 1 <= len(kernel) <= MAX_NAME:
+        raise _BadField("kernel", f"must be a kernel name (1..{MAX_NAME} characters)")
+    out["kernel"] = kernel
+    raw_args = m.get("args")
+    if not isinstance(raw_args, list):
+        raise _BadField("args", "missing" if raw_args is None else "must be a list")
+    if len(raw_args) > MAX_ARGS:
+        raise _BadField("args", f"{len(raw_args)} arguments, more than {MAX_ARGS}")
+    args = [_check_arg(i, a) for i, a in enumerate(raw_args)]
+    seen: set[int] = set()
+    for i, a in enumerate(args):
+        if a.index in seen or a.index >= len(args):
+            raise _BadField(
+                f"args[{i}].index",
+                f"{a.index} repeats or leaves a gap: indices must be 0..{len(args) - 1}, once each",
+            )
+        seen.add(a.index)
+    out["args"] = args
+    work_dim = _int_field("work_dim", m.get("work_dim"), 1, 3)
+    out["work_dim"] = work_dim
+    out["global_size"] = _sizes("global_size", m.get("global_size"), work_dim, 1)
+    lsz, goff = m.get("local_size"), m.get("global_offset")
+    out["local_size"] = None if lsz is None else _sizes("local_size", lsz, work_dim, 1)
+    out["global_offset"] = None if goff is None else _sizes("global_offset", goff, work_dim, 0)
+    outputs = m.get("outputs")
+    if outputs is not None:
+        if not isinstance(outputs, dict):
+            raise _BadField("outputs", "must be a map or null")
+        buffers = {a.index for a in args if a.kind == "buffer"}
+        out["outputs"] = {}
+        for k, sha in outputs.items():
+            index = int(k) if isinstance(k, str) and k.isdecimal() and len(k) < 5 else k
+            if not is_int(index) or index not in buffers:
+                raise _BadField(f"outputs[{_short(k)}]", "is not the index of a buffer argument")
+            if not is_blob_key(sha):
+                raise _BadField(
+                    f"outputs[{k}]",
+                    f"{_short(sha)} is not a content hash (64 lowercase hex digits)",
+                )
+            out["outputs"][index] = sha
+    else:
+        out["outputs"] = None
+    device = m.get("device")
+    if device is None:
+        device = {}
+    if not isinstance(device, dict):
+        raise _BadField("device", "must be a map")
+    for k, v in device.items():
+        if not isinstance(k, str) or not (v is None or isinstance(v, (str, int, float))):
+            raise _BadField(f"device.{_short(k)}", "must map names to strings or numbers")
+    out["device"] = dict(device)
+    mt = m.get("measured_time_ns")
+    out["measured_time_ns"] = None if mt is None else _int_field("measured_time_ns", mt, 0)
+    emulatable = m.get("emulatable", True)
+    if not isinstance(emulatable, bool):
+        raise _BadField("emulatable", "must be true or false")
+    out["emulatable"] = emulatable
+    out["not_emulatable_reason"] = _opt_str(
+        "not_emulatable_reason", m.get("not_emulatable_reason"), MAX_NAME
+    )
+    rid = m.get("id", "")
+    if not isinstance(rid, str) or len(rid) > MAX_NAME or not _ID.fullmatch(rid):
+        raise _BadField("id", f"{_short(rid)} is not a record id (letters, digits, _ . -)")
+    out["id"] = rid
+    created = m.get("created", 0.0)
+    if isinstance(created, bool) or not isinstance(created, (int, float)):
+        raise _BadField("created", "must be a number (UNIX time)")
+    if not math.isfinite(created):
+        raise _BadField("created", f"{created} is not a finite time")
+    out["created"] = float(created)
+    return out
+
+
 def load(path: str) -> LaunchRecord:
-    """Read a record file; the error names the field that is wrong."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise ClprojError(f"cannot read launch record {path}: {exc.strerror}") from None
+    """Read a record file; every field is validated and the error names the one that is
+    wrong. Records travel between machines: nothing in one is trusted (the blob store is
+    only ever indexed by content hashes, NDRange and arguments are typed and bounded)."""
+    raw = read_regular_file(
+        path,
+        "launch record",
+        MAX_RECORD_BYTES,
+        "pass a .clrec file (see `clproj records DIR`)",
+    )
     try:
         m = msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:
-        raise _bad(path, f"corrupt msgpack ({exc})") from None
+        raise _bad(path, f"corrupt msgpack ({type(exc).__name__}: {str(exc)[:80]})") from None
     if not isinstance(m, dict):
         raise _bad(path, "top level is not a map")
     if m.get("format") != FORMAT:
-        raise _bad(path, f"field 'format' is {m.get('format')!r}, expected {FORMAT!r}")
+        raise _bad(path, f"field 'format' is {_short(m.get('format'))}, expected {FORMAT!r}")
     version = m.get("version")
-    if not isinstance(version, int) or version != VERSION:
+    if not is_int(version) or version != VERSION:
         raise ClprojError(
-            f"{path}: field 'version' is {version!r}; this clproj reads version {VERSION}",
+            f"{path}: field 'version' is {_short(version)}; this clproj reads version {VERSION}",
             "use the clproj version that wrote the record, or record the launch again",
         )
-    field_name = "?"
     try:
-        field_name = "program"
-        prog = m["program"]
-        source, options, binary_kind = (
-            prog["source"],
-            prog.get("options") or "",
-            prog.get("binary_kind"),
-        )
-        if source is not None and not isinstance(source, str):
-            raise ValueError("program.source is not a string")
-        field_name = "kernel"
-        kernel = m["kernel"]
-        if not isinstance(kernel, str):
-            raise ValueError("not a string")
-        field_name = "args"
-        args = [ArgRecord.from_map(a) for a in m["args"]]
-        field_name = "work_dim"
-        work_dim = int(m["work_dim"])
-        if not 1 <= work_dim <= 3:
-            raise ValueError(f"work_dim {work_dim} not in 1..3")
-        field_name = "global_size"
-        gsz = [int(x) for x in m["global_size"]]
-        if len(gsz) != work_dim:
-            raise ValueError("length differs from work_dim")
-        field_name = "local_size"
-        lsz = None if m.get("local_size") is None else [int(x) for x in m["local_size"]]
-        field_name = "global_offset"
-        goff = None if m.get("global_offset") is None else [int(x) for x in m["global_offset"]]
-        field_name = "outputs"
-        outputs = None if m.get("outputs") is None else {int(k): v for k, v in m["outputs"].items()}
-        field_name = "device"
-        device = dict(m.get("device") or {})
-        field_name = "measured_time_ns"
-        mt = m.get("measured_time_ns")
-        mt = None if mt is None else int(mt)
-    except Exception as exc:
-        raise _bad(path, f"field '{field_name}': {exc}") from None
+        f = _check_map(m)
+    except _BadField as exc:
+        raise _bad(path, f"field '{exc.field}': {exc.what}") from None
     rec = LaunchRecord(
-        kernel=kernel,
-        source=source,
-        options=options,
-        args=args,
-        work_dim=work_dim,
-        global_size=gsz,
-        local_size=lsz,
-        global_offset=goff,
-        device=device,
-        binary_kind=binary_kind,
-        measured_time_ns=mt,
-        outputs=outputs,
-        emulatable=bool(m.get("emulatable", True)),
-        not_emulatable_reason=m.get("not_emulatable_reason"),
-        id=str(m.get("id", "")),
-        created=float(m.get("created", 0.0)),
+        kernel=f["kernel"],
+        source=f["source"],
+        options=f["options"],
+        args=f["args"],
+        work_dim=f["work_dim"],
+        global_size=f["global_size"],
+        local_size=f["local_size"],
+        global_offset=f["global_offset"],
+        device=f["device"],
+        binary_kind=f["binary_kind"],
+        measured_time_ns=f["measured_time_ns"],
+        outputs=f["outputs"],
+        emulatable=f["emulatable"],
+        not_emulatable_reason=f["not_emulatable_reason"],
+        id=f["id"],
+        created=f["created"],
     )
     # records/<id>.clrec -> the store is the directory above records/
     rdir = os.path.dirname(os.path.abspath(path))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clproj.errors import ClprojError
+from clproj.untrusted import is_finite_number, is_int
 from miniemu.backend import RawEmulation
 
 FORMAT = "clproj.kernel-profile"
@@ -130,6 +131,159 @@ class KernelProfile:
             per_group=d["per_group"],
             total=d["total"],
         )
+
+
+CONFIDENCES = ("high", "medium", "low")
+# Top-level keys of the statistics structure (docs/formats.md section 2).
+STATS_KEYS = (
+    "work_items",
+    "instructions",
+    "global",
+    "local",
+    "branches",
+    "barriers",
+    "atomics",
+    "private_bytes_per_work_item",
+)
+_MAX_STATS_DEPTH = 6  # the structure nests 4 deep (global.transactions.load.<warp>.<seg>)
+_PROFILE_FIX = (
+    "pass a kernel profile written by `clproj emulate --json` (docs/formats.md section 2)"
+)
+
+
+def _bad_field(path: str, what: str) -> ClprojError:
+    return ClprojError(f"kernel profile field {path}: {what}", _PROFILE_FIX)
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _get(d: dict[str, Any], path: str, key: str) -> Any:
+    if key not in d:
+        raise _bad_field(f"{path}.{key}" if path else key, "missing")
+    return d[key]
+
+
+def _positive_int(path: str, v: Any) -> int:
+    if not is_int(v) or not 1 <= v <= 2**64:
+        raise _bad_field(path, f"must be a positive integer, got {_short(v)}")
+    return v
+
+
+def _count(path: str, v: Any) -> float:
+    """A counter or size: a finite number >= 0 (never NaN, infinity, a string or a bool)."""
+    if not is_finite_number(v):
+        raise _bad_field(path, f"must be a finite number, got {_short(v)}")
+    if v < 0:
+        raise _bad_field(path, f"must not be negative, got {_short(v)}")
+    return v
+
+
+def _check_stats(path: str, stats: Any, depth: int = 0) -> None:
+    """Every leaf of a statistics structure is a finite count >= 0; maps all the way down."""
+    if depth > _MAX_STATS_DEPTH:
+        raise _bad_field(path, "nested too deeply for a statistics structure")
+    if not isinstance(stats, dict):
+        raise _bad_field(path, f"must be an object, got {type(stats).__name__}")
+    for k, v in stats.items():
+        sub = f"{path}.{k}"
+        if isinstance(v, dict):
+            _check_stats(sub, v, depth + 1)
+        else:
+            _count(sub, v)
+
+
+def _dims(path: str, v: Any, work_dim: int) -> list[int]:
+    if not isinstance(v, list) or len(v) != work_dim:
+        raise _bad_field(path, f"must list {work_dim} sizes (work_dim), got {_short(v)}")
+    return [_positive_int(f"{path}[{d}]", x) for d, x in enumerate(v)]
+
+
+def validate_profile(doc: Any) -> dict[str, Any]:
+    """Check a kernel-profile document read from a file; returns it unchanged.
+
+    Why: a profile is a file users pass around, and the projection divides by its group
+    counts and sums its counters, so a missing key, a string, NaN, infinity or a negative
+    count would surface as a traceback or as a silently wrong "recommended device". Every
+    failure names the field's dotted path (``total.instructions.fp32_fma``), as
+    ``devices.profile`` does for device profiles. Rules: docs/formats.md section 2.
+    """
+    if not isinstance(doc, dict):
+        raise ClprojError(
+            f"a kernel profile is a JSON object, this is a {type(doc).__name__}", _PROFILE_FIX
+        )
+    if doc.get("format") != FORMAT:
+        raise _bad_field("format", f"is {_short(doc.get('format'))}, not {FORMAT!r}")
+    version = doc.get("version")
+    if not is_int(version) or not 1 <= version <= VERSION:
+        raise ClprojError(
+            f"kernel profile field version: {_short(version)}; this clproj reads kernel "
+            f"profiles up to version {VERSION}",
+            "upgrade clproj or re-emulate the record",
+        )
+    kernel = _get(doc, "", "kernel")
+    if not isinstance(kernel, str) or not kernel:
+        raise _bad_field("kernel", f"must be a kernel name, got {_short(kernel)}")
+    if not isinstance(doc.get("signature", ""), str):
+        raise _bad_field("signature", "must be a string")
+    launch = _get(doc, "", "launch")
+    if not isinstance(launch, dict):
+        raise _bad_field("launch", "must be an object")
+    work_dim = _get(launch, "launch", "work_dim")
+    if not is_int(work_dim) or not 1 <= work_dim <= 3:
+        raise _bad_field("launch.work_dim", f"must be 1, 2 or 3, got {_short(work_dim)}")
+    gsz = _dims("launch.global_size", _get(launch, "launch", "global_size"), work_dim)
+    lsz = _dims("launch.local_size", _get(launch, "launch", "local_size"), work_dim)
+    num_groups = _positive_int("launch.num_groups", _get(launch, "launch", "num_groups"))
+    group_size = _positive_int("launch.group_size", _get(launch, "launch", "group_size"))
+    expect_groups = math.prod(-(-g // lo) for g, lo in zip(gsz, lsz, strict=True))
+    if num_groups != expect_groups:
+        raise _bad_field(
+            "launch.num_groups",
+            f"{num_groups} disagrees with global_size {gsz} / local_size {lsz} ({expect_groups})",
+        )
+    if group_size != math.prod(lsz):
+        raise _bad_field(
+            "launch.group_size", f"{group_size} disagrees with local_size {lsz} ({math.prod(lsz)})"
+        )
+    if "num_groups_per_dim" in launch:
+        _dims("launch.num_groups_per_dim", launch["num_groups_per_dim"], work_dim)
+    if "work_items" in launch and _positive_int("launch.work_items", launch["work_items"]) != (
+        math.prod(gsz)
+    ):
+        raise _bad_field("launch.work_items", f"disagrees with global_size {gsz}")
+    if "local_size_was_null" in launch and not isinstance(launch["local_size_was_null"], bool):
+        raise _bad_field("launch.local_size_was_null", "must be true or false")
+    if launch.get("footprint_bytes") is not None:
+        _count("launch.footprint_bytes", launch["footprint_bytes"])
+    em = _get(doc, "", "emulation")
+    if not isinstance(em, dict):
+        raise _bad_field("emulation", "must be an object")
+    for key in ("mode", "emulator"):
+        if not isinstance(_get(em, "emulation", key), str):
+            raise _bad_field(f"emulation.{key}", "must be a string")
+    if _get(em, "emulation", "confidence") not in CONFIDENCES:
+        raise _bad_field("emulation.confidence", f"must be one of {', '.join(CONFIDENCES)}")
+    flags = _get(em, "emulation", "flags")
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise _bad_field("emulation.flags", "must be a list of strings")
+    for key in ("groups_emulated", "work_items_emulated"):
+        v = _get(em, "emulation", key)
+        if not is_int(v) or v < 0:
+            raise _bad_field(f"emulation.{key}", f"must be an integer >= 0, got {_short(v)}")
+    _count("emulation.wall_s", _get(em, "emulation", "wall_s"))
+    for part in ("per_group", "total"):
+        stats = _get(doc, "", part)
+        _check_stats(part, stats)
+        for key in STATS_KEYS:
+            _get(stats, part, key)
+        if _count(f"{part}.work_items", stats["work_items"]) <= 0:
+            raise _bad_field(f"{part}.work_items", "must be positive")
+        if not isinstance(stats["instructions"], dict):
+            raise _bad_field(f"{part}.instructions", "must be an object")
+    return doc
 
 
 def build_profile(

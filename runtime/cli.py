@@ -7,6 +7,7 @@ import json
 import os
 from typing import Any
 
+from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stderr
 from clproj.errors import ClprojError
 
@@ -32,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["single", "quick", "full"],
         help="emulation mode when TARGET is a record (default: single)",
     )
-    p.add_argument("--timeout", type=float, default=120.0, help="emulation time budget in seconds")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=120.0, help="emulation time budget in seconds"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_project)
     register_evaluate(subparsers)
@@ -48,14 +51,7 @@ def load_kernel_profile(
             "pass a .clrec record (see `clproj records DIR`) or a profile .json",
         )
     if target.endswith(".json"):
-        with open(target, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        if doc.get("format") != "clproj.kernel-profile":
-            raise ClprojError(
-                f"{target}: field format is {doc.get('format')!r}, not 'clproj.kernel-profile'",
-                "pass a kernel profile written by `clproj emulate --json`",
-            )
-        return doc
+        return read_kernel_profile(target)
     import miniemu
     from intercept.record import load
 
@@ -66,6 +62,36 @@ def load_kernel_profile(
         profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
     profile["launch"]["footprint_bytes"] = record_footprint(record)
     return profile
+
+
+MAX_PROFILE_BYTES = 64 << 20
+
+
+def read_kernel_profile(path: str) -> dict[str, Any]:
+    """A kernel-profile JSON file, validated (miniemu.profile.validate_profile).
+
+    Profiles are files users copy between machines: the read is bounded (a FIFO or
+    /dev/zero named ``x.json`` is refused, not waited on), bad JSON and every bad field
+    become one ClprojError naming the field."""
+    from clproj.untrusted import read_regular_file
+    from miniemu.profile import validate_profile
+
+    fix = "pass a kernel profile written by `clproj emulate --json`"
+    raw = read_regular_file(path, "kernel profile", MAX_PROFILE_BYTES, fix)
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ClprojError(f"{path} is not UTF-8 text ({exc.reason})", fix) from None
+    except json.JSONDecodeError as exc:
+        raise ClprojError(
+            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", fix
+        ) from None
+    except RecursionError:
+        raise ClprojError(f"{path} nests JSON too deeply for a kernel profile", fix) from None
+    try:
+        return validate_profile(doc)
+    except ClprojError as exc:
+        raise ClprojError(f"{path}: {exc.cause}", exc.fix) from None
 
 
 def run_project(args: argparse.Namespace) -> int:

@@ -1,0 +1,84 @@
+"""Reading files that users copy between machines: records, blobs, kernel profiles.
+
+Why a helper: a path taken from the command line (or a blob name from a record) may name
+``/dev/zero`` (an endless read), a FIFO (an endless wait on ``open``) or a multi-GiB file.
+Every reader of an untrusted file therefore opens it without blocking, insists on a
+regular file and reads at most a stated number of bytes; each failure is one
+:class:`ClprojError` naming the file, never a traceback, a hang or a MemoryError.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+
+from clproj.errors import ClprojError
+
+_CHUNK = 1 << 20
+
+
+def _kind(mode: int) -> str:
+    """A readable name for a file type that is not a regular file."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_regular_file(path: str, what: str, max_bytes: int, fix: str | None = None) -> bytes:
+    """The content of ``path``, a regular file of at most ``max_bytes`` bytes.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once (it is then refused as not a
+    regular file); the size is checked before reading and the read is bounded anyway, in
+    case the file grows meanwhile.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ClprojError(f"{what} {path}: no such file", fix) from None
+    except OSError as exc:
+        raise ClprojError(f"cannot read {what} {path}: {exc.strerror or exc}", fix) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ClprojError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file", fix)
+        if st.st_size > max_bytes:
+            raise ClprojError(
+                f"{what} {path} has {st.st_size} bytes, more than the {max_bytes} accepted", fix
+            )
+        buf = bytearray()
+        while len(buf) <= max_bytes:
+            try:
+                chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - len(buf)))
+            except OSError as exc:
+                raise ClprojError(
+                    f"cannot read {what} {path}: {exc.strerror or exc}", fix
+                ) from None
+            if not chunk:
+                break
+            buf += chunk
+        if len(buf) > max_bytes:
+            raise ClprojError(f"{what} {path} grew beyond {max_bytes} bytes while read", fix)
+        return bytes(buf)
+    finally:
+        os.close(fd)
+
+
+def is_int(v: object) -> bool:
+    """An integer that is not a bool (``True`` is an ``int`` to Python, not to a format)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_finite_number(v: object) -> bool:
+    """An int or float that arithmetic can use: no bool, NaN, infinity or huge int."""
+    if is_int(v):
+        return abs(v) <= 2**64  # type: ignore[arg-type]
+    return isinstance(v, float) and math.isfinite(v)
