@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "runtime.cli_cluster",
     "runtime.cli",
     "runtime.cli_advisor",
+    "runtime.cli_validate",
 ]
 
 
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        from clproj import settings
+
+        settings.check_all()
         return int(args.func(args) or 0)
     except ClprojError as exc:
         stderr.print(f"[bold red]error:[/] {exc.cause}", highlight=False)

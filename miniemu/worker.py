@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     from intercept.replay import replay
 
     try:
-        result = replay(load(argv[0]))
+        result = replay(load(argv[0]), device_limits=False)  # Oclgrind's are nominal
     except ClprojError as exc:
         sys.stderr.write(f"clproj-worker-error: {exc}\n")
         return 3
