@@ -49,8 +49,13 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Accuracy, measured: our 32 apps against the committed device times, then the
+# third-party PolyBench/GPU apps (../shared/validation) against their real-device truth.
+VALIDATION := ../shared/validation/polybench
 bench: setup
-	$(BIN)/python -m benchmarks.run_all
+	$(BIN)/clproj evaluate
+	POCL_DEVICES=pthread $(BIN)/clproj validate $(VALIDATION) --truth $(VALIDATION)/truth \
+		--report benchmarks/results/validation-polybench
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so runtime/*.so
