@@ -13,6 +13,7 @@ docs/cluster.md).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -111,7 +112,12 @@ OPS: dict[str, dict[str, Any]] = {
     "buf_read": {"h": _INT, "off": _INT, "n": _INT, "shm?": _STR},
     "buf_copy": {"src": _INT, "dst": _INT, "soff": _INT, "doff": _INT, "n": _INT},
     "buf_fill": {"h": _INT, "pattern": _BYTES, "off": _INT, "n": _INT},
+    # reply res: the real program's introspection (runtime.introspect), also on failure
     "prog_build": {"h": _INT, "src": _STR, "opts": _STR},
+    # compiled, not linked (clCompileProgram); hdrs: [[include name, source], ...]
+    "prog_compile": {"h": _INT, "src": _STR, "opts": _STR, "hdrs?": _LIST},
+    # parts: handles of this client's compiled programs on that device (clLinkProgram)
+    "prog_link": {"h": _INT, "parts": _LIST, "opts": _STR},
     "launch": {
         "prog": _INT,
         "kernel": _STR,
@@ -127,7 +133,9 @@ OPS: dict[str, dict[str, Any]] = {
     "release_all": {},
 }
 
-_SCALAR_LIMIT = 256  # bytes of one scalar kernel argument (double16 = 128)
+# bytes of one by-value kernel argument (double16 = 128; structs may be larger, up to the
+# device's CL_DEVICE_MAX_PARAMETER_SIZE); the fast-launch frame takes at most 256
+_SCALAR_LIMIT = 4096
 
 
 _SPECS: dict[int, tuple[frozenset[str], dict[str, Any]]] = {}
@@ -173,6 +181,18 @@ def _check_fields(what: str, obj: dict[str, Any], schema: dict[str, Any]) -> Non
         raise ProtocolError(f"{what}: missing field {missing[0]!r}")
 
 
+def _is_seconds(v: Any) -> bool:
+    """A time a peer may report: a finite number >= 0. NaN compares false with everything
+    and infinity or a negative time would win or lose every placement, so a message
+    carrying one is rejected whole, like any other malformed message."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+
+
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _check_dims(name: str, v: Any, allow_zero: bool) -> None:
     if not isinstance(v, list) or not 1 <= len(v) <= 3:
         raise ProtocolError(f"launch: {name} must have 1..3 dimensions")
@@ -184,23 +204,32 @@ def _check_dims(name: str, v: Any, allow_zero: bool) -> None:
 
 
 def validate_args(a: list[Any]) -> None:
-    """Kernel arguments: ``["b", handle]``, ``["s", bytes]``, ``["l", size]`` or ``["n"]``."""
+    """Kernel arguments: ``["b", handle]``, ``["s", bytes]``, ``["l", size]``, ``["n"]``
+    or ``["r", handle, offset, size]`` (a sub-buffer: that region of the buffer)."""
     if len(a) > MAX_ARGS:
         raise ProtocolError("launch: too many arguments")
     for arg in a:
-        if not isinstance(arg, list) or not arg or arg[0] not in ("b", "s", "l", "n"):
+        if not isinstance(arg, list) or not arg or arg[0] not in ("b", "s", "l", "n", "r"):
             raise ProtocolError("launch: malformed argument")
         kind = arg[0]
         if kind == "n":
             if len(arg) != 1:
                 raise ProtocolError("launch: malformed null argument")
             continue
+        if kind == "r":
+            if (
+                len(arg) != 4
+                or not all(type(x) is int and 0 <= x <= MAX_DATA_BYTES for x in arg[1:])
+                or arg[3] == 0
+            ):
+                raise ProtocolError("launch: malformed sub-buffer argument")
+            continue
         if len(arg) != 2:
             raise ProtocolError("launch: malformed argument")
         v = arg[1]
         if kind == "s":
             if not isinstance(v, bytes) or not 0 < len(v) <= _SCALAR_LIMIT:
-                raise ProtocolError("launch: scalar argument must be 1..256 bytes")
+                raise ProtocolError(f"launch: scalar argument must be 1..{_SCALAR_LIMIT} bytes")
         elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 2**40:
             raise ProtocolError("launch: handle/local size out of range")
 
@@ -237,6 +266,18 @@ def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:
         raise ProtocolError("cmd buf_create: at most one data frame")
     if op == "buf_fill" and not 0 < len(a["pattern"]) <= 128:
         raise ProtocolError("cmd buf_fill: pattern must be 1..128 bytes")
+    if op == "prog_compile":
+        for hd in a.get("hdrs") or []:
+            if (
+                not isinstance(hd, list)
+                or len(hd) != 2
+                or not all(isinstance(x, str) and len(x) <= MAX_STR for x in hd)
+            ):
+                raise ProtocolError("cmd prog_compile: hdrs must be [name, source] pairs")
+    if op == "prog_link" and not all(
+        type(h) is int and 0 <= h <= MAX_DATA_BYTES for h in a["parts"]
+    ):
+        raise ProtocolError("cmd prog_link: parts must be program handles")
 
 
 def _validate_launch(a: dict[str, Any]) -> None:
@@ -277,12 +318,19 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
             raise ProtocolError("done: times must be seconds or nil")
     if t == "projection":
         for k, v in header["times"].items():
-            if not isinstance(k, str) or not (v is None or isinstance(v, (int, float))):
-                raise ProtocolError("projection: times must map device id -> seconds or nil")
+            if not isinstance(k, str) or not (v is None or _is_seconds(v)):
+                raise ProtocolError(
+                    f"projection: times[{str(k)[:MAX_ID]!r}] is {_show(v)}; times must map "
+                    "device id -> finite seconds >= 0, or nil"
+                )
     if t == "place":
         for k, v in header["move"].items():
             if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ProtocolError("place: move must map device id -> bytes")
+        if not _is_seconds(header["remaining"]):
+            raise ProtocolError(
+                f"place: remaining is {_show(header['remaining'])}, not a finite number >= 0"
+            )
     if t == "register":
         if not 1 <= len(header["devices"]) <= 64:
             raise ProtocolError("register: 1..64 devices")
@@ -302,11 +350,17 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
             if not isinstance(k, str) or not 0 < len(k) <= MAX_ID or not isinstance(v, dict):
                 raise ProtocolError("heartbeat: measured must map key -> {device: seconds}")
             for i, s in v.items():
-                if not isinstance(i, str) or isinstance(s, bool) or not isinstance(s, (int, float)):
-                    raise ProtocolError("heartbeat: measured times must be numbers")
+                if not isinstance(i, str) or not _is_seconds(s):
+                    raise ProtocolError(
+                        f"heartbeat: measured[{k[:MAX_ID]!r}][{str(i)[:16]!r}] is {_show(s)}, "
+                        "not finite seconds >= 0"
+                    )
         for i, s in (header.get("lt") or {}).items():
-            if not isinstance(i, str) or isinstance(s, bool) or not isinstance(s, (int, float)):
-                raise ProtocolError("heartbeat: lt must map device index -> seconds")
+            if not isinstance(i, str) or not _is_seconds(s):
+                raise ProtocolError(
+                    f"heartbeat: lt[{str(i)[:16]!r}] is {_show(s)}; lt must map device index "
+                    "-> finite seconds >= 0"
+                )
     for k in ("node", "key", "client"):
         v = header.get(k)
         if isinstance(v, str) and not 0 < len(v) <= MAX_ID:

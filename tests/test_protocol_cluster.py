@@ -99,10 +99,16 @@ def test_malformed_headers_are_rejected(raw):
 
 def test_launch_argument_and_dimension_checks():
     base = {"prog": 1, "kernel": "k", "gsize": [64]}
-    ok = dict(base, args=[["b", 1], ["s", b"\0\0\0\0"], ["l", 256], ["n"]], lsize=[16])
+    ok = dict(
+        base,
+        args=[["b", 1], ["s", b"\0\0\0\0"], ["l", 256], ["n"], ["r", 1, 64, 32], ["s", b"x" * 300]],
+        lsize=[16],
+    )
     protocol.validate_command("launch", ok, 0)
     bad = [
-        dict(base, args=[["s", b"x" * 300]]),
+        dict(base, args=[["s", b"x" * 5000]]),  # past the largest by-value argument
+        dict(base, args=[["r", 1, 0, 0]]),  # an empty sub-buffer
+        dict(base, args=[["r", 1, 0]]),
         dict(base, args=[["b", -1]]),
         dict(base, args=[["q", 1]]),
         dict(base, args=[], gsize=[0]),
