@@ -11,7 +11,7 @@ NATIVE_SOURCES := $(wildcard native/*.py native/shim/*.c native/shim/*.h native/
 # Two PoCL drivers (one thread vs all cores) form a genuinely heterogeneous local pair.
 export POCL_DEVICES ?= pthread basic
 
-.PHONY: setup system venv build demo test lint bench clean
+.PHONY: setup system venv build demo test lint bench conformance clean
 
 setup: system venv build
 
@@ -56,6 +56,11 @@ bench: setup
 	$(BIN)/clproj evaluate
 	POCL_DEVICES=pthread $(BIN)/clproj validate $(VALIDATION) --truth $(VALIDATION)/truth \
 		--report benchmarks/results/validation-polybench
+
+# pyopencl's own test suite plainly and under each mode, every test id compared
+# (scripts/conformance.sh --help; a few minutes; CONFORMANCE_ARGS="--files test_wrapper.py").
+conformance: setup
+	scripts/conformance.sh $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so runtime/*.so

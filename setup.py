@@ -69,7 +69,7 @@ setup(
         "rich>=13.0",
     ],
     extras_require={
-        "dev": ["pytest>=7.4", "ruff>=0.4", "matplotlib>=3.7", "scikit-learn>=1.3"],
+        "dev": ["pytest>=7.4", "ruff>=0.4", "matplotlib>=3.7", "scikit-learn>=1.3", "mako>=1.2"],
     },
     setup_requires=["cffi>=1.16"],
     cffi_modules=["native/build_shim.py:ffibuilder", "native/build_nodelink.py:ffibuilder"],

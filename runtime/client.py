@@ -76,6 +76,7 @@ REASK_MIN_S = 0.02
 # be: zmq drops a ROUTER's messages past its high-water mark, so replies must be read
 PUMP_INFLIGHT = 1024
 MAX_INFLIGHT = 8192
+FAST_MAX_SCALAR = 256  # bytes of one scalar in a fast-launch frame (NL_MAX_SCALAR, nodelink.c)
 
 
 class RemoteError(ClprojError):
@@ -227,13 +228,32 @@ class RemoteBuffer:
         return bool(self.flags & MEM_READ_ONLY)
 
 
+@dataclass(frozen=True)
+class SubRegion:
+    """A sub-buffer kernel argument: ``size`` bytes of ``buf`` from ``offset``
+    (clCreateSubBuffer). It shares the buffer's content, so it moves with the buffer."""
+
+    buf: RemoteBuffer
+    offset: int
+    size: int
+
+
 @dataclass(eq=False)
 class RemoteProgram:
+    """A program: from source (``kind`` "build"), compiled only ("compile": source plus
+    embedded ``headers``, clCompileProgram) or linked from compiled ``parts`` ("link").
+    ``info``: the real program's introspection from the first build (runtime.introspect:
+    ``kernels``, ``log``)."""
+
     h: int
     source: str
     options: str
     hash: str
     built_on: set[str] = field(default_factory=set)
+    kind: str = "build"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    parts: list[RemoteProgram] = field(default_factory=list)
+    info: dict[str, Any] | None = None
 
 
 @dataclass(eq=False)
@@ -243,8 +263,9 @@ class RemoteKernel:
     args: dict[int, Any] = field(default_factory=dict)
 
     def set_arg(self, index: int, value: Any) -> None:
-        """RemoteBuffer, LocalMemory, None, bytes, or a numpy scalar/array (raw bytes)."""
-        if isinstance(value, (RemoteBuffer, LocalMemory)) or value is None:
+        """RemoteBuffer, SubRegion, LocalMemory, None, bytes, or a numpy scalar/array
+        (raw bytes)."""
+        if isinstance(value, (RemoteBuffer, SubRegion, LocalMemory)) or value is None:
             self.args[index] = value
         elif isinstance(value, (bytes, bytearray, memoryview)):
             self.args[index] = bytes(value)
@@ -391,6 +412,10 @@ class RemotePlatform:
         self._slots: dict[str, dict[tuple[Any, ...], tuple[int, str]]] = {}
         self._slot_seen: dict[str, dict[tuple[Any, ...], int]] = {}  # device -> launch -> 0/1
         self._slot_epoch: dict[str, int] = {}  # bumped whenever a device's slots are dropped
+        # corked: commands to same-host links are queued, written at uncork() (route mode:
+        # once per API call, so a launch that also creates its buffer is one write, not two)
+        self._corked = False
+        self._dirty: set[unixlink.Link] = set()
         self.refresh_devices(wait_s=wait_devices_s)
 
     # ---- messaging -------------------------------------------------------------------
@@ -546,6 +571,7 @@ class RemotePlatform:
                 self._lost({req.dev} if req.dev else set())
             else:
                 req.err = h.get("err") or "failed"
+                req.res = h.get("res")  # details of the failure (a build's code and log)
                 req.done = True
                 self._async_errors.append(req)
         elif t == "error":
@@ -614,7 +640,9 @@ class RemotePlatform:
         for r in reqs:
             if r.err:
                 err, r.err = r.err, None
-                raise RemoteError(f"{r.op} on {r.dev}: {err}")
+                exc = RemoteError(f"{r.op} on {r.dev}: {err}")
+                exc.res = r.res if isinstance(r.res, dict) else {}  # e.g. a build's log
+                raise exc
 
     def _raise_async(self) -> None:
         """Report a failure of a command nobody waited on (like an OpenCL error at clFinish)."""
@@ -684,11 +712,26 @@ class RemotePlatform:
             if getattr(sock, "fast_last", 0):
                 order["after"] = sock.fast_last
         header = protocol.pack("cmd", id=rid, dev=dev, op=op, a=a, **order)
-        if data is None:
+        if self._corked and isinstance(sock, unixlink.Link):
+            sock.send_multipart([header] if data is None else [header, data], False, False)
+            self._dirty.add(sock)
+        elif data is None:
             sock.send(header)
         else:
             sock.send_multipart([header, data], copy=False)
         return req
+
+    def cork(self) -> None:
+        """Queue same-host commands until uncork() (a wait in between flushes them)."""
+        self._corked = True
+
+    def uncork(self) -> None:
+        """Write the commands queued since cork()."""
+        self._corked = False
+        if self._dirty:
+            for link in self._dirty:
+                link.flush()  # what the socket does not take now, _pump writes later
+            self._dirty.clear()
 
     # ---- devices ---------------------------------------------------------------------
     def refresh_devices(self, wait_s: float = 10.0) -> list[RemoteDevice]:
@@ -786,9 +829,43 @@ class RemotePlatform:
         digest = hashlib.sha256((source + "\0" + options).encode()).hexdigest()
         return RemoteProgram(self._new_handle(), source, options, digest)
 
-    def build_program(self, prog: RemoteProgram, device: str | None = None) -> None:
-        """clBuildProgram: build now on one device so build errors surface at the call."""
+    def build_program(self, prog: RemoteProgram, device: str | None = None) -> dict[str, Any]:
+        """clBuildProgram: build now on one device so build errors surface at the call.
+
+        Returns the real program's introspection (``kernels``: per kernel its argument
+        count, kinds, type names, accepted scalar sizes, work-group info; ``log``). A
+        failure raises RemoteError with ``res`` = {"code": OpenCL error, "log": ...}."""
         self._ensure_built(prog, device or self._default_target())
+        return prog.info or {}
+
+    def compile_program(
+        self,
+        source: str,
+        options: str = "",
+        headers: Sequence[tuple[str, str]] = (),
+        device: str | None = None,
+    ) -> RemoteProgram:
+        """clCompileProgram: compiled (not linked) now, so errors surface at the call;
+        ``headers``: (include name, source) pairs the source may #include."""
+        hdrs = [(str(n), str(src)) for n, src in headers]
+        ident = source + "\0" + options + "\0" + repr(hdrs)
+        digest = hashlib.sha256(("compile\0" + ident).encode()).hexdigest()
+        prog = RemoteProgram(self._new_handle(), source, options, digest, kind="compile")
+        prog.headers = hdrs
+        self._ensure_built(prog, device or self._default_target())
+        return prog
+
+    def link_program(
+        self, parts: Sequence[RemoteProgram], options: str = "", device: str | None = None
+    ) -> RemoteProgram:
+        """clLinkProgram of compiled programs; linked now (errors and introspection as
+        build_program)."""
+        ident = "\0".join(p.hash for p in parts) + "\0" + options
+        digest = hashlib.sha256(("link\0" + ident).encode()).hexdigest()
+        prog = RemoteProgram(self._new_handle(), "", options, digest, kind="link")
+        prog.parts = list(parts)
+        self._ensure_built(prog, device or self._default_target())
+        return prog
 
     def create_kernel(self, prog: RemoteProgram, name: str) -> RemoteKernel:
         return RemoteKernel(prog, name)
@@ -800,10 +877,31 @@ class RemotePlatform:
     def _ensure_built(self, prog: RemoteProgram, dev: str) -> None:
         if dev in prog.built_on:
             return
-        req = self._cmd(dev, "prog_build", {"h": prog.h, "src": prog.source, "opts": prog.options})
+        if prog.kind == "link":
+            for part in prog.parts:
+                self._ensure_built(part, dev)
+            if dev in self.dead:
+                return self._ensure_built(prog, self._default_target())
+            op = "prog_link"
+            a: dict[str, Any] = {
+                "h": prog.h,
+                "parts": [p.h for p in prog.parts],
+                "opts": prog.options,
+            }
+        elif prog.kind == "compile":
+            op = "prog_compile"
+            a = {"h": prog.h, "src": prog.source, "opts": prog.options}
+            if prog.headers:
+                a["hdrs"] = [list(hd) for hd in prog.headers]
+        else:
+            op = "prog_build"
+            a = {"h": prog.h, "src": prog.source, "opts": prog.options}
+        req = self._cmd(dev, op, a)
         self._wait([req])
         if dev not in self.dead:
             prog.built_on.add(dev)
+            if prog.info is None and isinstance(req.res, dict):
+                prog.info = req.res
         else:
             self._ensure_built(prog, self._default_target())
 
@@ -1015,6 +1113,8 @@ class RemotePlatform:
             v = k.args[i]
             if isinstance(v, RemoteBuffer):
                 out.append(["b", v.h])
+            elif isinstance(v, SubRegion):
+                out.append(["r", v.buf.h, v.offset, v.size])
             elif isinstance(v, LocalMemory):
                 out.append(["l", v.size])
             elif v is None:
@@ -1068,7 +1168,11 @@ class RemotePlatform:
     ) -> tuple[tuple[Any, ...], list[RemoteBuffer]]:
         """The replay-log entry of a launch of ``k`` (logged now) and its buffers: one
         entry whatever the launch becomes (one device, or a split's shares)."""
-        bufs = [v for v in k.args.values() if isinstance(v, RemoteBuffer)]
+        bufs = []
+        for v in k.args.values():
+            b = v.buf if isinstance(v, SubRegion) else v
+            if isinstance(b, RemoteBuffer) and b not in bufs:
+                bufs.append(b)
         entry = (
             "launch",
             k.program,
@@ -1111,6 +1215,8 @@ class RemotePlatform:
         if fast is None:
             return self._cmd(dev, "launch", fields)
         _, prog, name, args, gsize, lsize, goff, key = entry
+        if any(a[0] == "s" and len(a[1]) > FAST_MAX_SCALAR for a in args):
+            return self._cmd(dev, "launch", fields)  # the fast frame carries <= 256 bytes
         sig = nodelink.launch_shape(prog.h, name, args, gsize, lsize, goff)
         slots = self._slots.setdefault(dev, {})
         got = slots.get(sig)
@@ -1119,7 +1225,12 @@ class RemotePlatform:
             rid, req = self._new_req(_Req(dev, "launch"))
             scalars = [(i, a[1]) for i, a in enumerate(args) if a[0] == "s"]
             after = getattr(sock, "last_rid", 0)
-            fast.send(nodelink.fast_frame(slot, rid, after, scalars, key == slot_key))
+            frame = nodelink.fast_frame(slot, rid, after, scalars, key == slot_key)
+            if self._corked:
+                fast.send(frame, flush=False)
+                self._dirty.add(fast)
+            else:
+                fast.send(frame)
             sock.fast_last = rid  # the command link's next commands follow this frame
             return req
         seen = self._slot_seen.setdefault(dev, {})

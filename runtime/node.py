@@ -46,7 +46,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from runtime import nodelink, protocol, unixlink
+from runtime import introspect, nodelink, protocol, unixlink
 from runtime.keys import Keys, make_client
 
 log = logging.getLogger("clproj.node")
@@ -248,10 +248,15 @@ class Node:
                 "global_mem_size": int(d.global_mem_size),
                 "max_mem_alloc_size": int(d.max_mem_alloc_size),
             }
+            # every capability a client's virtual device reports (runtime.introspect)
+            prof["cl"] = introspect.device_caps(d)
             self.descr.append({"name": d.name.strip(), "profile": prof})
         self.objects: dict[tuple[bytes, int, int], Any] = {}
         self.kernels: dict[tuple[bytes, int, int, str], Any] = {}
-        self.prog_cache: dict[tuple[int, str], Any] = {}
+        # built programs by (device, sha256 of source + options): (program, introspection)
+        self.prog_cache: dict[tuple[int, str], tuple[Any, dict[str, Any]]] = {}
+        # sub-buffers made for ["r", h, off, size] kernel arguments, by (client, dev, h, off, size)
+        self.subs: dict[tuple[bytes, int, int, int, int], Any] = {}
         self.npending = 0  # commands enqueued on some device and not yet answered
         self.rejects = 0
         self.served = 0
@@ -557,11 +562,11 @@ class Node:
         if not self._free_slots or sum(s.client == client for s in self._slots.values()) >= 256:
             return None
         cl = self.cl
-        kern = cl.Kernel(self._obj(client, dev, a["prog"], cl.Program), a["kernel"])
+        kern = cl.Kernel(self._obj(client, dev, a["prog"], cl._cl._Program), a["kernel"])
         keep: list[Any] = []
         for i, arg in enumerate(a["args"]):
-            if arg[0] == "b":
-                buf = self._obj(client, dev, arg[1], cl.Buffer)
+            if arg[0] in ("b", "r"):
+                buf = self._arg_value(client, dev, arg)
                 keep.append(buf)
                 kern.set_arg(i, buf)
             elif arg[0] == "s":
@@ -874,6 +879,8 @@ class Node:
             flags = a["flags"] & READ_ONLY_FLAGS_MASK or cl.mem_flags.READ_WRITE
             if (client, dev.index, a["h"]) in self.objects:  # replaced: slots naming it go
                 self._drop_slots(lambda s: s.client == client and s.dev == dev.index)
+                for k in [k for k in self.subs if k[:3] == (client, dev.index, a["h"])]:
+                    del self.subs[k]
             buf = cl.Buffer(dev.ctx, flags, size)
             self.objects[(client, dev.index, a["h"])] = buf
             if a.get("shm"):
@@ -925,18 +932,8 @@ class Node:
                 raise ValueError("fill outside the buffer or not a multiple of the pattern")
             ev = cl.enqueue_fill_buffer(q, buf, np.frombuffer(pat, np.uint8), a["off"], a["n"])
             self._enqueued(ev, client, rid, dev, "fill")
-        elif op == "prog_build":
-            key = (dev.index, hashlib.sha256((a["src"] + "\0" + a["opts"]).encode()).hexdigest())
-            prog = self.prog_cache.get(key)
-            if prog is None:
-                try:
-                    prog = cl.Program(dev.ctx, a["src"]).build(options=a["opts"])
-                except cl.Error as exc:
-                    self._reply(client, rid, ok=False, err=f"build failed: {str(exc)[:1800]}")
-                    return
-                self.prog_cache[key] = prog
-            self.objects[(client, dev.index, a["h"])] = prog
-            self._reply(client, rid)
+        elif op in ("prog_build", "prog_compile", "prog_link"):
+            self._program(client, rid, dev, op, a)
         elif op == "launch":
             self._launch(client, rid, dev, a)
         elif op == "finish":
@@ -945,6 +942,8 @@ class Node:
         elif op == "release":
             self._drop_slots(lambda s: s.client == client and s.dev == dev.index)
             self.objects.pop((client, dev.index, a["h"]), None)
+            for k in [k for k in self.subs if k[:3] == (client, dev.index, a["h"])]:
+                del self.subs[k]
             for k in [k for k in self.kernels if k[:3] == (client, dev.index, a["h"])]:
                 del self.kernels[k]
             self._reply(client, rid)
@@ -952,16 +951,89 @@ class Node:
             self._drop_slots(lambda s: s.client == client)
             for k in [k for k in self.objects if k[0] == client]:
                 del self.objects[k]
+            for k in [k for k in self.subs if k[0] == client]:
+                del self.subs[k]
             for k in [k for k in self.kernels if k[0] == client]:
                 del self.kernels[k]
             self._reply(client, rid)
+
+    def _arg_value(self, client: bytes, dev: _Dev, arg: list[Any]) -> Any:
+        """The cl.Buffer of a ``["b", h]`` argument, or the sub-buffer of a
+        ``["r", h, off, size]`` one (made once per region, dropped with its buffer)."""
+        cl = self.cl
+        buf = self._obj(client, dev, arg[1], cl.Buffer)
+        if arg[0] == "b":
+            return buf
+        key = (client, dev.index, arg[1], arg[2], arg[3])
+        sub = self.subs.get(key)
+        if sub is None:
+            if arg[2] + arg[3] > buf.size:
+                raise ValueError("sub-buffer region outside the buffer")
+            sub = self.subs[key] = buf.get_sub_region(arg[2], arg[3])
+        return sub
+
+    def _program(self, client: bytes, rid: int, dev: _Dev, op: str, a: dict[str, Any]) -> None:
+        """prog_build (source + options), prog_compile (source + options + embedded
+        headers, not linked) and prog_link (compiled programs of this client + options).
+
+        Built from the raw source with exactly the client's options plus
+        -cl-kernel-arg-info (runtime.introspect: what the client reports about kernels
+        comes from the real driver); the reply's ``res`` carries the introspection
+        (``kernels``, ``log``), also for a failure (``code``: the OpenCL error, ``log``)."""
+        cl = self.cl
+        Prog = cl._cl._Program
+        d = dev.device
+        opts = introspect.with_arg_info(a["opts"]) if op != "prog_compile" else a["opts"]
+        if op == "prog_link":
+            parts = [self._obj(client, dev, h, Prog) for h in a["parts"]]
+            ident = "link\0" + a["opts"] + "\0" + ",".join(str(id(p)) for p in parts)
+        elif op == "prog_compile":
+            ident = "compile\0" + a["src"] + "\0" + a["opts"] + "\0" + repr(a.get("hdrs"))
+        else:
+            ident = a["src"] + "\0" + a["opts"]
+        key = (dev.index, hashlib.sha256(ident.encode()).hexdigest())
+        got = self.prog_cache.get(key) if op != "prog_link" else None
+        if got is None:
+            prog = None
+            try:
+                if op == "prog_link":
+                    failed = "link"
+                    prog = Prog.link(dev.ctx, parts, opts.encode(), [d])
+                else:
+                    prog = Prog(dev.ctx, a["src"])
+                    if op == "prog_compile":
+                        failed = "compile"
+                        hdrs = [(n, Prog(dev.ctx, src)) for n, src in a.get("hdrs") or []]
+                        prog.compile(opts.encode(), [d], hdrs)
+                    else:
+                        failed = "build"
+                        prog._build(options=opts.encode(), devices=[d])
+            except cl.Error as exc:
+                log = introspect.build_log(cl, prog, d) if prog is not None else ""
+                self._reply(
+                    client,
+                    rid,
+                    ok=False,
+                    err=f"{failed} failed: {exc}\n{log[:1500]}",
+                    res={"code": int(getattr(exc, "code", -11)), "log": log[:200000]},
+                )
+                return
+            if op == "prog_compile":
+                meta: dict[str, Any] = {"log": introspect.build_log(cl, prog, d), "kernels": []}
+            else:
+                meta = introspect.program_meta(cl, prog, d)
+            got = (prog, meta)
+            if op != "prog_link":
+                self.prog_cache[key] = got
+        self.objects[(client, dev.index, a["h"])] = got[0]
+        self._reply(client, rid, res=got[1])
 
     def _launch(self, client: bytes, rid: int, dev: _Dev, a: dict[str, Any]) -> None:
         cl = self.cl
         kkey = (client, dev.index, a["prog"], a["kernel"])
         ent = self.kernels.get(kkey)
         if ent is None:
-            prog = self._obj(client, dev, a["prog"], cl.Program)
+            prog = self._obj(client, dev, a["prog"], cl._cl._Program)
             if prog.get_info(cl.program_info.CONTEXT) != dev.ctx:
                 raise ValueError("program was built for another device")
             kern = cl.Kernel(prog, a["kernel"])
@@ -976,8 +1048,8 @@ class Node:
         # (a launch loop re-sends the same arguments; each set_arg is a driver call)
         for i, arg in enumerate(a["args"]):
             kind = arg[0]
-            if kind == "b":
-                v: Any = self._obj(client, dev, arg[1], cl.Buffer)
+            if kind == "b" or kind == "r":
+                v: Any = self._arg_value(client, dev, arg)
             elif kind == "s":
                 v = arg[1]
             elif kind == "l":
@@ -985,7 +1057,7 @@ class Node:
             else:
                 v = None
             old = last.get(i, last)
-            if old is v or (kind != "b" and type(old) is type(v) and old == v):
+            if old is v or (kind in "sln" and type(old) is type(v) and old == v):
                 continue
             kern.set_arg(i, cl.LocalMemory(v[1]) if kind == "l" else v)
             last[i] = v

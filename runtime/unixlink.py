@@ -76,10 +76,12 @@ class Link:
         self._out: deque[memoryview] = deque()
 
     # ---- sending -----------------------------------------------------------------
-    def send(self, data: Any, copy: bool = True) -> None:
-        self.send_multipart([data], copy=copy)
+    def send(self, data: Any, copy: bool = True, flush: bool = True) -> None:
+        self.send_multipart([data], copy=copy, flush=flush)
 
-    def send_multipart(self, frames: list[Any], copy: bool = True) -> None:
+    def send_multipart(self, frames: list[Any], copy: bool = True, flush: bool = True) -> None:
+        """Queue one message and write what the socket takes (``flush=False``: only
+        queue it; the caller flushes, e.g. once for all the commands of one API call)."""
         if self.drop_first:
             frames = frames[1:]
         if self.closed:
@@ -89,7 +91,8 @@ class Link:
         parts += [_U32.pack(v.nbytes) for v in views]
         parts += views
         self._out.extend(memoryview(p) if isinstance(p, bytes) else p for p in parts)
-        self.flush()
+        if flush:
+            self.flush()
 
     def flush(self) -> bool:
         """Write what the socket takes now; True when nothing is left queued."""

@@ -27,11 +27,16 @@ typedef struct rt_obj {
     int32_t kind;
     int64_t id;
     int refs;
+    uint32_t nargs;     /* kernels: the real kernel's argument count ... */
+    uint8_t *argkinds;  /* ... and kinds (RT_ARG_*), NULL until Python sets them, */
+    uint32_t *argsizes; /* ... accepted by-value sizes (RT_ARG_SIZES each), */
+    clproj_karg *argv;  /* ... and the values set (clSetKernelArg) */
+    uint64_t setgen;    /* counts clSetKernelArg calls that succeeded */
 } rt_obj;
 
 static cl_icd_dispatch rt_table;
-static rt_obj rt_platform = {&rt_table, RT_MAGIC, RT_PLATFORM, 1, 1};
-static rt_obj rt_device = {&rt_table, RT_MAGIC, RT_DEVICE, 1, 1};
+static rt_obj rt_platform = {&rt_table, RT_MAGIC, RT_PLATFORM, 1, 1, 0, NULL, NULL, NULL, 0};
+static rt_obj rt_device = {&rt_table, RT_MAGIC, RT_DEVICE, 1, 1, 0, NULL, NULL, NULL, 0};
 static int rt_mode = -1;   /* -1 unknown, 0 off, 1 route */
 static int rt_closed = 0;  /* set by Python at exit: no more calls into Python */
 
@@ -83,6 +88,55 @@ void *clproj_route_static(int32_t kind) {
     return kind == RT_PLATFORM ? (void *)&rt_platform : kind == RT_DEVICE ? (void *)&rt_device : NULL;
 }
 void clproj_route_closed(void) { rt_closed = 1; }
+static void rt_free_args(rt_obj *o) {
+    for (uint32_t i = 0; o->argv && i < o->nargs; i++) free(o->argv[i].bytes);
+    free(o->argv);
+    free(o->argkinds);
+    free(o->argsizes);
+    o->argv = NULL;
+    o->argkinds = NULL;
+    o->argsizes = NULL;
+    o->nargs = 0;
+}
+void clproj_route_kernel_args(void *h, uint32_t n, const uint8_t *kinds, const uint32_t *sizes) {
+    if (!rt_ours(h)) return;
+    rt_obj *o = OBJ(h);
+    size_t m = n ? n : 1;
+    uint8_t *k = malloc(m);
+    uint32_t *sz = calloc(m * RT_ARG_SIZES, sizeof *sz);
+    clproj_karg *argv = calloc(m, sizeof *argv);
+    if (!k || !sz || !argv) {
+        free(k);
+        free(sz);
+        free(argv);
+        return;
+    }
+    memcpy(k, kinds, n);
+    if (sizes) memcpy(sz, sizes, (size_t)n * RT_ARG_SIZES * sizeof *sz);
+    rt_free_args(o);
+    o->argkinds = k;
+    o->argsizes = sz;
+    o->argv = argv;
+    o->nargs = n;
+}
+clproj_karg *clproj_route_kernel_argv(void *h) { return rt_ours(h) ? OBJ(h)->argv : NULL; }
+void clproj_route_kernel_copy_args(void *dst, void *src) {
+    if (!rt_ours(dst) || !rt_ours(src)) return;
+    rt_obj *d = OBJ(dst), *s = OBJ(src);
+    if (!d->argv || !s->argv || d->nargs != s->nargs) return;
+    for (uint32_t i = 0; i < s->nargs; i++) {
+        clproj_karg a = s->argv[i];
+        if (a.gen == 0) continue; /* never set: not set in the clone either */
+        if (a.kind == RT_SET_BYTES) {
+            a.bytes = malloc(a.size ? a.size : 1);
+            if (!a.bytes) continue;
+            memcpy(a.bytes, s->argv[i].bytes, a.size);
+        }
+        free(d->argv[i].bytes);
+        d->argv[i] = a;
+        d->argv[i].gen = ++d->setgen;
+    }
+}
 static cl_int rt_retain(void *h, int kind, cl_int bad);
 static cl_int rt_release(void *h, int kind, cl_int bad);
 /* Implicit references (a queue keeps its context alive, a kernel its program, ...). */
@@ -103,7 +157,19 @@ static int64_t rt_rel_ids[RT_REL_MAX];
 static void *rt_rel_handles[RT_REL_MAX];
 static uint32_t rt_rel_n = 0;
 
-/* One call into Python. */
+/* The Python API used here (route.c does not include Python.h): weak, like every reference
+ * into libpython (lazy_python.h), bound through the PLT once route mode has loaded it. */
+int Py_IsInitialized(void);
+int PyGILState_Check(void);
+void PyErr_Fetch(void **type, void **value, void **traceback);
+void PyErr_Restore(void *type, void *value, void *traceback);
+#pragma weak PyGILState_Check
+#pragma weak PyErr_Restore
+
+/* One call into Python. An exception pending in the calling thread (pyopencl releasing a
+ * buffer while it raises: a destructor runs with the error set) is set aside for the call
+ * and restored after it: Python code running with it set fails ("SystemError: ... returned
+ * a result with an exception set"). */
 static cl_int rt_call(clproj_rcall *c) {
     if (rt_closed) /* after exit: everything has completed, nothing can start */
         return (c->op == RT_OP_RELEASE || c->op == RT_OP_WAIT || c->op == RT_OP_FINISH ||
@@ -125,7 +191,11 @@ static cl_int rt_call(clproj_rcall *c) {
     c->released = ids;
     int saved = clproj_in_shim;
     clproj_in_shim = 1;
+    void *et = NULL, *ev = NULL, *etb = NULL;
+    int py = clproj_python_load() && Py_IsInitialized() && PyGILState_Check();
+    if (py) PyErr_Fetch(&et, &ev, &etb);
     cl_int r = clproj_py_route(c);
+    if (py && et) PyErr_Restore(et, ev, etb);
     clproj_in_shim = saved;
     for (uint32_t i = 0; i < n; i++) free(handles[i]);
     return r;
@@ -158,6 +228,27 @@ static cl_int rt_wait_list(cl_uint nw, const cl_event *wl) {
         if (!rt_is(wl[i], RT_EVENT)) return CL_INVALID_EVENT_WAIT_LIST;
     return CL_SUCCESS;
 }
+/* The ids of a command's wait list, handed to Python (user events defer commands). */
+#define RT_WAIT_STACK 16
+typedef struct {
+    int64_t s[RT_WAIT_STACK];
+    int64_t *p;
+} rt_wids;
+static cl_int rt_take_wait(clproj_rcall *c, rt_wids *w, cl_uint nw, const cl_event *wl) {
+    w->p = nw <= RT_WAIT_STACK ? w->s : malloc(nw * sizeof *w->p);
+    if (!w->p) return CL_OUT_OF_HOST_MEMORY;
+    for (cl_uint i = 0; i < nw; i++) w->p[i] = OBJ(wl[i])->id;
+    c->n_wait = nw;
+    c->wait_ids = w->p;
+    return CL_SUCCESS;
+}
+static cl_int rt_call_waiting(clproj_rcall *c, cl_uint nw, const cl_event *wl) {
+    rt_wids w;
+    cl_int r = rt_take_wait(c, &w, nw, wl);
+    if (r == CL_SUCCESS) r = rt_call(c);
+    if (w.p != w.s) free(w.p);
+    return r;
+}
 #define SET_ERR(e)                        \
     do {                                  \
         if (errcode_ret) *errcode_ret = (e); \
@@ -165,7 +256,7 @@ static cl_int rt_wait_list(cl_uint nw, const cl_event *wl) {
 
 /* ---------------- unsupported entry points ---------------- */
 static cl_int rt_unsupported(void) {
-    rt_log_once("an OpenCL entry point (images, SVM, sub-buffers, pipes, ...)");
+    rt_log_once("an OpenCL entry point (images, samplers, SVM, pipes, ...)");
     return CL_INVALID_OPERATION;
 }
 #define UNSUPPORTED_PTR(name, params, err_expr)                \
@@ -174,7 +265,6 @@ static cl_int rt_unsupported(void) {
         if (err_expr) *(err_expr) = CL_INVALID_OPERATION;     \
         return NULL;                                          \
     }
-UNSUPPORTED_PTR(clCreateSubBuffer, (cl_mem b, cl_mem_flags f, cl_buffer_create_type t, const void *i, cl_int *e), e)
 UNSUPPORTED_PTR(clCreateImage, (cl_context c, cl_mem_flags f, const cl_image_format *fmt, const cl_image_desc *d, void *h, cl_int *e), e)
 UNSUPPORTED_PTR(clCreateImage2D, (cl_context c, cl_mem_flags f, const cl_image_format *fmt, size_t w, size_t hh, size_t p, void *h, cl_int *e), e)
 UNSUPPORTED_PTR(clCreateImage3D, (cl_context c, cl_mem_flags f, const cl_image_format *fmt, size_t w, size_t hh, size_t d, size_t p, size_t s, void *h, cl_int *e), e)
@@ -182,10 +272,7 @@ UNSUPPORTED_PTR(clCreateSampler, (cl_context c, cl_bool n, cl_addressing_mode a,
 UNSUPPORTED_PTR(clCreateSamplerWithProperties, (cl_context c, const cl_sampler_properties *p, cl_int *e), e)
 UNSUPPORTED_PTR(clCreateProgramWithIL, (cl_context c, const void *il, size_t n, cl_int *e), e)
 UNSUPPORTED_PTR(clCreateProgramWithBuiltInKernels, (cl_context c, cl_uint n, const cl_device_id *d, const char *k, cl_int *e), e)
-UNSUPPORTED_PTR(clLinkProgram, (cl_context c, cl_uint n, const cl_device_id *d, const char *o, cl_uint np, const cl_program *p, void (*cb)(cl_program, void *), void *u, cl_int *e), e)
 UNSUPPORTED_PTR(clCreatePipe, (cl_context c, cl_mem_flags f, cl_uint ps, cl_uint mp, const cl_pipe_properties *p, cl_int *e), e)
-UNSUPPORTED_PTR(clCreateUserEvent, (cl_context c, cl_int *e), e)
-UNSUPPORTED_PTR(clCloneKernel, (cl_kernel k, cl_int *e), e)
 UNSUPPORTED_PTR(clEnqueueMapImage, (cl_command_queue q, cl_mem i, cl_bool b, cl_map_flags f, const size_t *o, const size_t *r, size_t *rp, size_t *sp, cl_uint nw, const cl_event *wl, cl_event *ev, cl_int *e), e)
 UNSUPPORTED_PTR(clCreateFromGLBuffer, (cl_context c, cl_mem_flags f, cl_GLuint b, int *e), e)
 static void *rt_clSVMAlloc(cl_context c, cl_svm_mem_flags f, size_t n, cl_uint a) {
@@ -197,8 +284,15 @@ static void *rt_clGetExtensionFunctionAddressForPlatform(cl_platform_id p, const
 }
 
 /* ---------------- platform and device ---------------- */
+static int rt_prestarted = 0;
 static cl_int rt_clGetPlatformIDs(cl_uint n, cl_platform_id *platforms, cl_uint *num) {
     if ((n == 0 && platforms) || (!platforms && !num)) return CL_INVALID_VALUE;
+    if (!__atomic_exchange_n(&rt_prestarted, 1, __ATOMIC_ACQ_REL)) {
+        /* the local cluster starts now, while the app goes on (route_runtime.prestart) */
+        clproj_rcall c;
+        rt_init_call(&c, RT_OP_PRESTART, NULL);
+        rt_call(&c);
+    }
     if (platforms) platforms[0] = (cl_platform_id)&rt_platform;
     if (num) *num = 1;
     return CL_SUCCESS;
@@ -224,11 +318,24 @@ static cl_int rt_clGetPlatformInfo(cl_platform_id p, cl_platform_info param, siz
     return rt_info(&rt_platform, param, size, value, size_ret, RT_INFO_OBJECT, 0, 0);
 }
 
+/* The one virtual device stands for every device of the cluster; it matches the types
+ * it reports (CL_DEVICE_TYPE: what the cluster's devices are), ALL and DEFAULT. */
 static cl_int rt_clGetDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint n,
                                 cl_device_id *devices, cl_uint *num) {
+    const cl_device_type known = CL_DEVICE_TYPE_DEFAULT | CL_DEVICE_TYPE_CPU | CL_DEVICE_TYPE_GPU |
+                                 CL_DEVICE_TYPE_ACCELERATOR | CL_DEVICE_TYPE_CUSTOM;
     if (p != NULL && !rt_is(p, RT_PLATFORM)) return CL_INVALID_PLATFORM;
+    if (type != CL_DEVICE_TYPE_ALL && (type == 0 || (type & ~known))) return CL_INVALID_DEVICE_TYPE;
     if ((n == 0 && devices) || (!devices && !num)) return CL_INVALID_VALUE;
-    /* the one virtual device stands for every device of the cluster: any type matches */
+    if (type != CL_DEVICE_TYPE_ALL && !(type & CL_DEVICE_TYPE_DEFAULT)) {
+        cl_device_type mine = 0;
+        cl_int r = rt_info(&rt_device, CL_DEVICE_TYPE, sizeof mine, &mine, NULL, RT_INFO_OBJECT, 0, 0);
+        if (r != CL_SUCCESS) return r;
+        if (!(mine & type)) {
+            if (num) *num = 0;
+            return CL_DEVICE_NOT_FOUND;
+        }
+    }
     if (devices) devices[0] = (cl_device_id)&rt_device;
     if (num) *num = 1;
     return CL_SUCCESS;
@@ -256,6 +363,7 @@ static cl_int rt_release(void *h, int kind, cl_int bad) {
         rt_init_call(&c, RT_OP_RELEASE, h);
         rt_call(&c);
         OBJ(h)->magic = 0;
+        rt_free_args(OBJ(h));
         free(h);
     }
     return CL_SUCCESS;
@@ -399,7 +507,50 @@ static cl_mem rt_clCreateBufferWithProperties(cl_context ctx, const cl_mem_prope
     return rt_clCreateBuffer(ctx, flags, size, host, errcode_ret);
 }
 
+/* A region of a buffer (CL_BUFFER_CREATE_TYPE_REGION, the only type): Python checks the
+ * region against the buffer, its alignment and the flags against the parent's. */
+static cl_mem rt_clCreateSubBuffer(cl_mem b, cl_mem_flags flags, cl_buffer_create_type t,
+                                   const void *info, cl_int *errcode_ret) {
+    if (!rt_is(b, RT_MEM)) {
+        SET_ERR(CL_INVALID_MEM_OBJECT);
+        return NULL;
+    }
+    if (t != CL_BUFFER_CREATE_TYPE_REGION || info == NULL) {
+        SET_ERR(CL_INVALID_VALUE);
+        return NULL;
+    }
+    const cl_buffer_region *r = info;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CREATE_SUBBUF, b);
+    c.u[0] = flags;
+    c.u[1] = r->origin;
+    c.u[2] = r->size;
+    cl_int e = rt_call(&c);
+    SET_ERR(e);
+    return e == CL_SUCCESS ? c.ret : NULL;
+}
+
 /* ---------------- programs and kernels ---------------- */
+/* Device lists name the one virtual device (or none: all of them). */
+static cl_int rt_devices(cl_uint n, const cl_device_id *devs) {
+    if ((n > 0) != (devs != NULL)) return CL_INVALID_VALUE;
+    for (cl_uint i = 0; i < n; i++)
+        if (!rt_is(devs[i], RT_DEVICE)) return CL_INVALID_DEVICE;
+    return CL_SUCCESS;
+}
+static int64_t *rt_ids(cl_uint n, const void *const *objs, int kind) {
+    int64_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids) return NULL;
+    for (cl_uint i = 0; i < n; i++) {
+        if (!rt_is(objs[i], kind)) {
+            free(ids);
+            return NULL;
+        }
+        ids[i] = OBJ(objs[i])->id;
+    }
+    return ids;
+}
+
 static cl_program rt_program_from_source(cl_context ctx, const char *src, size_t n,
                                          cl_int *errcode_ret) {
     clproj_rcall c;
@@ -443,33 +594,51 @@ static cl_program rt_clCreateProgramWithSource(cl_context ctx, cl_uint count, co
     free(src);
     return prog;
 }
-/* Our "binaries" are the source behind a magic prefix (so pyopencl's binary cache works). */
+/* Our "binaries" are what clGetProgramInfo(CL_PROGRAM_BINARIES) of this platform gave
+ * (the program's source and options behind a magic prefix, so pyopencl's binary cache
+ * works); Python decodes them, anything else is CL_INVALID_BINARY. */
 static cl_program rt_clCreateProgramWithBinary(cl_context ctx, cl_uint n, const cl_device_id *devs,
                                                const size_t *lengths, const unsigned char **bins,
                                                cl_int *status, cl_int *errcode_ret) {
-    static const char magic[] = "clproj-source\n";
-    size_t m = sizeof magic - 1;
     if (!rt_is(ctx, RT_CONTEXT)) {
         SET_ERR(CL_INVALID_CONTEXT);
         return NULL;
     }
-    if (n != 1 || !lengths || !bins || !bins[0] || lengths[0] < m || memcmp(bins[0], magic, m) != 0) {
-        if (status && n >= 1) status[0] = CL_INVALID_BINARY;
-        SET_ERR(CL_INVALID_BINARY);
-        rt_log_once("clCreateProgramWithBinary (only binaries from clGetProgramInfo of this platform)");
+    if (n == 0 || !devs || !lengths || !bins) {
+        SET_ERR(CL_INVALID_VALUE);
         return NULL;
     }
-    if (status) status[0] = CL_SUCCESS;
-    return rt_program_from_source(ctx, (const char *)bins[0] + m, lengths[0] - m, errcode_ret);
+    for (cl_uint i = 0; i < n; i++) {
+        if (!rt_is(devs[i], RT_DEVICE)) {
+            SET_ERR(CL_INVALID_DEVICE);
+            return NULL;
+        }
+        if (!bins[i] || lengths[i] == 0) {
+            if (status) status[i] = CL_INVALID_VALUE;
+            SET_ERR(CL_INVALID_VALUE);
+            return NULL;
+        }
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_CREATE_PROGRAM, ctx);
+    c.src = bins[0];
+    c.u[0] = lengths[0];
+    c.u[1] = 1; /* a binary */
+    cl_int r = rt_call(&c);
+    if (status)
+        for (cl_uint i = 0; i < n; i++) status[i] = r == CL_SUCCESS ? CL_SUCCESS : CL_INVALID_BINARY;
+    if (r != CL_SUCCESS) rt_log_once("clCreateProgramWithBinary (only binaries from clGetProgramInfo of this platform)");
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
 }
 
 static cl_int rt_clBuildProgram(cl_program prog, cl_uint n, const cl_device_id *devs,
                                 const char *options, void(CL_CALLBACK *notify)(cl_program, void *),
                                 void *user_data) {
     if (!rt_is(prog, RT_PROGRAM)) return CL_INVALID_PROGRAM;
-    if ((n > 0) != (devs != NULL)) return CL_INVALID_VALUE;
-    for (cl_uint i = 0; i < n; i++)
-        if (!rt_is(devs[i], RT_DEVICE)) return CL_INVALID_DEVICE;
+    cl_int e = rt_devices(n, devs);
+    if (e != CL_SUCCESS) return e;
+    if (!notify && user_data) return CL_INVALID_VALUE;
     clproj_rcall c;
     rt_init_call(&c, RT_OP_BUILD, prog);
     c.src = options;
@@ -481,8 +650,50 @@ static cl_int rt_clCompileProgram(cl_program prog, cl_uint n, const cl_device_id
                                   const char *options, cl_uint nh, const cl_program *hdrs,
                                   const char **names, void(CL_CALLBACK *notify)(cl_program, void *),
                                   void *user_data) {
-    rt_log_once("clCompileProgram");
-    return CL_INVALID_OPERATION;
+    if (!rt_is(prog, RT_PROGRAM)) return CL_INVALID_PROGRAM;
+    cl_int e = rt_devices(n, devs);
+    if (e != CL_SUCCESS) return e;
+    if ((nh > 0) != (hdrs != NULL) || (nh > 0) != (names != NULL)) return CL_INVALID_VALUE;
+    if (!notify && user_data) return CL_INVALID_VALUE;
+    for (cl_uint i = 0; i < nh; i++)
+        if (!names[i]) return CL_INVALID_VALUE;
+    int64_t *ids = rt_ids(nh, (const void *const *)hdrs, RT_PROGRAM);
+    if (!ids) return nh ? CL_INVALID_PROGRAM : CL_OUT_OF_HOST_MEMORY;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_COMPILE, prog);
+    c.src = options;
+    c.n_ids = nh;
+    c.ids = ids;
+    c.names = names;
+    cl_int r = rt_call(&c);
+    free(ids);
+    if (notify) notify(prog, user_data);
+    return r;
+}
+/* A linked program is returned also when linking failed (its build log says why). */
+static cl_program rt_clLinkProgram(cl_context ctx, cl_uint n, const cl_device_id *devs,
+                                   const char *options, cl_uint np, const cl_program *progs,
+                                   void(CL_CALLBACK *notify)(cl_program, void *), void *user_data,
+                                   cl_int *errcode_ret) {
+    cl_int e = !rt_is(ctx, RT_CONTEXT) ? CL_INVALID_CONTEXT : rt_devices(n, devs);
+    if (e == CL_SUCCESS && (np == 0 || progs == NULL || (!notify && user_data)))
+        e = CL_INVALID_VALUE;
+    int64_t *ids = e == CL_SUCCESS ? rt_ids(np, (const void *const *)progs, RT_PROGRAM) : NULL;
+    if (e == CL_SUCCESS && !ids) e = CL_INVALID_PROGRAM;
+    if (e != CL_SUCCESS) {
+        SET_ERR(e);
+        return NULL;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_LINK, ctx);
+    c.src = options;
+    c.n_ids = np;
+    c.ids = ids;
+    cl_int r = rt_call(&c);
+    free(ids);
+    SET_ERR(r);
+    if (c.ret && notify) notify((cl_program)c.ret, user_data);
+    return c.ret;
 }
 static cl_int rt_clUnloadPlatformCompiler(cl_platform_id p) { return CL_SUCCESS; }
 static cl_int rt_clUnloadCompiler(void) { return CL_SUCCESS; }
@@ -514,19 +725,71 @@ static cl_int rt_clCreateKernelsInProgram(cl_program prog, cl_uint n, cl_kernel 
     if (r == CL_SUCCESS && n_ret) *n_ret = (cl_uint)c.u[1];
     return r;
 }
+/* Answered here, without Python: the argument's index, kind and accepted sizes come from
+ * the real kernel (clproj_route_kernel_args), the checks and codes in PoCL's order. Only a
+ * __global/__constant pointer argument's value is a cl_mem that may be looked at; any
+ * other value is bytes (an 8-byte double or long2 is not a pointer), copied at the call.
+ * Python reads the arguments that changed at the next launch (clproj_route_kernel_argv). */
 static cl_int rt_clSetKernelArg(cl_kernel k, cl_uint idx, size_t size, const void *value) {
     if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
+    rt_obj *o = OBJ(k);
+    if (!o->argv) return CL_INVALID_KERNEL;
+    if (idx >= o->nargs) return CL_INVALID_ARG_INDEX;
+    int kind = o->argkinds[idx];
+    clproj_karg *a = &o->argv[idx];
+    int32_t set;
+    int64_t id = 0;
+    if (kind == RT_ARG_LOCAL) {
+        if (value) return CL_INVALID_ARG_VALUE;
+        if (size == 0) return CL_INVALID_ARG_SIZE;
+        set = RT_SET_LOCAL;
+    } else if (kind == RT_ARG_POINTER) {
+        if (size != sizeof(cl_mem)) return CL_INVALID_ARG_SIZE;
+        void *m = value ? *(void *const *)value : NULL;
+        if (m == NULL) {
+            set = RT_SET_NULL;
+        } else if (rt_is(m, RT_MEM)) {
+            set = RT_SET_MEM;
+            id = OBJ(m)->id;
+        } else {
+            return CL_INVALID_ARG_VALUE; /* not a memory object of the virtual platform */
+        }
+    } else if (kind == RT_ARG_SCALAR) {
+        if (!value) return CL_INVALID_ARG_VALUE;
+        const uint32_t *ok = &o->argsizes[(size_t)idx * RT_ARG_SIZES];
+        int fits = ok[0] == 0;
+        for (int i = 0; i < RT_ARG_SIZES && ok[i] && !fits; i++) fits = ok[i] == size;
+        if (size == 0 || size > RT_ARG_MAX || !fits) return CL_INVALID_ARG_SIZE;
+        uint8_t *b = a->kind == RT_SET_BYTES && a->size >= size ? a->bytes : malloc(size);
+        if (!b) return CL_OUT_OF_HOST_MEMORY;
+        memcpy(b, value, size);
+        if (b != a->bytes) free(a->bytes);
+        a->bytes = b;
+        set = RT_SET_BYTES;
+    } else {
+        /* images, samplers, pipes, queues: no such objects on the virtual platform */
+        return value && size != sizeof(cl_mem) ? CL_INVALID_ARG_SIZE : CL_INVALID_ARG_VALUE;
+    }
+    if (set != RT_SET_BYTES && a->kind == RT_SET_BYTES) {
+        free(a->bytes);
+        a->bytes = NULL;
+    }
+    a->kind = set;
+    a->id = id;
+    a->size = size;
+    a->gen = ++o->setgen;
+    return CL_SUCCESS;
+}
+static cl_kernel rt_clCloneKernel(cl_kernel k, cl_int *errcode_ret) {
+    if (!rt_is(k, RT_KERNEL)) {
+        SET_ERR(CL_INVALID_KERNEL);
+        return NULL;
+    }
     clproj_rcall c;
-    rt_init_call(&c, RT_OP_SET_ARG, k);
-    c.u[0] = idx;
-    c.u[1] = size;
-    c.src = value;
-    /* a buffer argument: our cl_mem (checked here, where the pointer can be read) */
-    if (value && size == sizeof(cl_mem) && rt_is(*(void *const *)value, RT_MEM))
-        c.id2 = OBJ(*(void *const *)value)->id;
-    else if (value && size == sizeof(cl_mem) && *(void *const *)value == NULL)
-        c.u[2] = 1; /* a NULL cl_mem value */
-    return rt_call(&c);
+    rt_init_call(&c, RT_OP_CLONE_KERNEL, k);
+    cl_int r = rt_call(&c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
 }
 
 /* ---------------- events ---------------- */
@@ -589,7 +852,7 @@ static cl_int rt_rw(int op, cl_command_queue q, cl_mem b, cl_bool blocking, size
     c.src = src;
     c.dst = dst;
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static cl_int rt_clEnqueueReadBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off,
                                      size_t n, void *ptr, cl_uint nw, const cl_event *wl,
@@ -615,7 +878,7 @@ static cl_int rt_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, siz
     c.u[3] = n;
     c.u[5] = OBJ(q)->id;
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 /* Rectangular transfers. C checks what needs no buffer size (OpenCL's rules, in PoCL's
  * order) and hands Python pitches with 0 replaced by the tightly packed value; Python
@@ -660,7 +923,7 @@ static cl_int rt_rect(int op, cl_command_queue q, cl_mem b, cl_bool blocking, co
     c.src = src;
     c.dst = dst;
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static cl_int rt_clEnqueueReadBufferRect(cl_command_queue q, cl_mem b, cl_bool blocking,
                                          const size_t *bo, const size_t *ho, const size_t *region,
@@ -699,7 +962,7 @@ static cl_int rt_clEnqueueCopyBufferRect(cl_command_queue q, cl_mem s, cl_mem d,
     c.l = so;
     c.o = dof;
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static cl_int rt_clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *pattern, size_t ps,
                                      size_t off, size_t n, cl_uint nw, const cl_event *wl,
@@ -715,7 +978,7 @@ static cl_int rt_clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *p
     c.u[2] = n;
     c.u[5] = OBJ(q)->id;
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static void *rt_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, cl_map_flags f,
                                    size_t off, size_t n, cl_uint nw, const cl_event *wl,
@@ -735,7 +998,7 @@ static void *rt_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_bool blockin
     c.u[3] = f;
     c.u[5] = OBJ(q)->id;
     c.want_event = ev != NULL;
-    cl_int r = rt_event_out(rt_call(&c), &c, ev);
+    cl_int r = rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
     SET_ERR(r);
     return r == CL_SUCCESS ? c.ret : NULL;
 }
@@ -748,7 +1011,7 @@ static cl_int rt_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem b, void *ptr
     c.src = ptr;
     c.u[5] = OBJ(q)->id;
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static cl_int rt_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim,
                                         const size_t *off, const size_t *g, const size_t *l,
@@ -769,7 +1032,7 @@ static cl_int rt_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint
     c.l = l;
     c.o = off;
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static cl_int rt_clEnqueueTask(cl_command_queue q, cl_kernel k, cl_uint nw, const cl_event *wl,
                                cl_event *ev) {
@@ -781,7 +1044,7 @@ static cl_int rt_marker(cl_command_queue q, cl_uint nw, const cl_event *wl, cl_e
     clproj_rcall c;
     rt_init_call(&c, RT_OP_MARKER, q);
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static cl_int rt_clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw, const cl_event *wl,
                                              cl_event *ev) {
@@ -789,13 +1052,20 @@ static cl_int rt_clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw, con
 }
 static cl_int rt_clEnqueueBarrierWithWaitList(cl_command_queue q, cl_uint nw, const cl_event *wl,
                                               cl_event *ev) {
-    return rt_marker(q, nw, wl, ev);
+    QCHECK(q, nw, wl);
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_MARKER, q);
+    c.u[0] = 2; /* the event's command type: barrier */
+    c.want_event = ev != NULL;
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 static cl_int rt_clEnqueueMarker(cl_command_queue q, cl_event *ev) {
     if (!ev) return CL_INVALID_VALUE;
     return rt_marker(q, 0, NULL, ev);
 }
-static cl_int rt_clEnqueueBarrier(cl_command_queue q) { return rt_marker(q, 0, NULL, NULL); }
+static cl_int rt_clEnqueueBarrier(cl_command_queue q) {
+    return rt_clEnqueueBarrierWithWaitList(q, 0, NULL, NULL);
+}
 static cl_int rt_clEnqueueWaitForEvents(cl_command_queue q, cl_uint n, const cl_event *list) {
     if (n == 0 || !list) return CL_INVALID_VALUE;
     return rt_marker(q, n, list, NULL);
@@ -819,7 +1089,29 @@ static cl_int rt_clEnqueueMigrateMemObjects(cl_command_queue q, cl_uint n, const
     rt_init_call(&c, RT_OP_MARKER, q);
     c.u[0] = 1; /* the event's command type: migrate */
     c.want_event = ev != NULL;
-    return rt_event_out(rt_call(&c), &c, ev);
+    return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
+}
+
+/* User events: complete when the app says so; commands waiting on one are held back by
+ * Python (route_runtime) until then. */
+static cl_event rt_clCreateUserEvent(cl_context ctx, cl_int *errcode_ret) {
+    if (!rt_is(ctx, RT_CONTEXT)) {
+        SET_ERR(CL_INVALID_CONTEXT);
+        return NULL;
+    }
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_USER_EVENT, ctx);
+    cl_int r = rt_call(&c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c.ret : NULL;
+}
+static cl_int rt_clSetUserEventStatus(cl_event e, cl_int status) {
+    if (!rt_is(e, RT_EVENT)) return CL_INVALID_EVENT;
+    if (status > CL_COMPLETE) return CL_INVALID_VALUE;
+    clproj_rcall c;
+    rt_init_call(&c, RT_OP_USER_STATUS, e);
+    c.u[0] = (uint64_t)(int64_t)status;
+    return rt_call(&c);
 }
 
 /* Callbacks are fired by route_runtime's callback thread (never inside the app's call):
@@ -883,6 +1175,7 @@ static void rt_fill_table(void) {
     T(clEnqueueWaitForEvents); T(clEnqueueMarkerWithWaitList); T(clEnqueueBarrierWithWaitList);
     T(clEnqueueReadBufferRect); T(clEnqueueWriteBufferRect); T(clEnqueueCopyBufferRect);
     T(clEnqueueMigrateMemObjects); T(clSetEventCallback); T(clGetSupportedImageFormats);
+    T(clSetUserEventStatus);
     /* pointer-returning entry points we do not implement: NULL + CL_INVALID_OPERATION */
     T(clCreateSubBuffer); T(clCreateImage); T(clCreateImage2D); T(clCreateImage3D);
     T(clCreateSampler); T(clCreateSamplerWithProperties); T(clCreateProgramWithIL);

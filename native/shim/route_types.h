@@ -11,8 +11,16 @@ enum {
     RT_OP_WRITE = 14, RT_OP_COPY = 15, RT_OP_FILL = 16, RT_OP_MAP = 17, RT_OP_UNMAP = 18,
     RT_OP_LAUNCH = 19, RT_OP_MARKER = 20, RT_OP_FLUSH = 21, RT_OP_UNSUPPORTED = 22,
     RT_OP_PROGRAM_BINARY = 23, RT_OP_READ_RECT = 24, RT_OP_WRITE_RECT = 25, RT_OP_COPY_RECT = 26,
-    RT_OP_CALLBACK = 27
+    RT_OP_CALLBACK = 27, RT_OP_CREATE_SUBBUF = 28, RT_OP_USER_EVENT = 29, RT_OP_USER_STATUS = 30,
+    RT_OP_COMPILE = 31, RT_OP_LINK = 32, RT_OP_CLONE_KERNEL = 33, RT_OP_PRESTART = 34
 };
+/* a kernel argument's kind (clproj_route_kernel_args), from the real kernel */
+enum { RT_ARG_UNKNOWN = 0, RT_ARG_SCALAR = 1, RT_ARG_POINTER = 2, RT_ARG_LOCAL = 3, RT_ARG_OTHER = 4,
+       RT_ARG_SAMPLER = 5 };
+/* what clSetKernelArg left in an argument (clproj_karg.kind) */
+enum { RT_SET_NONE = 0, RT_SET_BYTES = 1, RT_SET_MEM = 2, RT_SET_NULL = 3, RT_SET_LOCAL = 4 };
+#define RT_ARG_SIZES 8   /* accepted sizes of a by-value argument (0-terminated; none: any) */
+#define RT_ARG_MAX 4096  /* the largest by-value argument the cluster protocol carries */
 /* info classes (u[2] of RT_OP_INFO) */
 enum { RT_INFO_OBJECT = 0, RT_INFO_BUILD = 1, RT_INFO_KERNEL_WG = 2, RT_INFO_KERNEL_ARG = 3,
        RT_INFO_PROFILING = 4 };
@@ -37,4 +45,27 @@ typedef struct {
     const char *what;        /* RT_OP_UNSUPPORTED: the entry point's name */
     uint32_t n_released;     /* events released (count 0) since the last call: Python */
     const int64_t *released; /* drops them before the call itself (ids) */
+    uint32_t n_ids;          /* compile: header programs; link: input programs */
+    const int64_t *ids;
+    const char *const *names; /* compile: the headers' include names */
 } clproj_rcall;
+
+/* One kernel argument as set by the app: clSetKernelArg is answered in C (no call into
+ * Python per argument); Python reads the arguments whose gen changed at each launch. */
+typedef struct {
+    uint64_t gen;   /* the kernel's set counter when this argument was last set; 0: never */
+    int32_t kind;   /* RT_SET_* */
+    int64_t id;     /* RT_SET_MEM: the cl_mem's id */
+    uint64_t size;  /* RT_SET_BYTES: value bytes; RT_SET_LOCAL: __local bytes */
+    uint8_t *bytes; /* RT_SET_BYTES: a copy of the value (made at the call) */
+} clproj_karg;
+
+/* Helpers route_runtime.py calls (declared here: the cdef reads this file too). */
+/* The real kernel's argument kinds (RT_ARG_*) and, per argument, RT_ARG_SIZES accepted
+ * by-value sizes (0-terminated; all 0: any size): clSetKernelArg checks them in C with
+ * the driver's codes, and knows which values are cl_mem handles it may look at. */
+void clproj_route_kernel_args(void *h, uint32_t n, const uint8_t *kinds, const uint32_t *sizes);
+/* The kernel's arguments (n of them, as set by clproj_route_kernel_args), or NULL. */
+clproj_karg *clproj_route_kernel_argv(void *h);
+/* Copy the arguments of kernel src to kernel dst (clCloneKernel). */
+void clproj_route_kernel_copy_args(void *dst, void *src);
