@@ -40,7 +40,7 @@ def test_every_measured_app_is_projected(evaluation):
         assert set(a.actual_s) == set(a.projected_s) == set(evaluation.devices)
         assert all(t > 0 for t in a.projected_s.values())
         assert 0.0 <= a.relative_error <= 1.0 and a.penalty >= 0.0
-        assert set(a.bound.values()) <= {"C", "G", "L"}
+        assert set(a.bound.values()) <= {"C", "G", "L", "D"}
 
 
 def test_best_device_among_really_different_devices(evaluation):

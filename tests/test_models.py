@@ -42,13 +42,54 @@ def test_every_model_speaks_the_interface(nbody) -> None:
     for name in MODEL_NAMES:
         m = get_model(name)
         assert isinstance(m, Model) and m.name == name
-    for name in ("bound", "mwp-cwp"):
+    for name in ("bound", "mwp-cwp", "paper", "roofline"):
         p = get_model(name).predict(nbody, dev, 2 << 20)
         assert isinstance(p, ModelPrediction) and p.time_s > 0 and p.breakdown
     # the bound model is the projection, unchanged
     assert get_model("bound").predict(nbody, dev).time_s == project(nbody, dev).time_s
     with pytest.raises(ClprojError, match="unknown model"):
-        get_model("roofline")
+        get_model("nosuch")
+
+
+def _fma_and_bytes(fma: float, load_bytes: float, items: int = 1 << 20) -> dict:
+    total = {
+        "work_items": items,
+        "instructions": {"fp32_fma": fma},
+        "global": {"load_bytes": load_bytes, "store_bytes": 0, "transactions": {}},
+        "local": {"load_bytes": 0, "store_bytes": 0, "bank": {}},
+    }
+    per_group = {"local": {"bytes_per_group": 0}, "private_bytes_per_work_item": 0}
+    return {
+        "launch": {"num_groups": max(1, items // 256), "group_size": min(items, 256)},
+        "per_group": per_group,
+        "total": total,
+    }
+
+
+def test_roofline_is_the_spec_sheet_peaks() -> None:
+    from devices.specs import spec_for
+
+    dev = load_profile("nvidia-h100-80gb-hbm3-nvidia")
+    spec = spec_for(dev.name)
+    assert spec is not None
+    peak = 2 * spec.per_cu["fp32_fma"] * spec.cus * spec.clock_mhz * 1e6
+    m = get_model("roofline")
+    flops = m.predict(_fma_and_bytes(1e12, 0), dev)
+    assert flops.bound == "C" and flops.time_s == pytest.approx(2e12 / peak)
+    mem = m.predict(_fma_and_bytes(0, 1e10), dev)
+    assert mem.bound == "G" and mem.time_s == pytest.approx(1e10 / (spec.bandwidth_gbs * 1e9))
+
+
+def test_paper_model_leaves_out_the_additions(nbody) -> None:
+    dev = load_profile("nvidia-h100-80gb-hbm3-nvidia")
+    paper = get_model("paper").predict(nbody, dev, 2 << 20)
+    # no launch floor, no latency term: a compute-bound kernel is its compute term x tail
+    assert paper.time_s == pytest.approx(
+        max(paper.breakdown[k] for k in ("t_compute", "t_global", "t_local"))
+        * paper.breakdown["tail_factor"]
+    )
+    tiny = get_model("paper").predict(_fma_and_bytes(256, 0, items=256), dev)
+    assert tiny.time_s < 1e-8  # a launch floor would be microseconds
 
 
 def test_mwp_cwp_case_1_too_few_warps() -> None:

@@ -280,3 +280,125 @@ def test_instruction_classes_count_vector_lanes():
     g = p.total["global"]
     assert g["load_bytes"] == items * (16 + 8 + 4)
     assert g["load_accesses"] == 3 * items  # a float4 load is one access
+
+
+CASTS = """
+__kernel void casts(__global const float *a, __global float *b, __global int *k, int n) {
+  int i = get_global_id(0);
+  long wide = (long)i * n;          /* sext: index widening */
+  b[i] = a[wide % 64] + (float)k[i]; /* sitofp: a real conversion */
+}
+"""
+
+
+def test_integer_width_changes_are_integer_ops_not_conversions():
+    items = 64
+    p = emulate(
+        CASTS,
+        "casts",
+        [
+            np.ones(64, np.float32),
+            np.zeros(items, np.float32),
+            np.ones(items, np.int32),
+            np.int32(1),
+        ],
+        [items],
+        [64],
+    )
+    # Only the int -> float conversion is priced as a conversion; sext/zext/trunc are
+    # integer ALU work (docs/miniemu.md).
+    assert p.total["instructions"]["conversion"] == items
+
+
+DEPENDENCE = """
+__kernel void rmw(__global float *A, __global float *y, __global const float *x, int n) {
+  int j = get_global_id(0);                       /* atax kernel 2: y[j] over a column */
+  for (int i = 0; i < n; i++) y[j] += A[i * n + j] * x[i];
+}
+__kernel void rowrmw(__global float *A, __global float *y, __global const float *x, int n) {
+  int i = get_global_id(0);                       /* atax kernel 1: y[i] over a row */
+  for (int j = 0; j < n; j++) y[i] += A[i * n + j] * x[j];
+}
+__kernel void regsum(__global float *A, __global float *y, __global const float *x, int n) {
+  int j = get_global_id(0);
+  float s = 0.0f;
+  for (int i = 0; i < n; i++) s += A[i * n + j];
+  y[j] = s;
+}
+__kernel void chase(__global const int *next, __global int *out, int hops) {
+  int p = get_global_id(0);
+  for (int h = 0; h < hops; h++) p = next[p];
+  out[get_global_id(0)] = p;
+}
+__kernel void ordered(__global float *t, __global const float *A, int n) {
+  int j = get_global_id(0);
+  t[j] = 0.0f;                                    /* 2mm: the sum stays in a register, */
+  for (int k = 0; k < n; k++) t[j] += A[k * n + j]; /* the store orders the next loads */
+}
+__kernel void restricted(__global float * restrict t, __global const float *A, int n) {
+  int j = get_global_id(0);
+  t[j] = 0.0f;
+  for (int k = 0; k < n; k++) t[j] += A[k * n + j];
+}
+"""
+DN = 64  # work-items and loop trip count of the dependence kernels
+
+
+def dependence(kernel: str, args: list) -> tuple[dict, dict]:
+    p = emulate(DEPENDENCE, kernel, args, [DN], [32])
+    n = p.total["work_items"]
+    dep = {k: v / n for k, v in p.total["dependence"].items()}
+    item = p.total["global"]["item_transactions"]
+    return dep, {d: {int(s): v / n for s, v in item[d].items()} for d in item}
+
+
+def mats() -> list:
+    return [np.ones(DN * DN, np.float32), np.zeros(DN, np.float32), np.ones(DN, np.float32)]
+
+
+def test_read_after_write_chain_through_memory():
+    dep, item = dependence("rmw", [*mats(), np.int32(DN)])
+    # Every iteration reloads y[j], stored by the iteration before: DN rounds, the first
+    # independent, DN-1 read-after-write steps; each streams a new row of A (cold).
+    assert dep["chain"] == DN and dep["raw_chain"] == DN - 1 and dep["raw_loads"] == DN - 1
+    assert dep["cold_chain"] == DN and dep["pointer_chain"] == 0
+    # Per work-item lines: A moves to a new row each iteration (DN), x walks 4-byte words
+    # (a new 32-byte sector every 8), y stays in one sector.
+    assert item["load"][32] == DN + DN // 8 + 1
+    assert item["store"][32] == 1
+
+
+def test_cold_rounds_count_new_sectors_only():
+    dep, _ = dependence("rowrmw", [*mats(), np.int32(DN)])
+    # The row of A and x advance 4 bytes per iteration: a new 32-byte sector every 8.
+    assert dep["chain"] == DN and dep["cold_chain"] == DN // 8 + 1
+
+
+def test_register_accumulator_has_no_chain():
+    dep, item = dependence("regsum", [*mats(), np.int32(DN)])
+    assert dep["chain"] == 1 and dep["raw_loads"] == 0
+    assert item["load"][32] == DN  # one column element per iteration, each in a new row
+
+
+def test_pointer_chase_chain():
+    nxt = np.roll(np.arange(DN, dtype=np.int32), -1)  # p -> p + 1 (mod DN)
+    dep, _ = dependence("chase", [nxt, np.zeros(DN, np.int32), np.int32(DN)])
+    assert dep["chain"] == DN and dep["pointer_chain"] == DN - 1
+    assert dep["pointer_loads"] == DN - 1 and dep["raw_chain"] == 0
+
+
+def test_store_orders_later_loads_unless_restrict():
+    args = [np.zeros(DN, np.float32), np.ones(DN * DN, np.float32), np.int32(DN)]
+    ordered, _ = dependence("ordered", args)
+    restricted, _ = dependence("restricted", args)
+    # LLVM keeps the sum in a register (no reload), but each iteration's loads may alias
+    # the store before them: DN ordered rounds. With `restrict` nothing orders them.
+    assert ordered["raw_loads"] == 0 and ordered["chain"] == DN
+    assert restricted["chain"] == 1
+
+
+def test_unique_sectors_by_direction():
+    p = emulate(COPY, "copy", [np.ones(N, np.float32), np.zeros(N, np.float32)], [N], [64])
+    g = p.total["global"]
+    assert g["unique_load_sector_bytes"] == g["unique_store_sector_bytes"] == 4 * N
+    assert g["unique_sector_bytes"] == 8 * N

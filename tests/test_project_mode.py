@@ -50,7 +50,7 @@ def check_projections(doc: dict, kernels: set[str]) -> None:
     assert kernels <= projected, doc["projections"]
     for p in doc["projections"]:
         assert p["recommended"] in {q["device"] for q in p["projections"]}
-        assert all(q["time_s"] > 0 and q["bound"] in "CGL" for q in p["projections"])
+        assert all(q["time_s"] > 0 and q["bound"] in "CGLD" for q in p["projections"])
 
 
 def test_pyopencl_app_under_project_mode(tmp_path):

@@ -171,3 +171,175 @@ def test_selection_penalty_and_relative_error_by_hand():
     expect = math.dist(a, p) / math.sqrt(2)
     assert metrics.relative_error(actual, {"a": 1.0, "b": 0.0}) == pytest.approx(expect)
     assert metrics.mape([(1.0, 1.5), (2.0, 1.0)]) == pytest.approx(0.5)
+
+
+# -- dependence latency, write-through L2, CPU loop form (docs/projection.md) ---------
+
+
+def measured(name: str):
+    return load_profile(f"devices/profiles/measured/{name}.json")
+
+
+def dep_kernel(items: int, group: int, chain: float, cold: float, raw: float = 0.0, ptr=0.0):
+    """A launch whose work-items each run a chain of dependent loads and nothing else."""
+    total = stats(
+        work_items=items,
+        dependence={
+            "chain": chain * items,
+            "cold_chain": cold * items,
+            "raw_chain": raw * items,
+            "pointer_chain": ptr * items,
+            "raw_loads": raw * items,
+            "pointer_loads": ptr * items,
+        },
+    )
+    return kernel(num_groups=items // group, group_size=group, total=total)
+
+
+def test_gpu_dependence_chain_costs_latency_per_round_in_one_wave():
+    h100 = measured("nvidia-h100-opencl")
+    lat = h100.data["detail"]["latency"]["global_latency_s"]
+    # atax kernel 2: 8192 work-items, each 8192 cold read-after-write rounds, one wave.
+    p = project(dep_kernel(8192, 32, chain=8192, cold=8192, raw=8191), h100)
+    assert p.bound == "D"
+    assert p.occupancy.waves == 1
+    # the first round is in the launch floor (an empty kernel's one store)
+    assert p.t_latency == pytest.approx(8191 * lat)
+    assert p.time_s == pytest.approx(p.t_latency + p.t_launch)
+
+
+def test_gpu_chain_waves_do_not_overlap_and_warm_rounds_are_cheaper():
+    h100 = measured("nvidia-h100-opencl")
+    one = project(dep_kernel(8192, 256, chain=100, cold=100), h100)
+    many = project(dep_kernel(8192 * 64, 256, chain=100, cold=100), h100)
+    assert many.occupancy.waves > 1
+    assert many.t_latency == pytest.approx(one.t_latency * many.occupancy.waves)
+    warm = project(dep_kernel(8192, 256, chain=100, cold=10), h100)
+    assert warm.t_latency < one.t_latency / 5
+    # Independent loads only: one round, already in the launch floor.
+    assert project(dep_kernel(8192, 256, chain=1, cold=1), h100).t_latency == 0.0
+
+
+def test_cpu_counts_pointer_rounds_serially_and_forwards_stores():
+    epyc = measured("pocl-pthread-amd-epyc")
+    lat = epyc.data["detail"]["latency"]["global_latency_s"]
+    items, group = 1024, 64
+    chase = dep_kernel(items, group, chain=50, cold=50, ptr=49)
+    chase["total"]["branches"] = {"total": 50 * items, "divergent": {}}  # it loops
+    p = project(chase, epyc)
+    per_core = math.ceil(items / group / epyc.compute_units) * group
+    assert p.t_latency == pytest.approx(per_core * 49 * lat)
+    # A read-after-write chain is store-to-load forwarding on a CPU: no latency term.
+    rmw = dep_kernel(items, group, chain=50, cold=50, raw=49)
+    assert project(rmw, epyc).t_latency == 0.0
+
+
+def test_without_dependence_data_nothing_changes():
+    h100 = measured("nvidia-h100-opencl")
+    p = project(kernel(total=stats(instructions={"fp32_fma": 1e9})), h100)
+    assert p.t_latency == 0.0 and p.bound == "C"
+
+
+def gmem_kernel(items, group, loads, stores, **g):
+    total = stats(
+        work_items=items,
+        **{
+            "global": {
+                "load_bytes": 4 * loads,
+                "store_bytes": 4 * stores,
+                "load_accesses": loads,
+                "store_accesses": stores,
+                "transactions": g.pop("transactions", {"load": {}, "store": {}}),
+                **g,
+            }
+        },
+    )
+    return kernel(num_groups=items // group, group_size=group, total=total)
+
+
+def test_cpu_loop_form_prices_per_work_item_lines_at_cache_bandwidth():
+    epyc = measured("pocl-pthread-amd-epyc")
+    items, n = 4096, 1000  # each work-item walks a column: a new line per access
+    prof = gmem_kernel(
+        items,
+        256,
+        loads=items * n,
+        stores=items,
+        transactions={
+            "load": {"16": {"64": items * n // 16}},
+            "store": {"16": {"64": items // 16}},
+        },
+        item_transactions={"load": {"64": items * n}, "store": {"64": items}},
+        unique_sector_bytes=4 * items * n,
+    )
+    prof["total"]["branches"] = {"total": items * n, "divergent": {}}
+    p = project(prof, epyc, footprint_bytes=1 << 30)
+    assert p.details["cpu_loop_form"] == 1.0
+    expect = 64 * (items * n + items) / epyc.data["memory"]["cache_read_bytes_per_s"]
+    assert p.details["t_l2"] == pytest.approx(expect)
+    # The same counts without a loop: vectorised across work-items, warp-level lines.
+    prof["total"]["branches"] = {"total": 0, "divergent": {}}
+    vector = project(prof, epyc, footprint_bytes=1 << 30)
+    assert "cpu_loop_form" not in vector.details
+    assert vector.details["l2_bytes"] == pytest.approx(4 * items * n)
+    # A cache-resident footprint is served by the core's caches: no loop-form pricing.
+    prof["total"]["branches"] = {"total": items * n, "divergent": {}}
+    assert "cpu_loop_form" not in project(prof, epyc, footprint_bytes=1 << 20).details
+
+
+def test_cpu_loop_free_kernels_stream_at_the_straight_rate():
+    epyc = measured("pocl-pthread-amd-epyc")
+    straight = epyc.data["detail"]["straight_bandwidth"]["global_copy"]
+    items = 1 << 22
+    tx = {"load": {"16": {"64": items // 16}}, "store": {"16": {"64": items // 16}}}
+    prof = gmem_kernel(items, 256, loads=items, stores=items, transactions=tx)
+    p = project(prof, epyc)  # no footprint: every transaction goes to DRAM
+    assert p.t_global == pytest.approx(2 * 4 * items / straight)
+
+
+def test_gpu_stores_and_read_backs_reach_l2():
+    h100 = measured("nvidia-h100-opencl")
+    items = 1 << 20
+    base = dict(
+        transactions={
+            "load": {"32": {"32": items // 8, "64": items // 16, "128": items // 32}},
+            "store": {"32": {"32": items * 8, "64": items * 4, "128": items * 2}},
+        },
+        unique_sector_bytes=8 * items,
+        unique_load_sector_bytes=4 * items,
+        unique_store_sector_bytes=4 * items,
+    )
+    prof = gmem_kernel(items, 256, loads=items, stores=items * 64, **base)
+    p = project(prof, h100, footprint_bytes=1 << 30)
+    # 64 stores per work-item, coalesced: 8 sectors per warp each; only the first reaches
+    # L2 in the group's distinct sectors, the others are written through.
+    written = 32 * items * 8 - 4 * items
+    assert p.details["l2_bytes"] == pytest.approx(8 * items + written)
+
+
+def test_repeated_small_footprint_stays_in_cache():
+    epyc = measured("pocl-pthread-amd-epyc")
+    prof = gmem_kernel(
+        8192,
+        256,
+        loads=8192,
+        stores=8192,
+        transactions={"load": {"16": {"64": 512}}, "store": {"16": {"64": 512}}},
+        unique_sector_bytes=65536,
+        unique_load_sector_bytes=32768,
+        unique_store_sector_bytes=32768,
+    )
+    small = project(prof, epyc, footprint_bytes=65536)
+    big = project(prof, epyc, footprint_bytes=1 << 30)
+    assert small.details["cache_warm"] == 1.0 and small.details["dram_bytes"] == 0.0
+    assert big.details["dram_bytes"] > 0 and big.t_global > small.t_global
+
+
+def test_l1_counts_one_wavefront_per_line():
+    h100 = measured("nvidia-h100-opencl")
+    items = 1 << 20
+    # A fully scattered warp load: 32 lines per warp instruction whatever the segment.
+    tx = {"load": {"32": {"32": items, "64": items, "128": items}}, "store": {}}
+    prof = gmem_kernel(items, 256, loads=items, stores=0, transactions=tx, unique_sector_bytes=32)
+    p = project(prof, h100, footprint_bytes=1 << 20)
+    assert p.details["t_l1"] == pytest.approx(128 * items / h100.peak("local"))

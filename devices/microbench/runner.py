@@ -19,7 +19,7 @@ import numpy as np
 
 from clproj.errors import ClprojError
 from devices import specs
-from devices.microbench import atomics, compute, gmem, latency, lmem, overhead, sync
+from devices.microbench import atomics, compute, gmem, latency, lmem, overhead, stream, sync
 from devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
 from devices.profile import FORMAT, VERSION, validate
 
@@ -262,6 +262,13 @@ def profile_device(
 
     steps.append(("memory latency", guarded(lat)))
 
+    if bench.is_cpu:  # PoCL streams loop-free kernels faster than the grid-stride curves
+
+        def straight() -> None:
+            extra["straight_bandwidth"] = stream.straight_bandwidth(bench)
+
+        steps.append(("loop-free streaming", guarded(straight)))
+
     for _, fn in progress(steps) if progress else steps:
         fn()
     bench.notes.append(f"global buffer {gm.nbytes} bytes")
@@ -451,5 +458,8 @@ def _assemble(
         doc["detail"]["cache"] = extra["cache"]
         prov["memory.cache_bytes"] = "measured"  # CL_DEVICE_GLOBAL_MEM_CACHE_SIZE
         prov["memory.cache_read_bytes_per_s"] = "measured"  # cache-resident re-reads
+    if "straight_bandwidth" in extra:
+        doc["detail"]["straight_bandwidth"] = extra["straight_bandwidth"]
+        prov["detail.straight_bandwidth"] = "measured"
     validate(doc)
     return doc

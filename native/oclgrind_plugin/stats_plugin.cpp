@@ -114,6 +114,8 @@ void Stats::add(const Stats &o) {
   for (int i = 0; i < NUM_SPECIAL; ++i) special[i] += o.special[i];
   gload_bytes += o.gload_bytes;
   gunique_bytes += o.gunique_bytes;
+  gunique_load_bytes += o.gunique_load_bytes;
+  gunique_store_bytes += o.gunique_store_bytes;
   gstore_bytes += o.gstore_bytes;
   gload_acc += o.gload_acc;
   gstore_acc += o.gstore_acc;
@@ -137,6 +139,14 @@ void Stats::add(const Stats &o) {
   atom_local += o.atom_local;
   atom_global_hot += o.atom_global_hot;
   atom_local_hot += o.atom_local_hot;
+  dep_chain += o.dep_chain;
+  dep_cold += o.dep_cold;
+  dep_raw += o.dep_raw;
+  dep_ptr += o.dep_ptr;
+  dep_raw_loads += o.dep_raw_loads;
+  dep_ptr_loads += o.dep_ptr_loads;
+  for (int d = 0; d < 2; ++d)
+    for (int k = 0; k < kNumSegments; ++k) item_tx[d][k] += o.item_tx[d][k];
 }
 
 std::string Stats::json() const {
@@ -148,6 +158,8 @@ std::string Stats::json() const {
   o << "},\"global\":{\"load_bytes\":" << gload_bytes << ",\"store_bytes\":" << gstore_bytes
     << ",\"load_accesses\":" << gload_acc << ",\"store_accesses\":" << gstore_acc
     << ",\"unique_sector_bytes\":" << gunique_bytes
+    << ",\"unique_load_sector_bytes\":" << gunique_load_bytes
+    << ",\"unique_store_sector_bytes\":" << gunique_store_bytes
     << ",\"transactions\":{";
   for (int d = 0; d < 2; ++d) {
     o << (d ? "," : "") << (d ? "\"store\":{" : "\"load\":{");
@@ -157,6 +169,13 @@ std::string Stats::json() const {
         o << (s ? "," : "") << '"' << kSegments[s] << "\":" << trans[d][w][s];
       o << "}";
     }
+    o << "}";
+  }
+  o << "},\"item_transactions\":{";
+  for (int d = 0; d < 2; ++d) {
+    o << (d ? ",\"store\":{" : "\"load\":{");
+    for (int k = 0; k < kNumSegments; ++k)
+      o << (k ? "," : "") << '"' << kSegments[k] << "\":" << item_tx[d][k];
     o << "}";
   }
   o << "},\"atomic_accesses\":" << atom_global << "},\"local\":{\"load_bytes\":" << lload_bytes
@@ -170,7 +189,10 @@ std::string Stats::json() const {
   for (int w = 0; w < kNumWarps; ++w) o << (w ? "," : "") << '"' << kWarps[w] << "\":" << br_div[w];
   o << "}},\"barriers\":" << barriers << ",\"atomics\":{\"global\":" << atom_global
     << ",\"local\":" << atom_local << ",\"global_same_address_max\":" << atom_global_hot
-    << ",\"local_same_address_max\":" << atom_local_hot << "}}";
+    << ",\"local_same_address_max\":" << atom_local_hot << "},\"dependence\":{\"chain\":" << dep_chain
+    << ",\"cold_chain\":" << dep_cold << ",\"raw_chain\":" << dep_raw
+    << ",\"pointer_chain\":" << dep_ptr << ",\"raw_loads\":" << dep_raw_loads
+    << ",\"pointer_loads\":" << dep_ptr_loads << "}}";
   return o.str();
 }
 
@@ -188,18 +210,32 @@ StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(co
 
 WorkerState &StatsPlugin::state() { return t_state; }
 
-void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
-                                      const llvm::Instruction *instruction,
-                                      const oclgrind::TypedValue &result) {
-  WorkerState &st = state();
+const InstInfo &StatsPlugin::infoFor(WorkerState &st, const llvm::Instruction *instruction) {
   auto it = st.cache.find(instruction);
   if (it == st.cache.end()) {
     InstInfo fresh = classify(instruction);
     auto header = loop_headers_.find(instruction);  // read-only while groups run
     if (header != loop_headers_.end()) fresh.loop = static_cast<int8_t>(header->second);
+    fresh.id = st.deps.assign(instruction);
     it = st.cache.emplace(instruction, fresh).first;
   }
-  const InstInfo &info = it->second;
+  return it->second;
+}
+
+uint32_t StatsPlugin::laneOf(WorkerState &st, const oclgrind::WorkItem *workItem) {
+  // Work-items run one at a time between barriers: remember the last one's linear id.
+  if (workItem != st.lane_item) {
+    st.lane_item = workItem;
+    st.lane_id = linearLocalId(workItem, st);
+  }
+  return st.lane_id;
+}
+
+void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
+                                      const llvm::Instruction *instruction,
+                                      const oclgrind::TypedValue &result) {
+  WorkerState &st = state();
+  const InstInfo &info = infoFor(st, instruction);
   if (info.loop >= 0) st.loop_iters[info.loop]++;
   if ((max_instructions_ || budget_s_ > 0) && ++st.since_check >= 4096) {
     // Budget check (bounded modes run one worker thread): stop with partial statistics.
@@ -214,6 +250,7 @@ void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
       stopEarly(workItem->getWorkGroup(), st, has_barrier_ ? st.lanes : st.completed + 1, why);
   }
   if (info.cls == IGNORED) return;
+  st.deps.executed(laneOf(st, workItem), instruction, info.id, workItem->getPreviousBlock());
   st.stats.inst[info.cls] += info.lanes;
   if (info.cls == SPECIAL) st.stats.special[info.special] += info.lanes;
   if (info.cls == BARRIER) st.stats.barriers++;
@@ -244,6 +281,14 @@ void StatsPlugin::recordAccess(const oclgrind::Memory *memory, const oclgrind::W
     (store ? s.gstore_bytes : s.gload_bytes) += size;
     (store ? s.gstore_acc : s.gload_acc)++;
     storeRangesAccess(memory, address, size, store ? 1 : 0);
+    const llvm::Instruction *inst = workItem->getCurrentInstruction();
+    if (inst != nullptr) {
+      uint32_t id = infoFor(st, inst).id;
+      if (store)
+        st.deps.store(laneOf(st, workItem), inst, id, address, size, workItem->getPreviousBlock());
+      else
+        st.deps.load(laneOf(st, workItem), id, address, size);
+    }
   }
   // The dynamic instance is assigned at group end from the per-lane callback order.
   st.accesses.push_back({workItem->getCurrentInstruction(), 0, linearLocalId(workItem, st), address,
@@ -316,6 +361,7 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
   uint64_t gen = generation_.load();
   if (st.generation != gen) {  // new launch: instruction pointers may have been reused
     st.cache.clear();
+    st.deps.reset();
     st.generation = gen;
   }
   oclgrind::Size3 gs = group->getGroupSize();
@@ -329,6 +375,8 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
   st.stats.work_items = n;
   st.loop_iters.fill(0);
   st.completed = 0;
+  st.lane_item = nullptr;  // work-item objects are reused from group to group
+  st.deps.groupBegin(n);
   storeRangesGroupBegin();
 }
 
@@ -371,6 +419,7 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
                                      uint64_t work_items) {
   Stats &s = st.stats;
   s.work_items = work_items;
+  st.deps.finish(s);
   std::vector<uint64_t> scratch;
 
   // Memory: group accesses by (kind, instruction, per-lane dynamic instance), then by lid.
@@ -396,6 +445,18 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
     std::sort(scratch.begin(), scratch.end());
     s.gunique_bytes = 32 * static_cast<uint64_t>(std::unique(scratch.begin(), scratch.end()) - scratch.begin());
     scratch.clear();
+    // The same split by direction: the sectors it reads (what DRAM must deliver), and
+    // those it writes (each goes back to memory once, whether or not it was read).
+    for (int kind = 0; kind < 2; ++kind) {
+      for (const Access &a : st.accesses)
+        if (a.kind == kind)
+          for (uint64_t sec = a.addr / 32; sec <= (a.addr + a.size - 1) / 32; ++sec)
+            scratch.push_back(sec);
+      std::sort(scratch.begin(), scratch.end());
+      (kind ? s.gunique_store_bytes : s.gunique_load_bytes) =
+          32 * static_cast<uint64_t>(std::unique(scratch.begin(), scratch.end()) - scratch.begin());
+      scratch.clear();
+    }
   }
   std::sort(st.accesses.begin(), st.accesses.end(), [](const Access &a, const Access &b) {
     if (a.kind != b.kind) return a.kind < b.kind;

@@ -21,7 +21,10 @@
 #include <oclgrind/Plugin.h>
 
 namespace llvm {
+class BasicBlock;
 class Function;
+class Instruction;
+class Value;
 }
 
 namespace clproj {
@@ -57,6 +60,7 @@ struct InstInfo {
   uint8_t special = SF_OTHER;  // family, when cls == SPECIAL
   bool conditional = false;  // conditional br or switch: divergence is tracked
   int8_t loop = -1;  // loop id when this is a loop header's terminator (loops.cpp)
+  uint32_t id = 0;  // dense per-launch instruction id (dependence.cpp)
 };
 
 // Statistics of one work-group (or a sum of groups).
@@ -68,6 +72,8 @@ struct Stats {
   // Distinct 32-byte sectors of global memory the group touched, x 32: what the group
   // brings into a compute unit's cache once; re-reads beyond it can hit there.
   uint64_t gunique_bytes = 0;
+  // The same by direction: sectors it read, sectors it wrote (written back once).
+  uint64_t gunique_load_bytes = 0, gunique_store_bytes = 0;
   uint64_t trans[2][kNumWarps][kNumSegments] = {};  // [load/store][warp][segment]
   uint64_t lload_bytes = 0, lstore_bytes = 0, lacc = 0;
   uint64_t bank_req[kNumBankCounts] = {}, bank_wave[kNumBankCounts] = {};
@@ -78,6 +84,14 @@ struct Stats {
   // the unit cores and L2 slices serialise on) or one 4-byte word (local) received in the
   // group (summed over groups when statistics are added).
   uint64_t atom_global_hot = 0, atom_local_hot = 0;
+  // Dependence (dependence.cpp), sums over work-items of each work-item's longest chain:
+  // dependent global round trips, the cold ones among them, read-after-write steps and
+  // pointer-chasing steps; plus the number of dependent loads of each kind.
+  uint64_t dep_chain = 0, dep_cold = 0, dep_raw = 0, dep_ptr = 0;
+  uint64_t dep_raw_loads = 0, dep_ptr_loads = 0;
+  // Per-work-item transactions: accesses touching another segment than the previous
+  // access of the same instruction by the same work-item ([load/store][segment]).
+  uint64_t item_tx[2][kNumSegments] = {};
   void add(const Stats &o);
   std::string json() const;
 };
@@ -99,6 +113,60 @@ struct BranchRec {
   uint64_t taken;
 };
 
+// Dependence chains (dependence.cpp): what one value of one work-item waits for.
+struct Dep {
+  uint32_t mem = 0;   // global round trips on its longest dependence path
+  uint32_t cold = 0;  // rounds on it that streamed in a new 32-byte sector
+  uint32_t raw = 0;   // steps that read back a word the work-item stored
+  uint32_t ptr = 0;   // steps whose address came from a loaded value
+  void merge(const Dep &o);  // element-wise max
+};
+
+struct LaneDeps {
+  std::vector<Dep> val;            // by instruction id: the value's latest chain
+  std::vector<uint64_t> last_end;  // by instruction id: one past the last byte accessed (0: none)
+  std::unordered_map<uint64_t, Dep> stored;  // 4-byte word -> chain of the value stored there
+  std::vector<std::pair<uint32_t, Dep>> fences;  // store instruction id -> chain of its stores
+  Dep pending;                     // memory chain of the load being executed
+  bool has_pending = false, pending_raw = false, pending_cold = false;
+  bool cold_since = false;  // a cold global load since the last dependent round
+  Dep longest;              // the work-item's longest chains
+};
+
+// The object a memory instruction's pointer is based on, for may-alias decisions.
+struct MemObject {
+  const llvm::Value *object = nullptr;  // llvm::getUnderlyingObject of the pointer
+  bool noalias = false;                 // a `restrict` kernel argument
+};
+
+class DependenceTracker {
+ public:
+  static constexpr uint32_t kNoId = 0xffffffffu;
+  void reset();                   // new launch: instruction ids are reassigned
+  void groupBegin(size_t lanes);  // new work-group
+  uint32_t assign(const llvm::Instruction *inst);  // id of inst, operand ids recorded
+  void load(uint32_t lid, uint32_t id, uint64_t addr, size_t size);  // global load (before executed)
+  void store(uint32_t lid, const llvm::Instruction *inst, uint32_t id, uint64_t addr, size_t size,
+             const llvm::BasicBlock *previous);
+  void executed(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
+                const llvm::BasicBlock *previous);
+  void finish(Stats &s) const;  // the group's sums into s
+
+ private:
+  uint32_t idOf(const llvm::Value *v);
+  bool mayAlias(uint32_t a, uint32_t b) const;  // memory instructions a and b (by id)
+  LaneDeps &lane(uint32_t lid);
+  Dep operandDep(LaneDeps &l, const llvm::Instruction *inst, uint32_t id,
+                 const llvm::BasicBlock *previous) const;
+  void countSegments(LaneDeps &l, uint32_t id, uint64_t addr, size_t size, int store, bool &cold);
+  std::unordered_map<const llvm::Value *, uint32_t> ids_;
+  std::vector<std::vector<uint32_t>> operands_;  // by id: operand ids (kNoId: not an instruction)
+  std::vector<MemObject> objects_;               // by id: what a memory instruction accesses
+  std::vector<LaneDeps> lanes_;
+  uint64_t raw_loads_ = 0, pointer_loads_ = 0;
+  uint64_t item_tx_[2][kNumSegments] = {};
+};
+
 struct WorkerState {
   uint64_t generation = 0;
   std::unordered_map<const llvm::Instruction *, InstInfo> cache;
@@ -113,6 +181,9 @@ struct WorkerState {
   std::array<uint64_t, kMaxLoops> loop_iters{};
   uint64_t completed = 0;
   uint64_t since_check = 0;
+  DependenceTracker deps;
+  const oclgrind::WorkItem *lane_item = nullptr;  // last work-item seen, and its linear id
+  uint32_t lane_id = 0;
 };
 
 class StatsPlugin : public oclgrind::Plugin {
@@ -136,6 +207,8 @@ class StatsPlugin : public oclgrind::Plugin {
 
  private:
   WorkerState &state();
+  const InstInfo &infoFor(WorkerState &st, const llvm::Instruction *instruction);
+  uint32_t laneOf(WorkerState &st, const oclgrind::WorkItem *workItem);
   void recordAccess(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
                     size_t address, size_t size, bool store);
   void flush(bool stopped_early);  // caller holds m_mutex

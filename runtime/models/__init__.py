@@ -1,16 +1,18 @@
 """Time models beside the bound model: one interface, several implementations.
 
-``get_model(name)`` returns a fresh instance of ``bound`` (Panwar et al., wraps
-:func:`runtime.projection.project`), ``mwp-cwp`` (Hong & Kim's analytical model) or
-``learned`` (extremely randomised trees after Braun et al.). ``docs/models.md`` documents
-each and compares them with ``clproj evaluate --models bound,mwp-cwp,learned``.
+``get_model(name)`` returns a fresh instance of ``bound`` (Panwar et al. with this
+project's additions, wraps :func:`runtime.projection.project`), ``mwp-cwp`` (Hong & Kim's
+analytical model), ``learned`` (extremely randomised trees after Braun et al.), or one of
+two baselines: ``paper`` (Panwar et al.'s three terms as published, without our additions)
+and ``roofline`` (spec-sheet peak flops and bandwidth). ``docs/models.md`` documents each
+and compares them with ``clproj evaluate --models bound,paper,roofline,mwp-cwp,learned``.
 """
 
 from __future__ import annotations
 
 from runtime.models.base import Model, ModelPrediction, TrainingRow
 
-MODEL_NAMES = ("bound", "mwp-cwp", "learned")
+MODEL_NAMES = ("bound", "mwp-cwp", "learned", "paper", "roofline")
 
 
 def get_model(name: str, **kwargs: object) -> Model:
@@ -25,6 +27,14 @@ def get_model(name: str, **kwargs: object) -> Model:
         from runtime.models.mwp_cwp import MwpCwpModel
 
         return MwpCwpModel()
+    if name == "paper":
+        from runtime.models.paper import PaperModel
+
+        return PaperModel()
+    if name == "roofline":
+        from runtime.models.roofline import RooflineModel
+
+        return RooflineModel()
     if name == "learned":
         from runtime.models.learned import LearnedModel
 

@@ -1,4 +1,4 @@
-"""Panwar et al.'s compute/global/local bound model behind the model interface."""
+"""Panwar et al.'s bound model with this project's additions, behind the model interface."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class BoundModel:
                 "t_compute": p.t_compute,
                 "t_global": p.t_global,
                 "t_local": p.t_local,
+                "t_latency": p.t_latency,
                 "t_launch": p.t_launch,
                 "tail_factor": p.details.get("tail_factor", 1.0),
             },

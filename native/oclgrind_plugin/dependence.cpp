@@ -1,0 +1,246 @@
+// Dependence chains and per-work-item line transactions (docs/miniemu.md, "Dependence").
+//
+// Why: a throughput model prices bytes and instructions, but a work-item whose memory
+// operations wait on each other (y[j] += A[i][j] * x[i] over i: every load of y[j] waits
+// for the store of the previous iteration; p = next[p]: every address comes from the
+// previous load) takes at least `chain x memory latency`, whatever the bandwidth. This
+// file measures, per work-item, the longest such chain, device-independently:
+//
+// * every global load is one memory round trip; a load is *dependent* when it reads a
+//   4-byte word this work-item stored earlier (read-after-write through memory) or when
+//   its address operand was computed from a loaded value (pointer chasing). Values carry
+//   their dependence through registers: an instruction's chain is the element-wise max of
+//   its operands' (a phi takes the operand of the block it came from); a store gives the
+//   words it writes the chain of its value and address.
+// * a load also waits for every earlier store of the work-item to a buffer it may alias
+//   (program order: a compiler cannot hoist a load above a store it cannot prove
+//   disjoint, so the GPU issues the load of iteration k+1 only after the store of
+//   iteration k, which waited for the loads of iteration k). Two pointers are disjoint
+//   only when they come from different kernel arguments one of which is `restrict`
+//   (LLVM noalias) or from different address spaces.
+// * a dependent load starts a new round: chain = 1 + max(address chain, stored-word chain,
+//   chain of the may-alias stores before it). Independent loads are round 1. The chain of
+//   a work-item is the max over its loads.
+// * a round is *cold* when, since the previous round, a global load of this work-item
+//   touched a 32-byte sector other than the one its instruction touched the time before
+//   (streaming in new data: the round waits for the memory system, not the L1).
+//
+// The same per-(work-item, instruction) history gives *item transactions*: accesses that
+// touch a segment (32/64/128 B) other than the previous access of that instruction by that
+// work-item. On a CPU, PoCL runs a looping work-item to its end before the next one, so
+// this, not the warp-level coalescing, is the number of cache lines the core must fetch.
+//
+// Simplifications (documented in docs/miniemu.md): local/private memory and atomics
+// neither add rounds nor carry chains through memory; a value is tracked by its LLVM
+// instruction, so a value that lives in memory between work-items is not followed.
+#include <algorithm>
+
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/IR/Argument.h>
+#include <llvm/IR/Instructions.h>
+
+#include "stats_plugin.h"
+
+namespace clproj {
+
+void Dep::merge(const Dep &o) {
+  mem = std::max(mem, o.mem);
+  cold = std::max(cold, o.cold);
+  raw = std::max(raw, o.raw);
+  ptr = std::max(ptr, o.ptr);
+}
+
+namespace {
+
+// The pointer operand of a global load or store (vload/vstore: the last argument).
+const llvm::Value *pointerOperand(const llvm::Instruction *inst) {
+  if (auto *ld = llvm::dyn_cast<llvm::LoadInst>(inst)) return ld->getPointerOperand();
+  if (auto *st = llvm::dyn_cast<llvm::StoreInst>(inst)) return st->getPointerOperand();
+  if (auto *call = llvm::dyn_cast<llvm::CallInst>(inst))
+    if (call->arg_size() > 0) {
+      const llvm::Value *last = call->getArgOperand(call->arg_size() - 1);
+      if (last->getType()->isPointerTy()) return last;
+    }
+  return nullptr;
+}
+
+}  // namespace
+
+bool DependenceTracker::mayAlias(uint32_t a, uint32_t b) const {
+  const MemObject &x = objects_[a], &y = objects_[b];
+  if (x.object == nullptr || y.object == nullptr || x.object == y.object) return true;
+  const bool args = llvm::isa<llvm::Argument>(x.object) && llvm::isa<llvm::Argument>(y.object);
+  return !(args && (x.noalias || y.noalias));
+}
+
+void DependenceTracker::reset() {
+  ids_.clear();
+  operands_.clear();
+  objects_.clear();
+  lanes_.clear();
+}
+
+void DependenceTracker::groupBegin(size_t lanes) {
+  for (LaneDeps &l : lanes_) {
+    l.val.clear();
+    l.last_end.clear();
+    l.stored.clear();
+    l.fences.clear();
+    l.pending = Dep();
+    l.has_pending = l.pending_raw = l.pending_cold = l.cold_since = false;
+    l.longest = Dep();
+  }
+  lanes_.resize(lanes);
+  raw_loads_ = pointer_loads_ = 0;
+  for (auto &d : item_tx_)
+    for (auto &s : d) s = 0;
+}
+
+uint32_t DependenceTracker::idOf(const llvm::Value *v) {
+  auto it = ids_.find(v);
+  if (it != ids_.end()) return it->second;
+  uint32_t id = static_cast<uint32_t>(ids_.size());
+  ids_.emplace(v, id);
+  return id;
+}
+
+uint32_t DependenceTracker::assign(const llvm::Instruction *inst) {
+  uint32_t id = idOf(inst);
+  if (operands_.size() <= id) operands_.resize(id + 1);
+  std::vector<uint32_t> &ops = operands_[id];
+  ops.clear();
+  // Only instruction operands can carry a chain (arguments and constants are ready).
+  for (const llvm::Value *op : inst->operands())
+    ops.push_back(llvm::isa<llvm::Instruction>(op) ? idOf(op) : kNoId);
+  for (uint32_t i = 0; i < ops.size(); ++i)  // ids_ may have grown: size the table
+    if (ops[i] != kNoId && operands_.size() <= ops[i]) operands_.resize(ops[i] + 1);
+  if (objects_.size() < operands_.size()) objects_.resize(operands_.size());
+  if (const llvm::Value *ptr = pointerOperand(inst)) {
+    const llvm::Value *object = llvm::getUnderlyingObject(ptr);
+    const auto *arg = llvm::dyn_cast<llvm::Argument>(object);
+    objects_[id] = MemObject{object, arg != nullptr && arg->hasNoAliasAttr()};
+  }
+  return id;
+}
+
+LaneDeps &DependenceTracker::lane(uint32_t lid) {
+  if (lid >= lanes_.size()) lanes_.resize(lid + 1);
+  LaneDeps &l = lanes_[lid];
+  if (l.val.size() < ids_.size()) {
+    l.val.resize(ids_.size() + 64);
+    l.last_end.resize(ids_.size() + 64, 0);
+  }
+  return l;
+}
+
+Dep DependenceTracker::operandDep(LaneDeps &l, const llvm::Instruction *inst, uint32_t id,
+                                  const llvm::BasicBlock *previous) const {
+  Dep d;
+  if (id >= operands_.size()) return d;
+  const std::vector<uint32_t> &ops = operands_[id];
+  if (auto *phi = llvm::dyn_cast<llvm::PHINode>(inst)) {
+    // The value that flowed in from the block executed before this one.
+    for (unsigned i = 0; i < phi->getNumIncomingValues() && i < ops.size(); ++i)
+      if (phi->getIncomingBlock(i) == previous) {
+        if (ops[i] != kNoId && ops[i] < l.val.size()) d = l.val[ops[i]];
+        break;
+      }
+    return d;
+  }
+  for (uint32_t op : ops)
+    if (op != kNoId && op < l.val.size()) d.merge(l.val[op]);
+  return d;
+}
+
+void DependenceTracker::countSegments(LaneDeps &l, uint32_t id, uint64_t addr, size_t size,
+                                      int store, bool &cold) {
+  uint64_t last_end = id < l.last_end.size() ? l.last_end[id] : 0;
+  uint64_t end = addr + size;  // one past the last byte
+  for (int s = 0; s < kNumSegments; ++s) {
+    uint64_t first = addr / kSegments[s], last = (end - 1) / kSegments[s];
+    uint64_t n = last - first + 1;
+    if (last_end != 0) {
+      uint64_t prev = (last_end - 1) / kSegments[s];
+      if (prev >= first && prev <= last) n -= 1;  // still in the segment touched before
+    }
+    item_tx_[store][s] += n;
+    if (s == 0 && n > 0) cold = true;  // a new 32-byte sector
+  }
+  if (id < l.last_end.size()) l.last_end[id] = end;
+}
+
+void DependenceTracker::load(uint32_t lid, uint32_t id, uint64_t addr, size_t size) {
+  LaneDeps &l = lane(lid);
+  bool cold = false;
+  countSegments(l, id, addr, size, 0, cold);
+  for (uint64_t w = addr / 4; w <= (addr + size - 1) / 4; ++w) {
+    auto it = l.stored.find(w);
+    if (it != l.stored.end()) {
+      l.pending.merge(it->second);
+      l.pending_raw = true;
+    }
+  }
+  for (const auto &fence : l.fences)  // earlier stores this load may not pass
+    if (id < objects_.size() && mayAlias(id, fence.first)) l.pending.merge(fence.second);
+  l.pending_cold = l.pending_cold || cold;
+  l.has_pending = true;
+}
+
+void DependenceTracker::store(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
+                              uint64_t addr, size_t size, const llvm::BasicBlock *previous) {
+  LaneDeps &l = lane(lid);
+  bool cold = false;
+  countSegments(l, id, addr, size, 1, cold);
+  Dep d = operandDep(l, inst, id, previous);  // value and address (and vstore's offset)
+  for (uint64_t w = addr / 4; w <= (addr + size - 1) / 4; ++w) l.stored[w] = d;
+  // One fence per stored-to instruction (its buffer): later loads that may alias wait.
+  for (auto &fence : l.fences)
+    if (fence.first == id) {
+      fence.second.merge(d);
+      return;
+    }
+  l.fences.emplace_back(id, d);
+}
+
+void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
+                                 const llvm::BasicBlock *previous) {
+  LaneDeps &l = lane(lid);
+  Dep d = operandDep(l, inst, id, previous);
+  if (l.has_pending) {  // this instruction loaded global memory (memoryLoad came first)
+    const bool pointer = d.mem > 0;  // its address was computed from a loaded value
+    const bool raw = l.pending_raw;
+    const bool ordered = l.pending.mem > 0;  // behind a store (or a stored word) with a chain
+    d.merge(l.pending);
+    if (pointer || raw || ordered) {
+      d.mem += 1;
+      d.cold += (l.cold_since || l.pending_cold) ? 1 : 0;
+      d.raw += raw ? 1 : 0;
+      d.ptr += pointer ? 1 : 0;
+      l.cold_since = false;
+      raw_loads_ += raw ? 1 : 0;
+      pointer_loads_ += pointer ? 1 : 0;
+    } else {
+      d = Dep{1, l.pending_cold ? 1u : 0u, 0, 0};
+      l.cold_since = l.cold_since || l.pending_cold;
+    }
+    l.longest.merge(d);
+    l.pending = Dep();
+    l.has_pending = l.pending_raw = l.pending_cold = false;
+  }
+  if (id < l.val.size()) l.val[id] = d;
+}
+
+void DependenceTracker::finish(Stats &s) const {
+  for (const LaneDeps &l : lanes_) {
+    s.dep_chain += l.longest.mem;
+    s.dep_cold += l.longest.cold;
+    s.dep_raw += l.longest.raw;
+    s.dep_ptr += l.longest.ptr;
+  }
+  s.dep_raw_loads = raw_loads_;
+  s.dep_ptr_loads = pointer_loads_;
+  for (int d = 0; d < 2; ++d)
+    for (int k = 0; k < kNumSegments; ++k) s.item_tx[d][k] = item_tx_[d][k];
+}
+
+}  // namespace clproj
