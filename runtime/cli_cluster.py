@@ -35,16 +35,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "broker",
-        help="run the cluster broker (registry, liveness, placement)",
-        description="Run the broker: nodes register their devices with it, clients ask it "
-        "where to launch, and it forwards commands to the chosen node.",
-    )
-    p.add_argument(
-        "--bind", required=True, help="endpoint, e.g. tcp://0.0.0.0:5555 or ipc:///tmp/clproj"
-    )
+def _lifetime(p: argparse.ArgumentParser) -> None:
+    """A server's bounds: seconds, and the process whose death ends it (clproj.lifeline)."""
     p.add_argument(
         "--lifetime", type=positive_seconds, default=None, help="stop after this many seconds"
     )
@@ -55,6 +47,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PID",
         help="stop when process PID (the one that started this) exits, however it exits",
     )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "broker",
+        help="run the cluster broker (registry, liveness, placement)",
+        description="Run the broker: nodes register their devices with it, clients ask it "
+        "where to launch, and it forwards commands to the chosen node.",
+    )
+    p.add_argument(
+        "--bind", required=True, help="endpoint, e.g. tcp://0.0.0.0:5555 or ipc:///tmp/clproj"
+    )
+    _lifetime(p)
     p.add_argument(
         "--liveness",
         type=float,
@@ -83,16 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "through the broker): auto (ipc next to a local broker, tcp otherwise), off, or an "
         "address to bind such as tcp://0.0.0.0:5600",
     )
-    p.add_argument(
-        "--lifetime", type=positive_seconds, default=None, help="stop after this many seconds"
-    )
-    p.add_argument(
-        "--parent-pid",
-        type=int,
-        default=None,
-        metavar="PID",
-        help="stop when process PID (the one that started this) exits, however it exits",
-    )
+    _lifetime(p)
     _common(p)
     p.set_defaults(func=run_node)
 

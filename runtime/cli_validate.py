@@ -113,9 +113,28 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worst_rows(val: Any, with_confidence: bool) -> list[list[str]]:
+    """The worst kernels, one row per (kernel, device): the table and the HTML report."""
+    from runtime.validate import worst_kernels
+
+    return [
+        [
+            k.app,
+            k.kernel,
+            d,
+            fmt_time(k.measured_s[d]),
+            fmt_time(k.projected_s[d]),
+            _ratio(k.ratio(d)),
+            k.bound.get(d, ""),
+            _methods(k.methods),
+            *([_methods(k.confidence)] if with_confidence else []),
+        ]
+        for k, d in worst_kernels(val.kernels)
+    ]
+
+
 def print_validation(val: Any) -> None:
     """Every table of the human-readable output, in reading order."""
-    from runtime.validate import worst_kernels
 
     devs = val.devices
     print_table(
@@ -239,20 +258,7 @@ def print_validation(val: Any) -> None:
             "emulation",
             "confidence",
         ],
-        [
-            (
-                k.app,
-                k.kernel,
-                d,
-                fmt_time(k.measured_s[d]),
-                fmt_time(k.projected_s[d]),
-                _ratio(k.ratio(d)),
-                k.bound.get(d, ""),
-                _methods(k.methods),
-                _methods(k.confidence),
-            )
-            for k, d in worst_kernels(val.kernels)
-        ],
+        _worst_rows(val, with_confidence=True),
         title="worst kernels (largest projected/measured off-factor, on their worst device)",
     )
     for label, why in val.skipped_devices.items():
@@ -273,7 +279,7 @@ def write_report(val: Any, directory: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from runtime.validate import BAND_2X, BAND_25, worst_kernels
+    from runtime.validate import BAND_2X, BAND_25
 
     os.makedirs(directory, exist_ok=True)
     s = val.summary()
@@ -302,7 +308,7 @@ def write_report(val: Any, directory: str) -> str:
             label="0.8-1.25x",
         )
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        colors = {"C": "#c44e52", "G": "#4c72b0", "L": "#55a868"}
+        colors = {"C": "#c44e52", "G": "#4c72b0", "L": "#55a868", "D": "#8172b2"}
         for k, x, y in zip(ks, xs, ys, strict=True):
             b = k.bound.get(d, "?")
             ax.scatter([x], [y], s=22, color=colors.get(b, "#777"))
@@ -365,19 +371,7 @@ def write_report(val: Any, directory: str) -> str:
         ]
         for k in val.kernels
     ]
-    worst_rows = [
-        [
-            k.app,
-            k.kernel,
-            d,
-            fmt_time(k.measured_s[d]),
-            fmt_time(k.projected_s[d]),
-            _ratio(k.ratio(d)),
-            k.bound.get(d, ""),
-            _methods(k.methods),
-        ]
-        for k, d in worst_kernels(val.kernels)
-    ]
+    worst_rows = _worst_rows(val, with_confidence=False)
     app_rows = [
         [
             r.app,
