@@ -375,5 +375,5 @@ def print_projections(
             "profile",
         ],
         rows,
-        title="clproj project: projected device time per kernel (bound: C compute, G global, L local)",
+        title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)",
     )
