@@ -45,6 +45,13 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=float, default=1800.0, help="per-app time limit in seconds (1800)"
     )
+    p.add_argument(
+        "--models",
+        metavar="NAMES",
+        help="also judge these models side by side, e.g. bound,paper,roofline,mwp-cwp: each "
+        "re-projects the run's kernel profiles onto the same devices (default: bound only; "
+        "learned is not supported)",
+    )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_validate)
@@ -78,9 +85,12 @@ def _methods(counts: dict[str, int]) -> str:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from runtime.validate import validate
+    from runtime.validate import check_model_names, validate
 
     apps = [a.strip() for a in args.apps.split(",") if a.strip()] if args.apps else None
+    models = None
+    if args.models is not None:  # checked before any app runs
+        models = check_model_names([m.strip() for m in args.models.split(",") if m.strip()])
     if args.timeout <= 0:
         raise ClprojError("--timeout must be positive", "e.g. --timeout 1800")
 
@@ -97,6 +107,7 @@ def run_validate(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         progress=lambda items, desc: track(list(items), desc),
         on_app=on_app,
+        models=models,
     )
     if args.report:
         path = write_report(val, args.report)
@@ -261,6 +272,8 @@ def print_validation(val: Any) -> None:
         _worst_rows(val, with_confidence=True),
         title="worst kernels (largest projected/measured off-factor, on their worst device)",
     )
+    if val.models:
+        print_models(val)
     for label, why in val.skipped_devices.items():
         print(f"not judged: {label}: {why}")
     for r in val.runs:
@@ -270,6 +283,43 @@ def print_validation(val: Any) -> None:
                 + r.output_tail.replace("\n", "\n  ")
             )
     print(f"validation took {val.wall_s:.1f} s")
+
+
+def print_models(val: Any) -> None:
+    """``--models``: one row per model over the same kernels and devices."""
+    devs = val.devices
+    rows = []
+    for name, m in val.models.items():
+        per = m["per_device"]
+        rows.append(
+            (
+                name,
+                f"{m['best_chosen']}/{m['kernels']}",
+                _pct(m["mean_relative_error"]),
+                *[_pct(per[d]["mape"]) if d in per else "-" for d in devs],
+                *[_ratio(per[d]["median_ratio"]) if d in per else "-" for d in devs],
+            )
+        )
+    print_table(
+        [
+            "model",
+            "best chosen",
+            "mean rel. err",
+            *[f"{d} MAPE" for d in devs],
+            *[f"{d} median proj/meas" for d in devs],
+        ],
+        rows,
+        title="models side by side (bound: the run's projections; others: its kernel profiles "
+        "re-projected, reused launches scaled from their anchor, no launch footprint)",
+    )
+    # The re-projected models share their inputs: one line says where they came from.
+    src = next((m["signatures"] for n, m in val.models.items() if n != "bound"), None)
+    if src:
+        print(
+            f"re-projected signatures: {src.get('emulated', 0)} with their own profile, "
+            f"{src.get('scaled', 0)} scaled from an anchor, "
+            f"{src.get('no profile', 0)} without a profile (left out)"
+        )
 
 
 def write_report(val: Any, directory: str) -> str:

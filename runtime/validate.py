@@ -348,14 +348,18 @@ def judge_app(
     app: str,
     run_doc: Mapping[str, Any],
     truth: Sequence[TruthDevice],
+    shapes: Mapping[ShapeKey, ShapeProjection] | None = None,
 ) -> tuple[list[KernelResult], list[str]]:
     """Per-kernel results of one app's project-mode run against every truth device.
 
     Returns the kernels (those in the truth files) and notes: truth kernels never seen in
     the run, projected shapes without a truth row, launch counts that differ from the run.
     A device is judged when the run projected onto a profile of the truth file's name.
+    ``shapes``: another model's per-shape times (:func:`model_shapes`) instead of the run's.
     """
-    shapes, errors = project_shapes(run_doc.get("projections") or [])
+    run_shapes, errors = project_shapes(run_doc.get("projections") or [])
+    if shapes is None:
+        shapes = run_shapes
     notes: list[str] = []
     for why, n in sorted(errors.items()):
         notes.append(f"{n} signature(s) not projected: {why}")
@@ -518,6 +522,140 @@ def worst_kernels(
             out.append((k, max(k.devices, key=k.off_factor)))
     out.sort(key=lambda kd: -kd[0].off_factor(kd[1]))
     return out[:limit]
+
+
+# ---------------------------------------------------------------------------------------
+# other models (--models): re-project each signature's kernel profile
+
+
+def check_model_names(names: Sequence[str]) -> list[str]:
+    """``--models`` names, checked before any app runs; ``learned`` is refused (it needs
+    training data, which third-party apps without our bench results do not have)."""
+    from runtime.models import MODEL_NAMES
+
+    out: list[str] = []
+    for name in names:
+        if name == "learned":
+            raise ClprojError(
+                "the learned model is not supported by validate (it has no training data here)",
+                "compare it with `clproj evaluate --models learned`; validate takes "
+                + ", ".join(m for m in MODEL_NAMES if m != "learned"),
+            )
+        if name not in MODEL_NAMES:
+            raise ClprojError(
+                f"unknown model {name!r}",
+                f"use one of {', '.join(m for m in MODEL_NAMES if m != 'learned')}",
+            )
+        if name not in out:
+            out.append(name)
+    return out or ["bound"]
+
+
+def _log_distance(a: float, b: float) -> float:
+    return abs(math.log(max(a, 1.0)) - math.log(max(b, 1.0)))
+
+
+def signature_profile(
+    doc: Mapping[str, Any], by_signature: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, Any] | None, str]:
+    """The kernel profile a launch-projection doc was projected from, and how it was got.
+
+    ``emulated``: the doc carries it. A reused launch's doc carries none (the run scaled
+    an emulated anchor's profile in memory): ``scaled`` rebuilds it by scaling the anchor
+    named in ``emulation.reused_from`` (else the profiled signature of the same kernel and
+    local size nearest in work-items) per work-item to the launch's NDRange
+    (:func:`miniemu.reuse.scale_profile`; the run may have interpolated instead).
+    ``None, "no profile"`` when no anchor is in the run.
+    """
+    if doc.get("profile"):
+        return dict(doc["profile"]), "emulated"
+    from types import SimpleNamespace
+
+    from miniemu.profile import KernelProfile
+    from miniemu.reuse import scale_profile
+
+    anchor = by_signature.get(str((doc.get("emulation") or {}).get("reused_from", "")))
+    if not (anchor and anchor.get("profile")):
+        local = pad_dims(doc.get("local_size"))
+        size = math.prod(pad_dims(doc["global_size"]) or (1, 1, 1))
+        same = [
+            d
+            for d in by_signature.values()
+            if d.get("profile")
+            and d.get("kernel") == doc.get("kernel")
+            and pad_dims(d["profile"]["launch"].get("local_size")) == local
+        ]
+        if not same:
+            return None, "no profile"
+        anchor = min(same, key=lambda d: _log_distance(d["profile"]["launch"]["work_items"], size))
+    record = SimpleNamespace(
+        kernel=doc["kernel"], signature=doc.get("signature", ""), global_size=doc["global_size"]
+    )
+    base = KernelProfile.from_dict(anchor["profile"])
+    return scale_profile(base, record, "validate --models re-projection").to_dict(), "scaled"
+
+
+def model_shapes(
+    docs: Sequence[Mapping[str, Any]], model: Any, devices: Sequence[Any]
+) -> tuple[dict[ShapeKey, ShapeProjection], Counter]:
+    """Per-shape times of ``model`` on ``devices``, from the docs' kernel profiles.
+
+    Each signature's profile (:func:`signature_profile`) is projected onto each device
+    the run projected it onto (matched by profile key), without a launch footprint (the
+    run's JSON does not carry one); signatures of one shape are averaged as in
+    :func:`project_shapes`. The counter says how many signatures were ``emulated``,
+    ``scaled`` or had ``no profile`` (those are left out).
+    """
+    by_key = {d.key: d for d in devices}
+    by_signature = {str(d.get("signature", "")): d for d in docs if d.get("signature")}
+    times: dict[ShapeKey, dict[str, list[float]]] = {}
+    bounds: dict[ShapeKey, dict[str, Counter]] = {}
+    sigs: Counter = Counter()
+    how: Counter = Counter()
+    for doc in docs:
+        if doc.get("error") or not doc.get("projections"):
+            continue
+        profile, source = signature_profile(doc, by_signature)
+        how[source] += 1
+        if profile is None:
+            continue
+        key = shape_key(doc["kernel"], doc["global_size"], doc.get("local_size"))
+        sigs[key] += 1
+        for p in doc["projections"]:
+            dev = by_key.get(p.get("device"))
+            if dev is None:
+                continue
+            pred = model.predict(profile, dev, None)
+            times.setdefault(key, {}).setdefault(p["name"], []).append(float(pred.time_s))
+            bounds.setdefault(key, {}).setdefault(p["name"], Counter())[str(pred.bound)] += 1
+    out = {
+        key: ShapeProjection(
+            time_s={name: statistics.fmean(ts) for name, ts in per_dev.items()},
+            bound={name: c.most_common(1)[0][0] for name, c in bounds[key].items()},
+            signatures=sigs[key],
+        )
+        for key, per_dev in times.items()
+    }
+    return out, how
+
+
+def model_summary(
+    kernels: Sequence[KernelResult], devices: Sequence[str], sources: Mapping[str, int]
+) -> dict[str, Any]:
+    """The side-by-side row of one model: selection, relative error, per-device accuracy."""
+    s = summarize(kernels, devices)
+    return {
+        "kernels": s["kernels"],
+        "best_chosen": s["best_chosen"],
+        "best_chosen_share": s["best_chosen_share"],
+        "mean_penalty": s["mean_penalty"],
+        "mean_relative_error": s["mean_relative_error"],
+        "per_device": {
+            d: {k: m[k] for k in ("kernels", "mape", "median_ratio")}
+            for d, m in s["per_device"].items()
+        },
+        "signatures": dict(sources),
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -735,6 +873,8 @@ class Validation:
     notes: dict[str, list[str]]  # app -> notes
     skipped_devices: dict[str, str]  # label or profile name -> why
     wall_s: float = 0.0
+    # --models: model name -> :func:`model_summary` (empty: only the run's bound model)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.kernels, self.devices)
@@ -768,6 +908,7 @@ class Validation:
                 for k, d in worst_kernels(self.kernels)
             ],
             "wall_s": self.wall_s,
+            **({"models": _finite(self.models)} if self.models else {}),
         }
 
 
@@ -791,9 +932,16 @@ def validate(
     timeout_s: float = 1800.0,
     progress: Callable[[Iterable[str], str], Iterable[str]] | None = None,
     on_app: Callable[[AppRun], None] | None = None,
+    models: Sequence[str] | None = None,
 ) -> Validation:
-    """Build the suite, run every app under project mode and judge it against the truth."""
+    """Build the suite, run every app under project mode and judge it against the truth.
+
+    ``models`` (``--models``): also judge these models side by side (:attr:`Validation.models`);
+    ``bound`` is the run's own projections, the others re-project its kernel profiles onto
+    the ``devices`` profiles. None: the bound model only, no side-by-side table.
+    """
     start = time.perf_counter()
+    names = check_model_names(models) if models is not None else []
     if not os.path.isdir(suite):
         raise ClprojError(
             f"suite folder {suite} does not exist", "pass the folder holding build.sh"
@@ -823,8 +971,26 @@ def validate(
         runs.append(run)
         if on_app:
             on_app(run)
+    chosen_models: dict[str, Any] = {}
+    profiles: list[Any] = []
+    if names:
+        from runtime import device_set
+        from runtime.models import get_model
+
+        chosen_models = {n: None if n == "bound" else get_model(n) for n in names}
+        if any(m is not None for m in chosen_models.values()):
+            profiles = device_set.resolve(devices)
     return judge_runs(
-        runs, truth, suite, truth_dir, where, how, devices, time.perf_counter() - start
+        runs,
+        truth,
+        suite,
+        truth_dir,
+        where,
+        how,
+        devices,
+        time.perf_counter() - start,
+        models=chosen_models,
+        device_profiles=profiles,
     )
 
 
@@ -837,11 +1003,16 @@ def judge_runs(
     build: str = "",
     devices_spec: str = "measured",
     wall_s: float = 0.0,
+    models: Mapping[str, Any] | None = None,
+    device_profiles: Sequence[Any] = (),
 ) -> Validation:
     """Judge finished runs: which truth devices were projected onto, then every kernel.
 
     A truth device is judged only when some run projected onto a profile of its name;
     profiles without a truth file (pocl-basic) are listed as skipped, not judged.
+    ``models``: name -> model (``runtime.models``) to re-project every signature's kernel
+    profile with onto ``device_profiles`` (:func:`model_shapes`), or None for the run's
+    own projections (the bound model); each gets a :func:`model_summary`.
     """
     projected_names: dict[str, str] = {}  # name -> profile key
     for r in runs:
@@ -865,6 +1036,26 @@ def judge_runs(
         kernels.extend(res)
         if app_notes:
             notes[r.app] = app_notes
+    labels = [d.label for d in judged]
+    summaries: dict[str, dict[str, Any]] = {}
+    for name, model in (models or {}).items():
+        if model is None:
+            summaries[name] = model_summary(
+                kernels,
+                labels,
+                {"run": sum(len((r.doc or {}).get("projections") or []) for r in runs if r.ok)},
+            )
+            continue
+        mk: list[KernelResult] = []
+        sources: Counter = Counter()
+        for r in runs:
+            if not r.ok or r.doc is None:
+                continue
+            docs = r.doc.get("projections") or []
+            shapes, how = model_shapes(docs, model, device_profiles)
+            sources.update(how)
+            mk.extend(judge_app(r.app, r.doc, judged, shapes)[0])
+        summaries[name] = model_summary(mk, labels, sources)
     return Validation(
         suite=suite,
         truth_dir=truth_dir,
@@ -878,6 +1069,7 @@ def judge_runs(
         notes=notes,
         skipped_devices=skipped,
         wall_s=wall_s,
+        models=summaries,
     )
 
 
@@ -911,4 +1103,5 @@ def load_validation(doc: Mapping[str, Any]) -> Validation:
         notes={a["app"]: a["notes"] for a in doc["apps"] if a.get("notes")},
         skipped_devices=doc["skipped_devices"],
         wall_s=doc["wall_s"],
+        models=doc.get("models") or {},
     )

@@ -214,6 +214,97 @@ def test_judge_app_matches_by_shape_and_sums_launches(tmp_path):
     assert any("without a truth row" in n for n in notes)
 
 
+def kprofile(kernel: str, glob: list[int], local: list[int], fma: int) -> dict:
+    """A minimal kernel profile (miniemu.profile format) with ``fma`` FMAs in all."""
+    items = math.prod(glob)
+    return {
+        "format": "clproj.kernel-profile",
+        "version": 1,
+        "kernel": kernel,
+        "signature": f"{kernel}-{items}",
+        "launch": {"global_size": glob, "local_size": local, "work_items": items},
+        "emulation": {"method": "full-group", "confidence": "high", "flags": []},
+        "per_group": {},
+        "total": {"work_items": items, "instructions": {"fp32_fma": fma}},
+    }
+
+
+class FmaModel:
+    """A fake model: seconds = FMAs x the device's cost per FMA."""
+
+    name = "fma"
+
+    def predict(self, profile, device, footprint_bytes=None):
+        from runtime.models import ModelPrediction
+
+        fma = profile["total"]["instructions"]["fp32_fma"]
+        return ModelPrediction(time_s=fma * device.cost, bound="C")
+
+
+def test_models_side_by_side_reproject_profiles_and_scale_reused_launches(tmp_path):
+    from types import SimpleNamespace
+
+    h100 = v.read_truth_file(
+        truth_file(
+            tmp_path / "h100.tsv",
+            H100,
+            [("app", "k", "64,1,1", "16,1,1", 1, 1000), ("app", "k", "128,1,1", "16,1,1", 2, 1000)],
+        )
+    )
+    epyc = v.read_truth_file(
+        truth_file(
+            tmp_path / "epyc2.tsv",
+            EPYC,
+            [("app", "k", "64,1,1", "16,1,1", 1, 4000), ("app", "k", "128,1,1", "16,1,1", 2, 8000)],
+        )
+    )
+    emulated = doc("k", [64], [16], {H100: 1e-6, EPYC: 4e-6}, signature="s64")
+    emulated["profile"] = kprofile("k", [64], [16], fma=64)
+    reused = doc("k", [128], [16], {H100: 1e-6, EPYC: 8e-6}, signature="s128", method="reused")
+    reused["emulation"]["reused_from"] = "s64"  # no profile: scaled x2 from s64's
+    run = v.AppRun(
+        "app",
+        ok=True,
+        doc={"kernels": [{"kernel": "k", "launches": 3}], "projections": [emulated, reused]},
+    )
+    devices = [
+        SimpleNamespace(key=H100.lower().replace(" ", "-"), name=H100, cost=1e-9),
+        SimpleNamespace(key=EPYC.lower().replace(" ", "-"), name=EPYC, cost=1e-8),
+    ]
+    val = v.judge_runs(
+        [run], [epyc, h100], models={"bound": None, "fma": FmaModel()}, device_profiles=devices
+    )
+    assert list(val.models) == ["bound", "fma"]
+    # bound: the run's own projections, the same numbers as the main summary.
+    assert val.models["bound"]["mean_relative_error"] == val.summary()["mean_relative_error"]
+    bound = val.models["bound"]["per_device"]
+    assert bound["h100"]["median_ratio"] == pytest.approx((1e-6 + 2e-6) / 3e-6)  # exact
+    # fma: 64 FMAs at 64 work-items, 128 for the reused 128 (scaled), 1 + 2 launches.
+    fma = val.models["fma"]
+    h = 1 * 64e-9 + 2 * 128e-9  # projected on h100
+    e = 1 * 64e-8 + 2 * 128e-8  # on epyc2
+    assert fma["per_device"]["h100"]["median_ratio"] == pytest.approx(h / 3e-6)
+    assert fma["per_device"]["epyc2"]["median_ratio"] == pytest.approx(e / 20e-6)
+    assert fma["per_device"]["h100"]["mape"] == pytest.approx(abs(h / 3e-6 - 1))
+    assert fma["best_chosen"] == 1 and fma["kernels"] == 1  # h100 measured and projected best
+    assert fma["signatures"] == {"emulated": 1, "scaled": 1}
+    from runtime import metrics
+
+    want = metrics.relative_error({"h100": 3e-6, "epyc2": 20e-6}, {"h100": h, "epyc2": e})
+    assert fma["mean_relative_error"] == pytest.approx(want)
+    out = val.to_dict()
+    assert set(out["models"]) == {"bound", "fma"}
+    assert v.load_validation(out).models == out["models"]
+
+
+def test_model_names_checked_learned_refused():
+    assert v.check_model_names(["bound", "paper", "bound"]) == ["bound", "paper"]
+    with pytest.raises(ClprojError, match="not supported by validate"):
+        v.check_model_names(["bound", "learned"])
+    with pytest.raises(ClprojError, match="unknown model"):
+        v.check_model_names(["nope"])
+
+
 def test_parse_run_output_skips_app_output_with_braces():
     out = 'app says {hello}\n{"not": "a line of its own"}\n{\n  "exit_code": 0\n}\n'
     assert v.parse_run_output(out) == {"exit_code": 0}
@@ -377,6 +468,7 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
     assert not apps["broken"]["ok"] and "build failed" in apps["broken"]["error"]
     assert not apps["crash"]["ok"] and "exit code 3" in apps["crash"]["error"]
     assert [d["label"] for d in out["devices"]] == ["epyc2", "h100"]
+    assert "models" not in out  # without --models: the bound model only, as before
     assert "ghost" in out["skipped_devices"] and "pocl-basic-amd-epyc" in out["skipped_devices"]
 
     ks = {k["kernel"]: k for k in out["kernels"]}
@@ -423,11 +515,11 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
     # The readable tables, on the same (now given) build folder, one app.
     res = clproj(
         "validate", str(tiny_suite), "--truth", str(tiny_suite / "truth"), "--build-dir",
-        str(build), "--apps", "tiny",
+        str(build), "--apps", "tiny", "--models", "bound,roofline,paper",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     text = res.stdout
-    for needle in ("per device", "MAPE", "within 0.8-1.25x", "best device chosen", "worst kernels",
+    for needle in ("models side by side", "roofline", "paper", "h100 MAPE", "per device", "MAPE", "within 0.8-1.25x", "best device chosen", "worst kernels",
                    "epyc2 vs h100", "scale", "add2d"):  # fmt: skip
         assert needle in text, needle
 
