@@ -92,3 +92,38 @@ def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monke
     monkeypatch.setattr(live_projection, "_model_version", None)
     monkeypatch.setattr(live_projection, "_MODEL_FILES", ("projection.py",))
     assert live_projection.model_version() != version
+
+
+def test_a_launch_waiting_for_a_user_event_does_not_hang(tmp_path, monkeypatch):
+    """The app completes the user event only after the launch call returns; project mode
+    must not read the launch's inputs or wait for it then (it hung: pyopencl's own
+    test_event_set_callback). The next launch of the same signature is the recorded one."""
+    app = tmp_path / "app.py"
+    app.write_text(
+        "\n".join(
+            [
+                "import numpy as np, pyopencl as cl",
+                "ctx = cl.create_some_context(interactive=False)",
+                "q = cl.CommandQueue(ctx)",
+                "prg = cl.Program(ctx, '__kernel void k(__global int *a)"
+                " { a[get_global_id(0)] += 1; }').build()",
+                "buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256 * 4)",
+                "cl.enqueue_fill_buffer(q, buf, np.int32(0), 0, 256 * 4)",
+                "k = prg.k",
+                "for gated in (True, False):",
+                "    user = cl.UserEvent(ctx)",
+                "    k(q, (256,), None, buf, wait_for=[user] if gated else None)",
+                "    user.set_status(cl.command_execution_status.COMPLETE)",
+                "    q.finish()",
+                "out = np.empty(256, np.int32)",
+                "cl.enqueue_copy(q, out, buf)",
+                "assert (out == 2).all(), out[:4]",
+                "print('PASS')",
+            ]
+        )
+    )
+    # PoCL's one-thread `basic` driver never runs a user-event-gated command (plainly too)
+    monkeypatch.setenv("POCL_DEVICES", "pthread")
+    doc = run_project([sys.executable, str(app)], tmp_path)
+    assert doc["exit_code"] == 0
+    check_projections(doc, {"k"})

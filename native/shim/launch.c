@@ -288,6 +288,28 @@ fast_launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uin
     return err;
 }
 
+/* Does the launch wait for a user event that has not completed? Then the app completes it
+ * only after this call returns (pyopencl's test_event_set_callback does exactly that), and a
+ * recorded launch, whose inputs are read before it and which is waited for after it, would
+ * wait for ever. Such a launch is run without recording; a later one of the same signature is
+ * recorded. Called without the shim's lock: clGetEventInfo may take the driver's. */
+static int waits_on_pending_user_event(cl_uint nw, const cl_event *wl) {
+    REAL(clGetEventInfo, return 0);
+    for (cl_uint i = 0; wl && i < nw; i++) {
+        cl_command_type type = 0;
+        cl_int status = CL_COMPLETE;
+        if (real_clGetEventInfo(wl[i], CL_EVENT_COMMAND_TYPE, sizeof type, &type, NULL) !=
+                CL_SUCCESS ||
+            type != CL_COMMAND_USER)
+            continue;
+        if (real_clGetEventInfo(wl[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                                NULL) == CL_SUCCESS &&
+            status > CL_COMPLETE)
+            return 1;
+    }
+    return 0;
+}
+
 static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel k, cl_uint dim,
                      const size_t *off, const size_t *gsz, const size_t *lsz, cl_uint nw,
                      const cl_event *wl, cl_event *ev) {
@@ -298,6 +320,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     queue_info *qi = NULL;
     clproj_launch *L = NULL;
     prog_info *prog = NULL;
+    int user_wait = clproj_cfg.recording && nw ? waits_on_pending_user_event(nw, wl) : 0;
     clproj_lock();
     kern_info *ki = clproj_kernels ? pm_get(clproj_kernels, k) : NULL;
     qi = clproj_queues ? pm_get(clproj_queues, q) : NULL;
@@ -308,8 +331,8 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
             ki->stat_device = dev;
         }
         stat = ki->stat_idx;
-        if (qi && clproj_cfg.recording && py_state >= 0 && rdim >= 1 && rdim <= 3 && rgsz &&
-            name_selected(ki->name)) {
+        if (qi && clproj_cfg.recording && !user_wait && py_state >= 0 && rdim >= 1 &&
+            rdim <= 3 && rgsz && name_selected(ki->name)) {
             if (clproj_cfg.which_all) {
                 record = 1;
             } else {
