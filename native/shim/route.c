@@ -423,12 +423,17 @@ static cl_int rt_clGetEventProfilingInfo(cl_event e, cl_profiling_info param, si
 }
 
 /* ---------------- context and queue ---------------- */
+/* Run a creating call: the new handle, or NULL with the error in *errcode_ret (if given). */
+static void *rt_create(clproj_rcall *c, cl_int *errcode_ret) {
+    cl_int r = rt_call(c);
+    SET_ERR(r);
+    return r == CL_SUCCESS ? c->ret : NULL;
+}
+
 static cl_context rt_new_context(cl_int *errcode_ret) {
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_CONTEXT, NULL);
-    cl_int r = rt_call(&c);
-    SET_ERR(r);
-    return r == CL_SUCCESS ? c.ret : NULL;
+    return rt_create(&c, errcode_ret);
 }
 static cl_context rt_clCreateContext(const cl_context_properties *props, cl_uint n,
                                      const cl_device_id *devs,
@@ -464,9 +469,7 @@ static cl_command_queue rt_new_queue(cl_context ctx, cl_device_id dev, cl_comman
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_QUEUE, ctx);
     c.u[0] = p;
-    cl_int r = rt_call(&c);
-    SET_ERR(r);
-    return r == CL_SUCCESS ? c.ret : NULL;
+    return rt_create(&c, errcode_ret);
 }
 static cl_command_queue rt_clCreateCommandQueue(cl_context ctx, cl_device_id dev,
                                                 cl_command_queue_properties p, cl_int *errcode_ret) {
@@ -493,9 +496,7 @@ static cl_mem rt_clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size,
     c.u[0] = flags;
     c.u[1] = size;
     c.src = host;
-    cl_int r = rt_call(&c);
-    SET_ERR(r);
-    return r == CL_SUCCESS ? c.ret : NULL;
+    return rt_create(&c, errcode_ret);
 }
 static cl_mem rt_clCreateBufferWithProperties(cl_context ctx, const cl_mem_properties *props,
                                               cl_mem_flags flags, size_t size, void *host,
@@ -557,9 +558,7 @@ static cl_program rt_program_from_source(cl_context ctx, const char *src, size_t
     rt_init_call(&c, RT_OP_CREATE_PROGRAM, ctx);
     c.src = src;
     c.u[0] = n;
-    cl_int r = rt_call(&c);
-    SET_ERR(r);
-    return r == CL_SUCCESS ? c.ret : NULL;
+    return rt_create(&c, errcode_ret);
 }
 static cl_program rt_clCreateProgramWithSource(cl_context ctx, cl_uint count, const char **strings,
                                                const size_t *lengths, cl_int *errcode_ret) {
@@ -710,9 +709,7 @@ static cl_kernel rt_clCreateKernel(cl_program prog, const char *name, cl_int *er
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_KERNEL, prog);
     c.src = name;
-    cl_int r = rt_call(&c);
-    SET_ERR(r);
-    return r == CL_SUCCESS ? c.ret : NULL;
+    return rt_create(&c, errcode_ret);
 }
 static cl_int rt_clCreateKernelsInProgram(cl_program prog, cl_uint n, cl_kernel *kernels,
                                           cl_uint *n_ret) {
@@ -787,9 +784,7 @@ static cl_kernel rt_clCloneKernel(cl_kernel k, cl_int *errcode_ret) {
     }
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CLONE_KERNEL, k);
-    cl_int r = rt_call(&c);
-    SET_ERR(r);
-    return r == CL_SUCCESS ? c.ret : NULL;
+    return rt_create(&c, errcode_ret);
 }
 
 /* ---------------- events ---------------- */
@@ -1101,9 +1096,7 @@ static cl_event rt_clCreateUserEvent(cl_context ctx, cl_int *errcode_ret) {
     }
     clproj_rcall c;
     rt_init_call(&c, RT_OP_USER_EVENT, ctx);
-    cl_int r = rt_call(&c);
-    SET_ERR(r);
-    return r == CL_SUCCESS ? c.ret : NULL;
+    return rt_create(&c, errcode_ret);
 }
 static cl_int rt_clSetUserEventStatus(cl_event e, cl_int status) {
     if (!rt_is(e, RT_EVENT)) return CL_INVALID_EVENT;
