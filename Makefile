@@ -63,4 +63,4 @@ conformance: setup
 	scripts/conformance.sh $(CONFORMANCE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so runtime/*.so
+	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so runtime/cluster/node/*.so

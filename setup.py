@@ -9,7 +9,7 @@ Three native parts are built here, never by hand:
   our ``build_ext`` step, because Oclgrind loads it with ``dlopen`` and it must not
   depend on Python.
 
-They land inside the Python packages (intercept, runtime, miniemu), so an editable
+They land inside the Python packages (intercept, runtime.cluster.node, miniemu), so an editable
 install (``pip install -e .``) and a wheel find them the same way.
 """
 
@@ -49,13 +49,21 @@ setup(
         "miniemu",
         "devices",
         "runtime",
+        "runtime.projection",
+        "runtime.projection.models",
+        "runtime.cluster",
+        "runtime.cluster.client",
+        "runtime.cluster.node",
+        "runtime.partition",
+        "intercept.route",
+        "evaluation",
         "benchmarks",
         "benchmarks.apps",
     ],
     package_data={
         "miniemu": ["*.so"],
         "intercept": ["*.so"],
-        "runtime": ["*.so"],
+        "runtime.cluster.node": ["*.so"],
         "devices": ["profiles/*.json"],
         "benchmarks.apps": ["*.cl", "c_hosts/*.c", "c_hosts/*.h"],
     },

@@ -30,7 +30,7 @@ N_LAUNCH = 400
 ROUNDS = 3  # interleaved repeats; every launch figure is the median over them
 # command paths of a client: (name, client environment, node). CLPROJ_DIRECT: the node's
 # Unix socket (same host), its zmq socket, or through the broker (two round trips per
-# command). Node "native" also offers the C-served fast-launch socket (runtime.nodelink):
+# command). Node "native" also offers the C-served fast-launch socket (runtime.cluster.node.nodelink):
 # repeated launches go there (CLPROJ_FAST_LAUNCH=0 on the client keeps them on the command
 # socket); node "pynode" offers none (CLPROJ_NODE_NATIVE=0), as before fast launches.
 PATHS = [
@@ -129,8 +129,8 @@ def _launch_numbers(plat, k, dev: str) -> dict[str, float]:
 def remote_numbers(endpoint: str, curve: str, keys: str | None) -> dict[str, dict[str, float]]:
     """Per command path: launch figures (interleaved rounds, medians); transfers and the
     placement round trip once, on the default path."""
-    from runtime.client import RemotePlatform
-    from runtime.keys import load
+    from runtime.cluster.client.platform import RemotePlatform
+    from runtime.cluster.keys import load
 
     member = load(Path(keys), "member") if keys else None
     plats = {}
@@ -368,8 +368,8 @@ def route_vs_observe(broker: str | None = None) -> dict[str, dict[str, float]]:
 
 
 def placement_numbers() -> dict[str, float]:
-    from runtime import placement
-    from runtime.broker import Broker
+    from runtime.cluster import placement
+    from runtime.cluster.broker import Broker
 
     views = {
         f"n{i}/0": placement.DeviceView(f"n{i}/0", 1e12 * (i + 1), 1e10, 0.001 * i)
@@ -400,7 +400,7 @@ def main() -> int:
     pl = placement_numbers()
     tmp = tempfile.mkdtemp(prefix="clproj-bench-")
     keys = f"{tmp}/keys"
-    from runtime.keys import generate
+    from runtime.cluster.keys import generate
 
     generate(Path(keys))
     port = 20000 + os.getpid() % 20000
@@ -456,7 +456,7 @@ def main() -> int:
         f"Bare echo round trip between two processes: zmq ipc {base['rtt_us']:.0f} us, "
         f"Unix socket {unix_rtt:.0f} us (the floors of one command round trip on each link).",
         "",
-        "RemotePlatform API (`runtime.client`), kernel of 4096 work-items; 'added' = minus the "
+        "RemotePlatform API (`runtime.cluster.client.platform`), kernel of 4096 work-items; 'added' = minus the "
         "local figure above:",
         "",
         "| broker | command path | launch+wait us (added) | pipelined us/launch (added) "
@@ -513,7 +513,7 @@ def main() -> int:
 
 API_SCRIPT = """
 import statistics, sys, time
-from runtime.client import RemotePlatform
+from runtime.cluster.client.platform import RemotePlatform
 plat = RemotePlatform(sys.argv[1], curve="off", wait_devices_s=60)
 dev = next(iter(plat.devices))
 k = plat.create_kernel(plat.create_program(sys.argv[2]), "inc")

@@ -289,8 +289,8 @@ def _reuse_accuracy(doc: dict, rec_dir: str, size: str) -> list[str]:
     from intercept.record import list_records, load
     from miniemu.profile import KernelProfile
     from miniemu.reuse import ReuseCache
-    from runtime import device_set
-    from runtime.live_projection import project_record
+    from runtime.projection import device_set
+    from runtime.projection.live import project_record
 
     plan = get_app("lu_factor").plan(size)
     by_sig = {d["signature"]: d for d in doc["projections"]}
@@ -370,7 +370,7 @@ def main() -> None:
             "",
             *project_mode(args.repeats),
             "",
-            "### Offline reuse (`ReuseCache.profile` launch by launch, as `runtime.app_profiles` uses it)",
+            "### Offline reuse (`ReuseCache.profile` launch by launch, as `evaluation.app_profiles` uses it)",
             "",
             *lu_reuse(1024),
             "",

@@ -2,10 +2,10 @@
 
 For each benchmark app (one launch each) and each device pair, the launch is split between
 the two devices with 0, 5, ..., 100 % of the slabs on the first (faster) device, run
-concurrently with :class:`runtime.partition_exec.SplitRunner` (wall time including buffer
+concurrently with :class:`runtime.partition.execution.SplitRunner` (wall time including buffer
 uploads and downloads), beside two advices run at their exact slab counts: the *cold* one
-(:func:`runtime.advisor.advise`, projection only) and the *calibrated* one
-(:func:`runtime.advisor.calibrate`, measured trial runs). The machine is shared and noisy,
+(:func:`runtime.partition.advisor.advise`, projection only) and the *calibrated* one
+(:func:`runtime.partition.advisor.calibrate`, measured trial runs). The machine is shared and noisy,
 so every configuration is warmed up once and then run ``--repeat`` times in interleaved
 rounds (a fresh random order per round), and medians are compared. The ratio with the
 lowest median is then re-measured beside both advices (and the best single device and
@@ -67,7 +67,7 @@ def _record(app_name: str, size: Any, device: Any) -> Any:
     import pyopencl as cl
 
     from benchmarks.apps import get_app
-    from runtime.app_records import launch_groups
+    from evaluation.app_records import launch_groups
 
     plan = get_app(app_name).plan(size)
     queue = cl.CommandQueue(cl.Context([device]), device)
@@ -104,8 +104,8 @@ def _measure(
 
 def sweep_pair(pair: str, apps: list[str], repeat: int) -> list[dict[str, Any]]:
     """Measure every app on the current process's device pair."""
-    from runtime import advisor
-    from runtime.partition_exec import SplitRunner, compare
+    from runtime.partition import advisor
+    from runtime.partition.execution import SplitRunner, compare
 
     devs = _devices()
     profs = [advisor.profile_for_live_device(d) for d in devs]
@@ -283,7 +283,7 @@ def write_report(rows: list[dict[str, Any]], path_md: str, path_png: str, meta: 
         "",
         "* **cold** = projection only (`advise`): the split from projected per-device times "
         "with the core-sharing stretch, or the projected best single device.",
-        "* **calibrated** = `advise` + `calibrate` (runtime/partition_calibrate.py): trial runs "
+        "* **calibrated** = `advise` + `calibrate` (runtime/partition/calibration.py): trial runs "
         "of the split under concurrency rebalanced until the shares finish together, then "
         "the balanced split and each device alone measured interleaved; the split only if "
         "it is >= 1.03x faster than the best single device measured. `cal. cost` = its "

@@ -52,7 +52,7 @@ PAIRS = {
     "pthread+basic": {"POCL_DEVICES": "pthread basic"},
     "pthread1+basic": {"POCL_DEVICES": "pthread basic", "POCL_MAX_PTHREAD_COUNT": "1"},
 }
-# "route --split": as shipped, with the measured check (runtime.route_split); "projection
+# "route --split": as shipped, with the measured check (runtime.partition.route_policy); "projection
 # only": CLPROJ_SPLIT_CHECK=0, the split as the cold projection decided it
 CONFIGS = ["plain dev0", "plain dev1", "route", "route --split", "route --split, projection only"]
 

@@ -23,10 +23,11 @@ COMMAND_MODULES = [
     "benchmarks.cli",
     "clproj.doctor",
     "intercept.cli",
-    "runtime.cli_cluster",
-    "runtime.cli",
-    "runtime.cli_advisor",
-    "runtime.cli_validate",
+    "runtime.cluster.cli",
+    "runtime.projection.cli",
+    "evaluation.cli_evaluate",
+    "runtime.partition.cli",
+    "evaluation.cli_validate",
 ]
 
 

@@ -153,7 +153,7 @@ def shim_environment(
 
 
 # The projection package plugs in here (intercept.hooks): called with each new record.
-PROJECT_HOOK = "runtime.shim_hook:on_record"
+PROJECT_HOOK = "runtime.projection.app_hook:on_record"
 
 
 def read_summary(path: str) -> list[dict]:
@@ -217,7 +217,7 @@ def _pin_profiles(env: dict[str, str], tmp: str, spec: str, mode: str) -> str:
     aborts the app). ``cluster`` (route mode) is resolved inside the app from the nodes'
     profiles; the local devices are resolved here anyway, so the embedded node finds them.
     """
-    from runtime import device_set
+    from runtime.projection import device_set
 
     if spec == "cluster":
         if mode != "route":
@@ -247,7 +247,7 @@ def _split_environment(env: dict[str, str], tmp: str) -> str:
     (a thread-limited PoCL device priced with its live compute units; resolved here
     because the app must not query OpenCL itself, see _pin_profiles) and name the
     file the app appends its decisions to. Returns that file."""
-    from runtime import route_split
+    from runtime.partition import route_policy as route_split
 
     env[route_split.ENV] = "1"
     out = os.path.join(tmp, "splits.jsonl")
@@ -255,7 +255,7 @@ def _split_environment(env: dict[str, str], tmp: str) -> str:
     if route_split.DEVICES_ENV not in env:
         try:
             from devices.discovery import opencl_devices
-            from runtime.advisor import profile_for_live_device
+            from runtime.partition.advisor import profile_for_live_device
 
             files = []
             for i, dev in enumerate(opencl_devices()):
@@ -291,7 +291,7 @@ def _print_splits(splits: list[dict]) -> None:
 
 def _sweep_after_app() -> None:
     """Remove the shared-memory files of route-mode clients that died (a crashed app)."""
-    from runtime.client import sweep_orphan_shm
+    from runtime.cluster.client.platform import sweep_orphan_shm
 
     sweep_orphan_shm()
 
@@ -363,7 +363,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             rows = read_summary(summary)
             splits = _read_splits(split_file)
             if args.mode == "project":
-                from runtime.live_projection import complete_run
+                from runtime.projection.live import complete_run
 
                 projections = complete_run(
                     record_dir,
@@ -414,7 +414,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     if split_file:
         _print_splits(splits)
     if projections:
-        from runtime.live_projection import print_projections
+        from runtime.projection.live import print_projections
 
         print_projections(projections, rows)
     if args.record:

@@ -130,7 +130,7 @@ def pre_launch(ffi, lib, L):
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
     rec = _metadata(ffi, L)
     if os.environ.get("CLPROJ_MODE") == "project" and rec.emulatable:
-        from runtime.shim_hook import admit
+        from runtime.projection.app_hook import admit
 
         if not admit(rec):
             return 0  # answered from the reuse cache: no snapshot, no record

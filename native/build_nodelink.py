@@ -1,9 +1,9 @@
-"""cffi build of the node's native same-host link (``runtime._nodelink``).
+"""cffi build of the node's native same-host link (``runtime.cluster.node._nodelink``).
 
 ``native/nodelink/nodelink.c`` serves the Unix socket a node offers clients on its own
 host: framing and socket I/O in C, and fast launches (a fixed kernel + NDRange, named by a
-slot) enqueued, waited for and answered without entering Python. ``runtime/nodelink.py``
-wraps it for ``runtime.node``. It calls OpenCL through each object's ICD dispatch table,
+slot) enqueued, waited for and answered without entering Python. ``runtime/cluster/node/nodelink.py``
+wraps it for ``runtime.cluster.node.server``. It calls OpenCL through each object's ICD dispatch table,
 so it links no OpenCL library.
 """
 
@@ -21,7 +21,7 @@ with open(os.path.join(SRC_DIR, "nodelink_api.h")) as f:
     ffibuilder.cdef(f.read())
 
 ffibuilder.set_source(
-    "runtime._nodelink",
+    "runtime.cluster.node._nodelink",
     '#include "nodelink_api.h"\n',
     sources=[os.path.join(SRC_DIR, "nodelink.c")],
     include_dirs=[SRC_DIR],

@@ -35,7 +35,7 @@ ffibuilder.embedding_init_code(
     from intercept._shim import ffi, lib
     from intercept.shim_runtime import install as _clproj_install
     _clproj_install(ffi, lib)
-    from intercept.route_runtime import install as _clproj_route_install
+    from intercept.route.platform import install as _clproj_route_install
     _clproj_route_install(ffi, lib)
     """
 )

@@ -1,6 +1,6 @@
-"""Write intercept/cl_names.py: the OpenCL constants of the C headers, for Python.
+"""Write clproj/cl_names.py: the OpenCL constants of the C headers, for Python.
 
-Why generated: route mode's Python (intercept/route_runtime.py) answers clGet*Info queries
+Why generated: route mode's Python (intercept/route/platform.py) answers clGet*Info queries
 and returns error codes; it must use the very values the C headers give those names, never
 hand-typed numbers. Run `python scripts/gen_cl_names.py [INCLUDE_DIR]` after a header
 update; tests/test_route_conformance.py checks the module against the installed headers.

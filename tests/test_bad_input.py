@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 import zmq
 
-from runtime import protocol
-from runtime.broker import Broker, serve_in_thread
+from runtime.cluster import protocol
+from runtime.cluster.broker import Broker, serve_in_thread
 
 REPO = Path(__file__).resolve().parent.parent
 CLI_TIMEOUT_S = 60  # far above any case: a hang fails the test instead of the suite

@@ -228,7 +228,7 @@ def test_simple_mistakes_are_one_line_errors(tmp_path, args, message):
 
 
 def test_orphaned_shm_files_are_swept(tmp_path):
-    from runtime.client import sweep_orphan_shm
+    from runtime.cluster.client.platform import sweep_orphan_shm
 
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -250,8 +250,8 @@ def test_registration_is_all_or_nothing(tmp_path):
     """A node announcing one valid and one broken profile registers no device at all."""
     import zmq
 
-    from runtime import protocol
-    from runtime.cli_cluster import fetch_status
+    from runtime.cluster import protocol
+    from runtime.cluster.cli import fetch_status
 
     endpoint = f"ipc://{tmp_path}/broker"
     broker = subprocess.Popen(

@@ -1,5 +1,5 @@
 /* The node's fast-launch link: a C thread that runs clients' repeated launches alone
- * (runtime/nodelink.py drives it; runtime.node owns everything else).
+ * (runtime/cluster/node/nodelink.py drives it; runtime.cluster.node.server owns everything else).
  *
  * Why: on the same host, a launch the client waits for crossed the node's Python twice
  * per round trip (wake-up, read, msgpack decode and validation, pyopencl enqueue, event
@@ -19,7 +19,7 @@
  *   Python holds it back until this thread has taken that frame (nl_fast_done, nl_want).
  * Device queues are in order, so completion order then agrees with the client's order.
  *
- * Framing as runtime/unixlink.py: u32 nframes, u32 length per frame, the frames; the
+ * Framing as runtime/cluster/unixlink.py: u32 nframes, u32 length per frame, the frames; the
  * first message of a connection is the client's routing id. A framing violation cuts the
  * connection off; any other malformed message is counted and dropped.
  *
@@ -51,9 +51,9 @@
 #define NL_MAX_DEVS 64
 #define NL_FAST_MAGIC 0xC1 /* a byte msgpack never uses: no header starts with it */
 #define NL_FAST_HEAD 24   /* a fast frame's fixed part; scalar arguments follow */
-#define NL_MAX_SCALAR 256 /* bytes of one scalar argument (runtime.protocol) */
+#define NL_MAX_SCALAR 256 /* bytes of one scalar argument (runtime.cluster.protocol) */
 #define NL_MAX_FRAME (1u << 16) /* nothing larger belongs on this link */
-#define NL_BATCH 4096         /* runtime.protocol.MAX_LIST: ids in one "done" */
+#define NL_BATCH 4096         /* runtime.cluster.protocol.MAX_LIST: ids in one "done" */
 
 typedef struct {
     uint8_t *p;
@@ -240,7 +240,7 @@ static int send_locked(nl_link *l, nl_conn *c, uint32_t nf, const uint8_t *const
     return 0;
 }
 
-/* ---- msgpack replies written by C (the shapes runtime.protocol validates) ---------------- */
+/* ---- msgpack replies written by C (the shapes runtime.cluster.protocol validates) ---------------- */
 static void mp_u64(nl_bytes *b, uint64_t v) {
     uint8_t t[9] = {0xcf};
     for (int i = 0; i < 8; i++) t[1 + i] = (uint8_t)(v >> (56 - 8 * i));

@@ -1,5 +1,5 @@
 /* API of the node's native fast-launch link (native/nodelink/nodelink.c), as seen by
- * Python through cffi (runtime/nodelink.py). Plain declarations only: this text is also
+ * Python through cffi (runtime/cluster/node/nodelink.py). Plain declarations only: this text is also
  * the cffi cdef. */
 typedef struct nl_link nl_link;
 
@@ -12,7 +12,7 @@ typedef struct nl_msg {
 
 /* Serve the listening Unix socket listen_fd (the caller keeps it open) on a new thread.
  * settle_s: how long a lone fast launch is polled before a completion callback takes
- * over; version: runtime.protocol.PROTOCOL_VERSION (for the replies C writes). NULL on
+ * over; version: runtime.cluster.protocol.PROTOCOL_VERSION (for the replies C writes). NULL on
  * failure. */
 nl_link *nl_start(int listen_fd, double settle_s, int version);
 /* Stop the thread, close every connection, release what is still in flight. */

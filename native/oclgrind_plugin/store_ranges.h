@@ -1,7 +1,7 @@
 // Store ranges: per work-group, the byte range each global buffer argument was written in.
 //
 // Enabled by CLPROJ_STORE_RANGES=1 (otherwise every hook returns at once). Used by the
-// partition advisor (runtime/partition_safety.py, docs/advisor.md) to check that
+// partition advisor (runtime/partition/safety.py, docs/advisor.md) to check that
 // work-groups write disjoint regions whose position is an affine function of the group id.
 // Output: a "store_ranges" list on each {"type":"group"} line of the plugin output:
 //   [{"arg":i,"lo":b,"hi":e,"store_bytes":n,"load_bytes":m,"atomics":k}, ...]

@@ -4,8 +4,8 @@
  * dispatch table (ours), so the application's own ICD loader (system or pyopencl's
  * bundled one) forwards every call on such a handle to the functions below, also for
  * entry points the shim does not export. Each function checks the handle kinds, packs
- * its arguments into a clproj_rcall and calls intercept/route_runtime.py, which carries
- * the call out on the cluster through runtime.client.RemotePlatform. Handles that are
+ * its arguments into a clproj_rcall and calls intercept/route/platform.py, which carries
+ * the call out on the cluster through runtime.cluster.client.platform.RemotePlatform. Handles that are
  * not ours pass through untouched (the exported entry points forward to the real ones).
  * Entry points the virtual platform does not implement return CL_INVALID_OPERATION (or
  * NULL with that error code) and are logged once by name. */

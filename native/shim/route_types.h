@@ -1,5 +1,5 @@
 /* Route mode: one call from a virtual-platform entry point into Python
- * (intercept/route_runtime.py). Plain declarations shared with the cffi cdef. */
+ * (intercept/route/platform.py). Plain declarations shared with the cffi cdef. */
 enum {
     RT_PLATFORM = 1, RT_DEVICE = 2, RT_CONTEXT = 3, RT_QUEUE = 4, RT_MEM = 5, RT_PROGRAM = 6,
     RT_KERNEL = 7, RT_EVENT = 8

@@ -1,0 +1,138 @@
+"""``clproj evaluate``: projections of our benchmark apps against their measured device times
+(the paper's metrics, per app and per device pair; ``--models`` side by side)."""
+
+from __future__ import annotations
+
+import argparse
+
+from clproj.console import emit_json, print_table, stderr
+from runtime.projection.cli import fmt_time
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "evaluate",
+        help="compare projections with measured benchmark times (paper's metrics, HTML report)",
+        description="Project every benchmark app onto each device that has measured results and a "
+        "measured profile; print selection accuracy, penalty, relative error and MAPE.",
+    )
+    p.add_argument(
+        "--results",
+        nargs="*",
+        help="bench results files (default: benchmarks/results/bench-*-paper.json)",
+    )
+    p.add_argument("--apps", help="comma list of apps (default: all measured)")
+    p.add_argument(
+        "--mode",
+        default="single",
+        choices=["single", "quick", "full"],
+        help="emulation mode of the profiles",
+    )
+    p.add_argument(
+        "--emulate", action="store_true", help="(re)compute the apps' kernel profiles first"
+    )
+    p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument(
+        "--models",
+        help="compare models side by side, e.g. bound,mwp-cwp,learned (docs/models.md); "
+        "the learned model is scored leave-one-app-out",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed of the learned model")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_evaluate)
+
+
+def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
+    """``evaluate --models``: one row per model (evaluation/compare.py)."""
+    from evaluation.compare import compare, rows
+
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    with stderr.status(f"evaluating {', '.join(names)} (learned: leave-one-app-out)..."):
+        doc = compare(names, args.results, args.mode, apps, seed=args.seed)
+    if args.json:
+        emit_json(doc)
+        return 0
+    header, body = rows(doc)
+    print_table(header, body, title="models on held-out apps")
+    for name, e in doc["models"].items():
+        lat = e.get("predict_latency_s")
+        if lat:
+            print(
+                f"{name}: prediction latency median {lat['median'] * 1e3:.2f} ms "
+                f"(max {lat['max'] * 1e3:.2f} ms, {lat['calls']} calls); "
+                f"evaluation incl. fitting {e['wall_s']:.1f} s"
+            )
+    for app, why in doc.get("skipped", {}).items():
+        print(f"skipped {app}: {why}")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from clproj.console import track
+    from evaluation.app_profiles import emulate_app
+    from evaluation.evaluate import evaluate
+
+    apps = [a.strip() for a in args.apps.split(",")] if args.apps else None
+    if args.emulate:
+        from benchmarks.apps import APPS
+
+        for name in track(apps or list(APPS), "mini-emulating apps"):
+            emulate_app(name, "paper", args.mode)
+    if args.models:
+        return _run_models(args, apps)
+    ev = evaluate(args.results, mode=args.mode, apps=apps)
+    if args.report:
+        from evaluation.report import write_report
+
+        path = write_report(ev, args.report)
+        stderr.print(f"report: {path}")
+    if args.json:
+        emit_json(ev.to_dict())
+        return 0
+    devs = ev.devices
+    print_table(
+        ["app", *[f"{d} actual/proj" for d in devs], "best", "picked", "penalty", "rel. err"],
+        [
+            (
+                a.app,
+                *[
+                    f"{fmt_time(a.actual_s[d])} / {fmt_time(a.projected_s[d])} {a.bound[d]}"
+                    for d in devs
+                ],
+                a.best_actual,
+                a.best_projected,
+                f"{a.penalty:.1%}",
+                f"{a.relative_error:.1%}",
+            )
+            for a in ev.apps
+        ],
+        title="projection vs measurement",
+    )
+    s = ev.summary()
+    print_table(
+        ["device", "apps", "MAPE"],
+        [(d, s["per_device"][d]["apps"], f"{s['per_device'][d]['mape']:.1%}") for d in devs],
+    )
+    print(
+        f"best device chosen: {s['best_chosen']}/{s['apps']} ({s['best_chosen_fraction']:.0%}); "
+        f"mean penalty {s['mean_penalty']:.1%} (max {s['max_penalty']:.1%}); "
+        f"mean relative error {s['mean_relative_error']:.1%}"
+    )
+    print_table(
+        ["device pair", "apps", "best chosen", "mean penalty", "max penalty", "mean rel. err"],
+        [
+            (
+                " vs ".join(p["devices"]),
+                p["apps"],
+                f"{p['best_chosen']}/{p['apps']}",
+                f"{p['mean_penalty']:.1%}",
+                f"{p['max_penalty']:.1%}",
+                f"{p['mean_relative_error']:.1%}",
+            )
+            for p in ev.pairs()
+        ],
+        title="every pair of devices",
+    )
+    for app, why in ev.skipped.items():
+        print(f"skipped {app}: {why}")
+    return 0

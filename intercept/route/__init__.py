@@ -1,0 +1,1 @@
+"""Route mode: the Python side of the shim's virtual OpenCL platform."""

@@ -1,0 +1,1 @@
+"""The cluster: wire protocol, broker, nodes and the client of the virtual OpenCL platform."""

@@ -1,0 +1,1 @@
+"""Client of the virtual OpenCL platform (what route mode calls into)."""

@@ -1,0 +1,1 @@
+"""A cluster node: runs clients' OpenCL commands on this machine's real devices."""

@@ -1,0 +1,1 @@
+"""Splitting one launch across devices: safety, advisor, calibration, execution, route policy."""

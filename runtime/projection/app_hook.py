@@ -1,0 +1,315 @@
+"""``clproj run --mode project``: what happens inside the intercepted application.
+
+At every launch of a new signature the shim asks :func:`admit` (before reading any
+buffer) whether to snapshot it: ``miniemu.reuse.ReuseCache.plan`` decides from the
+launch's metadata, so only the launches that will be emulated (first of a family, size
+coverage, sampled drift checks) are snapshotted; the others are appended as metadata lines
+to ``$CLPROJ_DEFERRED_FILE`` and answered by the reuse cache after the app exits.
+Snapshotted launches are written by the record writer thread, which then calls
+:func:`on_record`: a daemon thread emulates them at the lowest priority, only while a
+core is free (:func:`_free_core`), and appends the profile to
+``$CLPROJ_PROJECTION_FILE``. The application never waits for the emulator; everything
+else (the emulations it did not do, every projection) is done by ``clproj run`` after
+the app exits (:func:`runtime.projection.live.complete_run`). In route mode each record
+is emulated and projected at once and the projection posted to the broker (keyed by the
+launch signature), which moves later launches of that kernel to the projected-fastest
+device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from typing import Any
+
+_queue: queue.Queue[Any] = queue.Queue()
+_worker: threading.Thread | None = None
+_lock = threading.Lock()
+_devices: list[Any] | None = None
+# One buffered append handle for the deferred launches (opening the file per launch cost
+# ~40 us, 80 ms for LU's 2000 launches); closed, hence flushed, at the app's exit.
+_deferred: Any = None
+_emulation_mode: str | None = None
+# Route mode: how often a family's launches that the reuse cache answers (new scalar
+# values or sizes of a kernel already emulated) get a fresh projection posted. Each costs
+# the app's interpreter about a millisecond; a factorisation brings a new signature with
+# every launch, and its projected ranking moves far slower than that.
+ROUTE_REPROJECT_S = float(os.environ.get("CLPROJ_ROUTE_REPROJECT_S", "0.05"))
+_reprojected: dict[Any, float] = {}
+
+
+class _Reused:
+    """A route-mode launch without buffer snapshots, answered by the reuse cache."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
+
+
+def _local_devices() -> list[Any]:
+    """The profiles this app's launches are projected onto, without measuring anything.
+
+    ``clproj run`` resolved ``--devices`` before the app started and passes the profile
+    files in ``CLPROJ_DEVICES``; ``cluster`` (route mode) means the profiles the broker's
+    nodes announced; without ``clproj run`` (``local``), unprofiled local devices get
+    generic low-confidence profiles (devices.local).
+    """
+    global _devices
+    if _devices is None:
+        from runtime.projection import device_set
+
+        spec = os.environ.get("CLPROJ_DEVICES", "local")
+        if spec == "cluster":
+            _devices = _cluster_devices()
+        else:
+            _devices = device_set.resolve(spec, measure_missing=False)
+    return _devices
+
+
+def _cluster_devices() -> list[Any]:
+    """Route mode: the valid profiles among the cluster's devices (one per profile key)."""
+    from clproj.errors import ClprojError
+    from devices.profile import DeviceProfile
+    from intercept.route import platform as route_runtime
+
+    r = route_runtime.route()
+    out: dict[str, Any] = {}
+    for d in r.p.devices.values() if r is not None else ():
+        try:
+            prof = DeviceProfile(dict(d.profile or {}))
+        except ClprojError as exc:
+            print(
+                f"clproj: device {d.id}: its node's profile is unusable: {exc.cause}",
+                file=sys.stderr,
+            )
+            continue
+        out.setdefault(prof.key, prof)
+    if not out:
+        raise ClprojError("no cluster device has a usable profile", "start nodes with --profiles")
+    return list(out.values())
+
+
+def _mode() -> str:
+    global _emulation_mode
+    if _emulation_mode is None:
+        from runtime.projection.live import emulation_mode
+
+        _emulation_mode = emulation_mode()
+    return _emulation_mode
+
+
+def admit(record: Any) -> bool:
+    """Asked by the shim before it snapshots a launch's buffers: must it record this one?
+
+    ``record`` carries the launch's kernel, NDRange and scalar arguments but no buffer
+    data. Launches the reuse cache will answer (same kernel and local size as one already
+    emulated, no drift check due) are queued for a scaled projection instead, so a
+    launch-heavy application pays for a bounded number of snapshots (miniemu.reuse).
+    """
+    from miniemu.reuse import default_cache
+
+    if default_cache(_mode()).plan(record) == "record":
+        return True
+    # Scaling and projecting is cheap but not free: it is done after the app exits
+    # (runtime.projection.live.complete_run), from these lines, so the app never waits.
+    out = os.environ.get("CLPROJ_DEFERRED_FILE")
+    if out:
+        line = json.dumps(_metadata_line(record)) + "\n"
+        with _lock:
+            global _deferred
+            if _deferred is None:
+                from intercept.hooks import at_exit
+
+                _deferred = open(out, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+                at_exit(_deferred.close)
+            _deferred.write(line)
+    return False
+
+
+def route_admit(record: Any) -> bool:
+    """Route mode's :func:`admit`: must the first launch of this signature be snapshotted?
+
+    Only the launches the reuse cache will emulate are (``True``): the others carry their
+    metadata only, and at most one per family every ROUTE_REPROJECT_S is projected from
+    the cache's anchors and posted to the broker. Why: before, route mode snapshotted
+    (read back every buffer of) and projected every new signature, ~1.4 ms per launch for
+    a kernel whose scalar argument changes every launch (tests/test_route.py measures it).
+    """
+    from intercept.hooks import exiting
+    from miniemu.reuse import default_cache, family_key
+
+    if default_cache(_mode()).plan(record) == "record":
+        return True
+    fam = family_key(record)
+    now = time.monotonic()
+    with _lock:
+        if now - _reprojected.get(fam, -1e9) < ROUTE_REPROJECT_S:
+            return False
+        if len(_reprojected) >= 10_000:
+            _reprojected.clear()
+        _reprojected[fam] = now
+    if not exiting():
+        _start_worker()
+        _queue.put(_Reused(record))
+    return False
+
+
+def _metadata_line(record: Any) -> dict[str, Any]:
+    """What complete_run needs to rebuild a buffer-less record of a reused launch."""
+    return {
+        "kernel": record.kernel,
+        "program_hash": record.program_hash,
+        "work_dim": record.work_dim,
+        "global_size": record.global_size,
+        "local_size": record.local_size,
+        "global_offset": record.global_offset,
+        "args": [
+            {
+                "index": a.index,
+                "kind": a.kind,
+                "size": a.size,
+                "data": a.data.hex() if a.data else None,
+            }
+            for a in record.args
+        ],
+    }
+
+
+def _free_core() -> bool:
+    """Is a whole core idle for an emulation inside the app right now?
+
+    Measured on the 2-core VM: emulations inside the app, even at nice 19, cost LU (1 s
+    plain) about 1 s of wall time when the app keeps both cores busy; after its exit they
+    cost it nothing. On a machine with idle cores the emulations run beside the app and
+    shorten the post-run completion. ``CLPROJ_INAPP_EMULATION=0`` never emulates in the
+    app, ``1`` always does.
+    """
+    forced = os.environ.get("CLPROJ_INAPP_EMULATION")
+    if forced in ("0", "1"):
+        return forced == "1"
+    from clproj.load import idle_cores
+
+    return idle_cores() >= 1.0
+
+
+def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
+    """Route mode: emulate and project now (the broker needs the times while the app
+    runs); a ``reused`` launch (no snapshots, :func:`route_admit`) is projected from the
+    reuse cache's anchors, or not at all while they are still being emulated. Project
+    mode: only emulate; the projection, which needs the device profiles and holds the
+    interpreter lock for a while, waits for ``complete_run`` after exit."""
+    from runtime.projection.live import FORMAT, VERSION, project_record
+
+    if os.environ.get("CLPROJ_MODE") == "route":
+        if reused:
+            from miniemu.reuse import default_cache
+
+            prof = default_cache(_mode()).scaled(record)
+            if prof is None:
+                return None
+            return project_record(record, _local_devices(), _mode(), profile=prof.to_dict())
+        return project_record(record, _local_devices(), _mode())
+    if not _free_core():
+        return None  # its record file is complete: complete_run emulates it after exit
+    from miniemu.reuse import default_cache
+
+    profile = default_cache(_mode()).profile(record)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "signature": record.signature,
+        "kernel": record.kernel,
+        "profile": profile.to_dict(),
+    }
+
+
+def _work() -> None:
+    from clproj.errors import ClprojError
+
+    out = os.environ.get("CLPROJ_PROJECTION_FILE")
+    while True:
+        record = _queue.get()
+        reused = isinstance(record, _Reused)
+        if reused:
+            record = record.record
+        try:
+            doc = _project(record, reused)
+            if not reused:  # a split decision needs the snapshots
+                _consider_split(record, doc)
+            if doc is not None:
+                if out:
+                    with _lock, open(out, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps(doc) + "\n")
+                _post_to_route(record, doc)
+        except ClprojError as exc:
+            # e.g. no measured profile for a local device: `clproj run` completes it
+            if not reused:
+                _consider_split(record, {"error": exc.cause})
+        except Exception as exc:  # never let the worker die silently or touch the app
+            # the app is exiting ("can't register atexit after shutdown": a thread pool
+            # started while Python waits for its threads): clproj run completes it
+            if not (sys.is_finalizing() or "after shutdown" in str(exc)):
+                print(
+                    f"clproj: projection of {getattr(record, 'kernel', '?')} failed: {exc!r}",
+                    file=sys.stderr,
+                )
+        finally:
+            _queue.task_done()
+
+
+def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
+    """In route mode, hand the projection to the broker so later launches can migrate."""
+    if os.environ.get("CLPROJ_MODE") != "route" or not doc.get("projections"):
+        return
+    from intercept.route import platform as route_runtime
+
+    times: dict[str, float | None] = {}
+    for p in doc["projections"]:
+        times[p["device"]] = p["time_s"]
+        times.setdefault(p["name"], p["time_s"])
+    route_runtime.post_projection(record.signature, times)
+
+
+def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
+    """Route mode with --split: hand the record and its kernel profile to the split
+    decision (runtime.partition.route_policy), which runs on its own thread: its emulations must
+    not delay the projections that place the other kernels."""
+    if os.environ.get("CLPROJ_MODE") != "route" or os.environ.get("CLPROJ_SPLIT") != "1":
+        return
+    from intercept.route import platform as route_runtime
+
+    r = route_runtime.route()
+    if r is not None and r.split is not None:
+        r.split.consider(record, doc)
+
+
+def _start_worker() -> None:
+    global _worker
+    with _lock:
+        if _worker is None:
+            if os.environ.get("CLPROJ_MODE") == "project":
+                # Inside the app the emulator runs at the lowest priority: on a machine
+                # with no idle core it waits for the app, and complete_run finishes it.
+                os.environ["CLPROJ_EMULATION_NICE"] = "19"
+            _worker = threading.Thread(target=_work, name="clproj-projection", daemon=True)
+            _worker.start()
+
+
+def on_record(record: Any) -> None:
+    """Queue ``record`` for emulation + projection; returns at once.
+
+    Not while the app exits (the record writer drains then): a worker started during
+    interpreter shutdown would be killed inside native code; ``clproj run`` completes
+    these records after the app.
+    """
+    from intercept.hooks import exiting
+
+    if exiting():
+        return
+    _start_worker()
+    _queue.put(record)

@@ -1,0 +1,157 @@
+"""``clproj project``: projected time, bound and rank of one kernel on every device."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from clproj.argtypes import positive_seconds
+from clproj.console import emit_json, print_table, stderr
+from clproj.errors import ClprojError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "project",
+        help="project a kernel (launch record or kernel profile) onto devices and rank them",
+        description="Mini-emulate a launch record (or read a kernel profile JSON) and project its "
+        "time on each device with the compute/global/local bound model.",
+    )
+    p.add_argument(
+        "target", metavar="RECORD|PROFILE", help="a .clrec launch record or a kernel-profile .json"
+    )
+    p.add_argument(
+        "--devices",
+        default="local",
+        help="local (default), measured, all, or a comma list of profile keys/paths",
+    )
+    p.add_argument(
+        "--mode",
+        default="single",
+        choices=["single", "quick", "full"],
+        help="emulation mode when TARGET is a record (default: single)",
+    )
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=120.0, help="emulation time budget in seconds"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_project)
+
+
+def load_kernel_profile(
+    target: str, mode: str = "single", timeout_s: float = 120.0
+) -> dict[str, Any]:
+    """A kernel-profile dict from a record (emulated now) or a profile file."""
+    if not os.path.exists(target):
+        raise ClprojError(
+            f"{target}: no such file",
+            "pass a .clrec record (see `clproj records DIR`) or a profile .json",
+        )
+    if target.endswith(".json"):
+        return read_kernel_profile(target)
+    import miniemu
+    from intercept.record import load
+
+    record = load(target)
+    from runtime.projection.model import record_footprint
+
+    with stderr.status(f"mini-emulating {record.kernel} ({mode}) in Oclgrind..."):
+        profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
+    profile["launch"]["footprint_bytes"] = record_footprint(record)
+    return profile
+
+
+MAX_PROFILE_BYTES = 64 << 20
+
+
+def read_kernel_profile(path: str) -> dict[str, Any]:
+    """A kernel-profile JSON file, validated (miniemu.profile.validate_profile).
+
+    Profiles are files users copy between machines: the read is bounded (a FIFO or
+    /dev/zero named ``x.json`` is refused, not waited on), bad JSON and every bad field
+    become one ClprojError naming the field."""
+    from clproj.untrusted import read_regular_file
+    from miniemu.profile import validate_profile
+
+    fix = "pass a kernel profile written by `clproj emulate --json`"
+    raw = read_regular_file(path, "kernel profile", MAX_PROFILE_BYTES, fix)
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ClprojError(f"{path} is not UTF-8 text ({exc.reason})", fix) from None
+    except json.JSONDecodeError as exc:
+        raise ClprojError(
+            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", fix
+        ) from None
+    except RecursionError:
+        raise ClprojError(f"{path} nests JSON too deeply for a kernel profile", fix) from None
+    try:
+        return validate_profile(doc)
+    except ClprojError as exc:
+        raise ClprojError(f"{path}: {exc.cause}", exc.fix) from None
+
+
+def run_project(args: argparse.Namespace) -> int:
+    from runtime.projection import device_set
+    from runtime.projection.model import rank
+
+    profile = load_kernel_profile(args.target, args.mode, args.timeout)
+    devices = device_set.resolve(args.devices)
+    low = {d.key for d in devices if d.low_confidence}
+    ranked = rank(profile, devices, profile["launch"].get("footprint_bytes"))
+    if args.json:
+        emit_json(
+            {
+                "kernel": profile.get("kernel"),
+                "recommended": ranked[0].device_key,
+                "projections": [
+                    p.to_dict() | ({"low_confidence": True} if p.device_key in low else {})
+                    for p in ranked
+                ],
+            }
+        )
+        return 0
+    best = ranked[0].time_s
+    print_table(
+        [
+            "rank",
+            "device",
+            "kind",
+            "projected",
+            "x best",
+            "bound",
+            "compute",
+            "global",
+            "local",
+            "occupancy",
+        ],
+        [
+            (
+                i + 1,
+                p.device_key
+                + (" (LOW confidence: generic profile)" if p.device_key in low else ""),
+                p.device_kind,
+                fmt_time(p.time_s),
+                round(p.time_s / best, 2),
+                p.bound,
+                fmt_time(p.t_compute),
+                fmt_time(p.t_global),
+                fmt_time(p.t_local),
+                f"{p.occupancy.groups_per_cu} grp/CU ({p.occupancy.limiter})",
+            )
+            for i, p in enumerate(ranked)
+        ],
+        title=f"projection of {profile.get('kernel')}",
+    )
+    print(f"recommended device: {ranked[0].device_key} ({ranked[0].device_name})")
+    return 0
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"

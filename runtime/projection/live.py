@@ -1,0 +1,379 @@
+"""Projection of recorded launches, cached per kernel signature (``clproj run --mode project``).
+
+A launch record is mini-emulated once per signature (program + kernel + NDRange shape +
+scalar arguments) and projected on the local devices' profiles; the result is cached on
+disk (``~/.cache/clproj/projections``, or ``$CLPROJ_CACHE/projections``) so a second run
+of the same application gets its projections without emulating again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from clproj import paths
+from clproj.errors import ClprojError
+
+FORMAT = "clproj.launch-projection"
+VERSION = 1
+
+
+def cache_dir() -> str:
+    return paths.cache_dir("projections")
+
+
+def emulation_mode() -> str:
+    """The emulation mode of project mode: ``$CLPROJ_EMULATION_MODE``, default ``bounded``.
+
+    ``bounded`` is the default because project mode must give every launch a profile
+    within a budget, heavy work-groups included (docs/miniemu.md); the app and
+    :func:`complete_run` read the same variable, so both sides emulate alike.
+    """
+    return os.environ.get("CLPROJ_EMULATION_MODE") or "bounded"
+
+
+# The code a cached projection depends on: after any change to the model (or an upgrade of
+# clproj) its projections are made again instead of served from the cache.
+_MODEL_FILES = ("projection.py", "occupancy.py", "live_projection.py")
+_model_version: str | None = None
+
+
+def model_version() -> str:
+    """A hash of the bound model's code (the files in ``_MODEL_FILES``) and this format."""
+    global _model_version
+    if _model_version is None:
+        h = hashlib.sha256(f"{FORMAT}/{VERSION}".encode())
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in _MODEL_FILES:
+            with open(os.path.join(here, name), "rb") as fh:
+                h.update(fh.read())
+        _model_version = h.hexdigest()[:12]
+    return _model_version
+
+
+def devices_id(devices: list[Any]) -> str:
+    """The devices *and* their numbers: a re-measured profile of the same key gives a new id."""
+    text = "|".join(
+        f"{d.key}@{d.data.get('source', {}).get('date', '')}@{_profile_digest(d)}" for d in devices
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+_digests: dict[int, tuple[Any, str]] = {}
+
+
+def _profile_digest(profile: Any) -> str:
+    """Hash of a profile's numbers, once per profile object (LU projects 2000 launches)."""
+    hit = _digests.get(id(profile))
+    if hit is None or hit[0] is not profile:
+        text = json.dumps(profile.data, sort_keys=True).encode()
+        hit = (profile, hashlib.sha256(text).hexdigest()[:12])
+        _digests[id(profile)] = hit
+    return hit[1]
+
+
+def project_record(
+    record: Any,
+    devices: list[Any],
+    mode: str = "single",
+    timeout_s: float = 60.0,
+    use_cache: bool = True,
+    profile: dict[str, Any] | None = None,
+    cache: Any = None,
+) -> dict[str, Any]:
+    """Emulate (or reuse) and project one record; returns a ``clproj.launch-projection`` dict.
+
+    ``profile`` (a kernel profile, e.g. scaled from the reuse cache) skips emulation; a
+    profile of method ``reused`` skips the disk cache too: such launches carry no buffer
+    snapshots. ``cache`` (a
+    :class:`miniemu.reuse.ReuseCache`) emulates the record as one of its anchors (a launch
+    that was snapshotted to be emulated); without it the process-wide cache decides.
+    """
+    return _project_record(record, devices, mode, timeout_s, use_cache, profile, cache)
+
+
+def _project_record(
+    record: Any,
+    devices: list[Any],
+    mode: str,
+    timeout_s: float,
+    use_cache: bool,
+    profile: dict[str, Any] | None,
+    cache: Any,
+) -> dict[str, Any]:
+    from runtime.projection.model import rank, record_footprint
+
+    path = os.path.join(
+        cache_dir(),
+        f"{record.signature[:32]}-{mode}-{devices_id(devices)}-{model_version()}.json",
+    )
+    reused = profile is not None and profile["emulation"].get("method") == "reused"
+    if not reused and use_cache and os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+            if doc.get("format") == FORMAT and doc.get("version") == VERSION:
+                if doc.get("profile"):  # let later launches of the family reuse it
+                    from miniemu.profile import KernelProfile
+                    from miniemu.reuse import default_cache
+
+                    (cache or default_cache(mode, timeout_s)).seed(
+                        record, KernelProfile.from_dict(doc["profile"])
+                    )
+                doc["cached"] = True
+                return doc
+        except (OSError, ValueError):
+            pass  # a damaged cache entry is recomputed
+    start = time.perf_counter()
+    base = {
+        "format": FORMAT,
+        "version": VERSION,
+        "signature": record.signature,
+        "kernel": record.kernel,
+        "global_size": record.global_size,
+        "local_size": record.local_size,
+        "measured_device": record.device.get("name"),
+        "measured_time_ns": record.measured_time_ns,
+    }
+    if not record.emulatable:
+        return base | {"error": record.not_emulatable_reason or "not emulatable", "cached": False}
+    if profile is None:
+        try:
+            # Launches differing only in NDRange / pivot-like scalars reuse one emulation
+            # (miniemu.reuse: explicit per-work-item scaling, sampled drift checks).
+            from miniemu.reuse import profile_for
+
+            if cache is not None:
+                profile = cache.emulated(record).to_dict()
+            else:
+                profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
+        except ClprojError as exc:
+            return base | {"error": exc.cause, "cached": False}
+    ranked = rank(profile, devices, record_footprint(record))
+    low = {d.key for d in devices if d.low_confidence}
+    doc = base | {
+        "emulation": profile["emulation"],
+        "elapsed_s": time.perf_counter() - start,
+        "projections": [
+            {
+                "device": p.device_key,
+                "name": p.device_name,
+                "time_s": p.time_s,
+                "bound": p.bound,
+                "t_compute": p.t_compute,
+                "t_global": p.t_global,
+                "t_local": p.t_local,
+                **({"low_confidence": True} if p.device_key in low else {}),
+            }
+            for p in ranked
+        ],
+        "recommended": ranked[0].device_key,
+        "cached": False,
+    }
+    if reused:
+        return doc
+    doc["profile"] = profile
+    tmp = path + f".{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, path)
+    return doc
+
+
+def _json_lines(path: str | None) -> Any:
+    """The objects of a JSON-lines file written by the app; a torn last line is skipped."""
+    if not path or not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+
+def _deferred_records(path: str | None, programs: dict[str, tuple[str | None, str]]) -> list[Any]:
+    """Buffer-less records of launches the app left to the reuse cache (shim_hook.admit).
+
+    Their program text is that of the recorded launch with the same program hash (the
+    first launch of every family is recorded in full).
+    """
+    from intercept.record import ArgRecord, LaunchRecord
+
+    out: list[Any] = []
+    for m in _json_lines(path):
+        if m["program_hash"] not in programs:
+            continue
+        source, options = programs[m["program_hash"]]
+        args = [
+            ArgRecord(
+                a["index"],
+                a["kind"],
+                size=a["size"],
+                data=bytes.fromhex(a["data"]) if a["data"] else None,
+            )
+            for a in m["args"]
+        ]
+        out.append(
+            LaunchRecord(
+                kernel=m["kernel"],
+                source=source,
+                options=options,
+                args=args,
+                work_dim=m["work_dim"],
+                global_size=m["global_size"],
+                local_size=m["local_size"],
+                global_offset=m["global_offset"],
+            )
+        )
+    return out
+
+
+def complete_run(
+    record_dir: str,
+    projection_file: str,
+    deferred_file: str | None = None,
+    devices_spec: str = "local",
+    mode: str | None = None,
+) -> list[dict[str, Any]]:
+    """After the app exited: project every record the background worker did not finish,
+    and every launch the app left to the reuse cache (``deferred_file``).
+
+    The app's reuse cache is rebuilt from the records in launch order: a record already
+    projected by the app seeds its profile, a missing one is emulated (it was snapshotted
+    because the cache chose it as an anchor or drift check). Each deferred launch is then
+    scaled from the nearest anchor of its entry (``ReuseCache.scaled``). ``mode``
+    defaults to :func:`emulation_mode`, as in the app.
+    """
+    from intercept.record import list_records, load
+    from runtime.projection import device_set
+
+    mode = mode or emulation_mode()
+    done = {doc["signature"]: doc for doc in _json_lines(projection_file)}
+    try:
+        paths = list_records(record_dir)
+    except ClprojError:
+        paths = []
+    records = sorted((load(p) for p in paths), key=lambda r: (r.created, r.id))
+    missing = [r for r in records if r.signature not in done]
+    programs = {r.program_hash: (r.source, r.options) for r in records}
+    deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
+    in_app = len(records) - len(missing)
+    unprojected = [d for d in done.values() if d.get("profile") and not d.get("projections")]
+    if not missing and not deferred and not unprojected:
+        _summary(done, in_app, 0, 0.0)
+        return list(done.values())
+    start = time.perf_counter()
+    devices = device_set.resolve(devices_spec)
+    try:
+        _complete(records, missing, deferred, done, devices, mode)
+    except KeyboardInterrupt:  # Ctrl-C after the app: keep what is projected so far
+        print("clproj: interrupted; showing the launches projected so far", file=sys.stderr)
+    _summary(done, in_app, len(missing), time.perf_counter() - start)
+    return list(done.values())
+
+
+def _complete(
+    records: list[Any],
+    missing: list[Any],
+    deferred: list[Any],
+    done: dict[str, dict[str, Any]],
+    devices: list[Any],
+    mode: str,
+) -> None:
+    """complete_run's work: fills ``done`` (signature -> projection) as it goes."""
+    from clproj.console import track
+    from miniemu.profile import KernelProfile
+    from miniemu.reuse import ReuseCache
+
+    cache = ReuseCache(mode=mode)
+    todo = set(id(r) for r in missing)
+    for r in track(records, "projecting recorded launches"):
+        if id(r) in todo:  # snapshotted, not emulated before the app exited
+            done[r.signature] = project_record(r, devices, mode, cache=cache)
+            continue
+        doc = done[r.signature]
+        if doc.get("profile"):
+            cache.seed(r, KernelProfile.from_dict(doc["profile"]))
+            if not doc.get("projections") and not doc.get("error"):  # emulated in the app
+                done[r.signature] = project_record(r, devices, mode, profile=doc["profile"])
+    for r in track(deferred, "projecting reused launches"):
+        prof = cache.scaled(r)
+        if prof is not None:
+            done[r.signature] = project_record(r, devices, mode, profile=prof.to_dict())
+        else:
+            done[r.signature] = {
+                "format": FORMAT,
+                "version": VERSION,
+                "signature": r.signature,
+                "kernel": r.kernel,
+                "global_size": r.global_size,
+                "local_size": r.local_size,
+                "error": "no launch of its family was emulated",
+                "cached": False,
+            }
+
+
+def _summary(done: dict[str, dict[str, Any]], in_app: int, after: int, seconds: float) -> None:
+    """One stderr line: how every launch got its projection (benchmarks parse it)."""
+    docs = list(done.values())
+    reused = sum(1 for d in docs if d.get("emulation", {}).get("method") == "reused")
+    projected = sum(1 for d in docs if d.get("projections"))
+    print(
+        f"clproj: {projected}/{len(docs)} launches projected; {in_app + after} snapshotted and "
+        f"emulated ({in_app} in the app, {after} after it), {reused} reused; "
+        f"post-run {seconds:.1f} s",
+        file=sys.stderr,
+    )
+
+
+def print_projections(
+    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]]
+) -> None:
+    """One row per recorded launch: projected time per device, bound, recommendation."""
+    from clproj.console import print_table
+
+    devices: list[str] = []
+    low: set[str] = set()
+    for doc in projections:
+        for p in doc.get("projections", []):
+            if p["device"] not in devices:
+                devices.append(p["device"])
+            if p.get("low_confidence"):
+                low.add(p["device"])
+    measured = {r["kernel"]: r for r in measured_rows}
+    rows = []
+    for doc in projections:
+        by_dev = {p["device"]: p for p in doc.get("projections", [])}
+        m = measured.get(doc["kernel"], {})
+        mean = m.get("mean_ns")
+        shape = "x".join(str(v) for v in doc["global_size"])
+        rows.append(
+            (
+                f"{doc['kernel']}[{shape}]",
+                None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
+                *[
+                    f"{by_dev[d]['time_s'] * 1e6:.1f} us {by_dev[d]['bound']}"
+                    if d in by_dev
+                    else "-"
+                    for d in devices
+                ],
+                doc.get("recommended") or f"error: {doc.get('error')}",
+                "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", ""),
+            )
+        )
+    print_table(
+        [
+            "kernel",
+            "measured (mean)",
+            *(d + (" (LOW confidence)" if d in low else "") for d in devices),
+            "recommended",
+            "profile",
+        ],
+        rows,
+        title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)",
+    )

@@ -1,0 +1,630 @@
+"""The three-component bound model (Panwar et al.), per device.
+
+For one kernel profile (device-independent counts from mini-emulation) and one device
+profile (spec sheet + measured curves):
+
+* ``t_compute`` = sum over instruction classes of ``count / throughput(class)``, with the
+  throughput derated when too few work-items are resident to keep the lanes busy;
+* ``t_global`` = bytes the device's memory system moves (transactions counted with the
+  device's own warp width and segment size) / global throughput at the kernel's
+  occupancy, loads and stores separately;
+* ``t_local`` = local-memory wavefronts (conflict degree counted for the device's bank
+  count) x bytes per wavefront / local throughput at that occupancy;
+
+* ``t_latency`` = the work-items' longest chain of dependent global round trips (a load
+  of a word the work-item stored, a load whose address came from a load; counted by the
+  plugin) x the memory latency, for the work-items that cannot overlap their chains
+  (GPU: one wave of resident warps overlaps; PoCL CPU: a core runs its work-items one
+  after another);
+
+and the projected time is ``max(t_compute, t_global, t_local)`` stretched by the tail
+effect of the last wave, or ``t_latency`` when that is longer, plus the device's launch
+overhead. The largest term names the bottleneck: C, G, L or D (dependence latency).
+``docs/projection.md`` explains each rule and the CPU variants.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from runtime.projection.occupancy import Occupancy, profile_occupancy
+
+WARP_KEYS = (8, 16, 32, 64)
+SEGMENT_KEYS = (32, 64, 128)
+BANK_KEYS = (16, 32)
+
+# Classes executed by the memory pipeline: their cost is the memory terms, not compute.
+MEMORY_CLASSES = {"memory_global", "memory_local", "memory_private"}
+# IR bookkeeping that compiles to no ALU operation (phi, bitcast, vector element moves,
+# unconditional jumps, work-item id builtins: registers or constants on every device).
+# Barriers are priced only where their rate was measured (``throughput.barrier``: on
+# PoCL CPUs each one restarts the work-item loop); elsewhere they cost no issue slot.
+FREE_CLASSES = {"other"}
+
+# A GPU compute unit issues from several schedulers (4 on every NVIDIA part since Maxwell
+# and on AMD CDNA/GCN): with fewer resident warps than schedulers some issue slots stay
+# empty, so compute throughput falls proportionally below this many warps.
+GPU_WARPS_FOR_PEAK = 4
+
+
+@dataclass
+class Projection:
+    """Projected time of one kernel on one device, with its breakdown."""
+
+    device_key: str
+    device_name: str
+    device_kind: str
+    t_compute: float
+    t_global: float
+    t_local: float
+    t_launch: float
+    time_s: float
+    bound: str  # "C", "G", "L" or "D"
+    occupancy: Occupancy
+    details: dict[str, Any] = field(default_factory=dict)
+    t_latency: float = 0.0  # dependence chains x memory latency (docs/projection.md)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["occupancy"] = asdict(self.occupancy)
+        return d
+
+
+def _nearest_key(value: int, keys: tuple[int, ...]) -> str:
+    """The contract's key closest to ``value`` (in log scale)."""
+    return str(min(keys, key=lambda k: abs(math.log2(k) - math.log2(max(1, value)))))
+
+
+# A kernel whose work-items execute at least this many conditional branches each is
+# taken to loop per work-item (a bounds check or two stays below it).
+LOOP_BRANCHES_PER_WORK_ITEM = 4.0
+
+
+def kernel_loops(total: dict[str, Any]) -> bool:
+    """Whether the work-items of a launch run loops (from the emulated branch counts)."""
+    items = total.get("work_items") or 0
+    return (
+        bool(items)
+        and total.get("branches", {}).get("total", 0) / items >= LOOP_BRANCHES_PER_WORK_ITEM
+    )
+
+
+def loop_slowdown(device: Any, cls: str) -> float:
+    """How much slower ``cls`` runs on ``device`` when work-items loop (1 on GPUs).
+
+    PoCL vectorises a work-group across SIMD lanes only when no loop stands inside the
+    kernel; the microbenchmarks measure the same arithmetic both ways on CPUs
+    (``detail.loop_throughput``). Floating-point classes take the fp32 ratio, integer,
+    compare and branch classes the integer ratio, others the geometric mean.
+    """
+    detail = device.data.get("detail", {})
+    looped = detail.get("loop_throughput")
+    if device.kind == "GPU" or not looped:
+        return 1.0
+
+    def ratio(name: str) -> float | None:
+        straight = device.data.get("throughput", {}).get(name)
+        return straight / looped[name] if straight and looped.get(name) else None
+
+    if cls.startswith(("fp32", "fp64")):
+        r = ratio("fp32_fma") or ratio("fp32_add")
+    elif cls.startswith("int") or cls in ("compare_select", "branch", "conversion"):
+        r = ratio("int_add")
+    else:
+        r = None
+    return max(1.0, r or float(detail.get("loop_factor", 1.0)))
+
+
+def compute_time(
+    total: dict[str, Any], device: Any, occ: Occupancy
+) -> tuple[float, dict[str, float]]:
+    """Seconds of ALU issue for the whole NDRange, and the per-class breakdown."""
+    per_class: dict[str, float] = {}
+    loops = kernel_loops(total)
+    for cls, count in total.get("instructions", {}).items():
+        if not count or cls in MEMORY_CLASSES or cls in FREE_CLASSES:
+            continue
+        if cls == "barrier" and "barrier" not in device.data.get("throughput", {}):
+            continue
+        if cls == "special" and total.get("special_functions"):
+            per_class[cls] = special_time(total["special_functions"], device)
+        else:
+            per_class[cls] = count / device.throughput(cls)
+        if loops and cls != "barrier":  # the barrier benchmark already runs in a loop
+            per_class[cls] *= loop_slowdown(device, cls)
+    utilisation = compute_utilisation(device, occ)
+    t = sum(per_class.values()) / utilisation
+    return t, per_class
+
+
+def special_time(by_family: dict[str, int], device: Any) -> float:
+    """Seconds of special functions, each family at its own measured throughput.
+
+    Profiles measured by ``clproj profile-device`` keep per-function throughputs
+    (``detail.special.special_<family>``); spec profiles and the ``other`` family use the
+    profile's single ``special`` throughput.
+    """
+    measured = device.data.get("detail", {}).get("special", {})
+    t = 0.0
+    for family, count in by_family.items():
+        if count:
+            rate = measured.get(f"special_{family}") or device.throughput("special")
+            t += count / rate
+    return t
+
+
+def device_launch_time(device: Any) -> float:
+    """Device-side time of an (almost) empty kernel: the floor of every launch.
+
+    Bench results and event-based measurements are device times, so the measured
+    empty-kernel event duration is the right floor; the host wall-clock launch overhead
+    (``launch_overhead_s``) is what routing adds on top, not part of device time. The
+    profile measures it twice, launched alone (``event_s``) and back to back
+    (``event_b2b_s``); both measure the same floor and timing noise only adds to it, so
+    the smaller is the estimate (H100: 5.23 / 5.31 us, H200: 5.34 / 5.09 us).
+    """
+    launch = device.data.get("detail", {}).get("launch", {})
+    measured = [float(launch[k]) for k in ("event_b2b_s", "event_s") if launch.get(k)]
+    if measured:
+        return min(measured)
+    return float(device.launch_overhead_s or 0.0)
+
+
+def compute_utilisation(device: Any, occ: Occupancy) -> float:
+    """Fraction of the device's peak ALU throughput a launch can reach.
+
+    Compute units without work contribute nothing. On a GPU, a compute unit also needs
+    ``GPU_WARPS_FOR_PEAK`` resident warps to hide pipeline latency. On a CPU a compute
+    unit is a core that runs one work-group at a time, so one group per core suffices.
+    """
+    cu_fraction = occ.active_cus / max(1, device.compute_units)
+    if device.kind != "GPU":
+        return cu_fraction
+    warps = occ.work_items_per_cu / max(1, device.warp_width)
+    return cu_fraction * min(1.0, warps / GPU_WARPS_FOR_PEAK)
+
+
+def access_granularity(device: Any) -> int:
+    """Bytes the memory system really moves per scattered access, from measurement.
+
+    The strided-read curve at stride 32 (every 4-byte word in its own 128-byte line)
+    delivers ``peak / granularity x 4`` useful bytes/s, so ``4 x peak / strided(32)`` is
+    the effective access size: about 64 B on the H100 (HBM bursts), although its
+    sectors are 32 B. Never below the device's smallest segment; spec profiles without a
+    measured curve keep their smallest segment.
+    """
+    smallest = min(device.segment_bytes) if device.segment_bytes else 64
+    if device.source_kind == "spec":
+        return smallest
+    try:
+        sparse = device.strided_read(32)
+        peak = device.peak("global_read")
+    except (KeyError, ValueError):
+        return smallest
+    measured = 4.0 * peak / sparse if sparse > 0 else smallest
+    return int(min(128, max(smallest, int(_nearest_key(int(measured), SEGMENT_KEYS)))))
+
+
+def dram_bytes(moved: float, footprint: float | None, cache_bytes: float | None) -> float:
+    """Bytes that reach DRAM when ``moved`` bytes of transactions touch ``footprint`` bytes.
+
+    Re-reads of data still in the last-level cache do not reach DRAM. A footprint that
+    fits in the cache is fetched once; a larger one keeps the fraction that fits
+    (``cache / footprint``) of the re-reads in the cache. Without a footprint or cache
+    size every transaction is assumed to reach DRAM (the paper's model).
+    """
+    if not footprint or not cache_bytes or moved <= footprint:
+        return moved
+    reuse = moved - footprint
+    hit = min(1.0, cache_bytes / footprint)
+    return footprint + reuse * (1.0 - hit)
+
+
+def line_bytes(device: Any) -> int:
+    """Bytes of one cache line of the device (the unit its CU-local cache serves per cycle)."""
+    line = device.data.get("memory", {}).get("cache_line_bytes")
+    return int(line) if line else max(device.segment_bytes or [64])
+
+
+def cache_resident_bytes(device: Any) -> float:
+    """Largest footprint measured to stay in the device's cache from launch to launch.
+
+    The cache-bandwidth microbenchmark (``detail.cache``) re-reads a buffer of
+    ``buffer_bytes`` pass after pass and is served at cache speed: a launch whose whole
+    footprint is at most that large finds its data in the cache again when it is repeated,
+    which is how device times are measured (each launch re-run, the median kept).
+    0 when the profile has no such measurement.
+    """
+    return float(device.data.get("detail", {}).get("cache", {}).get("buffer_bytes") or 0.0)
+
+
+def straight_bandwidth(device: Any) -> float:
+    """Bytes/s (read + written) of loop-free streaming kernels, where measured (CPUs)."""
+    sb = device.data.get("detail", {}).get("straight_bandwidth") or {}
+    return float(sb.get("global_copy") or 0.0)
+
+
+def cpu_loop_form(total: dict[str, Any], device: Any) -> bool:
+    """Whether a CPU runs this kernel's work-items one after another, each to its end.
+
+    PoCL vectorises a work-group across SIMD lanes only when no loop stands inside the
+    kernel (``detail.loop_throughput``); a looping work-item runs its whole loop before
+    the next one starts, so the cache sees each work-item's own access stream.
+    """
+    return device.kind != "GPU" and kernel_loops(total)
+
+
+def global_time(
+    total: dict[str, Any], device: Any, occ: Occupancy, footprint_bytes: float | None = None
+) -> tuple[float, dict[str, float]]:
+    """Seconds to move the kernel's global traffic at the kernel's occupancy.
+
+    Transactions are counted with the device's warp width and its measured access
+    granularity (:func:`access_granularity`); on a CPU whose work-items loop, with the
+    plugin's per-work-item transactions instead (:func:`cpu_loop_form`: every access that
+    leaves the line its instruction touched before fetches a line). Without cache data
+    (spec profiles, unknown footprint) every transaction is priced at the measured DRAM
+    read/write rate at the kernel's occupancy: the paper's model. With a measured
+    last-level-cache bandwidth and the launch's footprint, traffic is split over the
+    hierarchy (docs/projection.md) and the global term is the slowest level.
+    """
+    g = total.get("global", {})
+    warp = _nearest_key(device.warp_width, WARP_KEYS)
+    seg = _nearest_key(access_granularity(device), SEGMENT_KEYS)
+    tx = g.get("transactions", {})
+    item_tx = g.get("item_transactions", {})
+    # Per-work-item lines matter when the data is not cache-resident: a footprint within
+    # the measured resident size is served by the core's caches at core speed (measured:
+    # heavy_gather's 1 MiB table, a new line and page per access, 1.1 ns per access).
+    resident = bool(footprint_bytes) and footprint_bytes <= cache_resident_bytes(device)
+    loop_form = cpu_loop_form(total, device) and bool(item_tx) and not resident
+    if loop_form:
+        # A line switch moves one cache line between the shared cache and the core.
+        seg = _nearest_key(line_bytes(device), SEGMENT_KEYS)
+    moved = {}
+    for direction in ("load", "store"):
+        if loop_form:
+            count = item_tx.get(direction, {}).get(seg)
+        else:
+            count = tx.get(direction, {}).get(warp, {}).get(seg)
+        if count is None:  # no transaction data: fall back to useful bytes
+            count = g.get(f"{direction}_bytes", 0) / int(seg)
+        moved[direction] = float(count) * int(seg)
+    x = occ.work_items_per_cu
+    cu_fraction = max(occ.active_cus / max(1, device.compute_units), 1e-9)
+    # Bandwidth curves are measured with every compute unit busy; fewer busy units draw
+    # proportionally less (a single group cannot saturate a memory system).
+    read_bw = device.curve("global_read", x) * cu_fraction
+    write_bw = device.curve("global_write", x) * cu_fraction
+    try:
+        copy_bw = device.curve("global_copy", x) * cu_fraction
+    except (KeyError, ValueError):
+        copy_bw = 0.0
+    straight = straight_bandwidth(device)
+    if straight and device.kind != "GPU" and not cpu_loop_form(total, device):
+        # A loop-free kernel streams at the rate of the loop-free benchmark
+        # (devices/microbench/stream.py), reads and writes alike.
+        read_bw = write_bw = copy_bw = straight * cu_fraction
+
+    def dram_time(reads: float, writes: float) -> float:
+        """Reads and writes at once move at the measured copy rate (read + written bytes
+        per second), never faster than either stream alone."""
+        if reads and writes and copy_bw:
+            return max(reads / read_bw, writes / write_bw, (reads + writes) / copy_bw)
+        return reads / read_bw + writes / write_bw
+
+    memory = device.data.get("memory", {})
+    cache_bytes = memory.get("cache_bytes")
+    cache_bw = memory.get("cache_read_bytes_per_s")
+    moved_total = moved["load"] + moved["store"]
+    detail: dict[str, float] = {
+        "load_bytes_moved": moved["load"],
+        "store_bytes_moved": moved["store"],
+        "read_bw": read_bw,
+        "write_bw": write_bw,
+    }
+    if loop_form:
+        detail["cpu_loop_form"] = 1.0
+    if not (footprint_bytes and cache_bytes and cache_bw and moved_total):
+        t_dram = dram_time(moved["load"], moved["store"])
+        return t_dram, detail | {"t_dram": t_dram}
+    # Cache hierarchy. A group's distinct sectors are what it brings into its compute
+    # unit once (re-reads within the group hit the CU-local cache); they come from the
+    # shared last-level cache, and DRAM sees only what that cache cannot keep. A CPU core
+    # running looping work-items one by one fetches every line switch of every work-item
+    # from the shared cache (its L1 does not hold one work-item's stream for the next).
+    unique = g.get("unique_sector_bytes")
+    group_bytes = min(moved_total, float(unique)) if unique else moved_total
+    l2_traffic = moved_total if loop_form else group_bytes
+    if device.kind == "GPU" and unique:
+        l2_traffic = group_bytes + gpu_write_through_bytes(total, warp)
+    warm = footprint_bytes <= cache_resident_bytes(device)
+    u_load, u_store = g.get("unique_load_sector_bytes"), g.get("unique_store_sector_bytes")
+    if unique and u_load is not None and u_store is not None:
+        # DRAM reads what the groups read (a CPU also reads the lines it only writes:
+        # write-allocate) and takes back every sector written, once.
+        read_base = float(unique) if device.kind != "GPU" else float(u_load)
+        dram_read = 0.0 if warm else dram_bytes(read_base, footprint_bytes, cache_bytes)
+        dram_write = 0.0 if warm else float(u_store)
+        dram_total = dram_read + dram_write
+        t_dram = dram_time(dram_read, dram_write)
+    else:  # profiles from before the split: the sectors, shared by moved load/store bytes
+        dram_total = 0.0 if warm else dram_bytes(group_bytes, footprint_bytes, cache_bytes)
+        share = {d: moved[d] / moved_total for d in moved}
+        t_dram = dram_time(dram_total * share["load"], dram_total * share["store"])
+    t_l2 = l2_traffic / (cache_bw * cu_fraction)
+    t_l1 = 0.0
+    if unique and device.kind == "GPU":
+        # NVIDIA GPUs since Volta build L1 and local memory from one SRAM per SM, which
+        # serves one cache line (a "wavefront") per cycle: the measured local-memory peak
+        # is that rate, and a warp instruction costs one wavefront per distinct line it
+        # touches (32 for a fully scattered one), whatever bytes it uses.
+        line = _nearest_key(line_bytes(device), SEGMENT_KEYS)
+        wavefronts = sum(float(tx.get(d, {}).get(warp, {}).get(line, 0)) for d in moved)
+        l1_bytes = wavefronts * int(line) if wavefronts else moved_total
+        t_l1 = l1_bytes / (device.peak("local") * cu_fraction)
+    return max(t_dram, t_l2, t_l1), detail | {
+        "l2_bytes": l2_traffic,
+        "dram_bytes": dram_total,
+        "cache_warm": 1.0 if warm else 0.0,
+        "t_dram": t_dram,
+        "t_l2": t_l2,
+        "t_l1": t_l1,
+    }
+
+
+def gpu_write_through_bytes(total: dict[str, Any], warp: str) -> float:
+    """L2 traffic a GPU adds beyond each group's distinct sectors because of its stores.
+
+    The L1 of NVIDIA GPUs is write-through for global memory and does not keep the lines
+    an SM wrote: every store transaction (32-byte sectors) reaches L2, not only the first
+    one to a sector, and a load that reads back a word the work-item stored
+    (``dependence.raw_loads``) is served by L2 again. Read-backs are priced like the
+    stores that wrote them (sector bytes per store access).
+    """
+    g = total.get("global", {})
+    stores = float(g.get("transactions", {}).get("store", {}).get(warp, {}).get("32", 0) or 0)
+    store_bytes = stores * 32.0
+    accesses = float(g.get("store_accesses", 0) or 0)
+    raw = float((total.get("dependence") or {}).get("raw_loads", 0) or 0)
+    reread = raw * store_bytes / accesses if accesses else 0.0
+    # The group's distinct sectors already count each written sector once.
+    first = float(g.get("unique_store_sector_bytes", 0) or 0)
+    return max(0.0, store_bytes - first) + reread
+
+
+def memory_latencies(device: Any) -> tuple[float, float, str] | None:
+    """(DRAM latency, last-level-cache latency, source) of a device, in seconds.
+
+    Measured profiles carry both (``detail.latency``: dependent pointer chases,
+    ``devices/microbench/latency.py``); spec profiles take the sheet's memory latency
+    (``devices/specs.py``) for both. None when neither exists.
+    """
+    lat = device.data.get("detail", {}).get("latency") or {}
+    if lat.get("global_latency_s"):
+        glob = float(lat["global_latency_s"])
+        return glob, float(lat.get("cache_latency_s") or glob), "measured"
+    from devices.specs import spec_for
+
+    spec = spec_for(device.name) if device.kind == "GPU" else None
+    if spec is not None:
+        return spec.mem_latency_ns * 1e-9, spec.mem_latency_ns * 1e-9, "spec"
+    return None
+
+
+def l1_hit_latency(device: Any) -> float:
+    """Seconds of a load served by a GPU compute unit's own L1 (a *warm* round).
+
+    Not measured by our microbenchmarks; the spec rule of ``devices/specs.py``
+    (``LOCAL_LATENCY_CYCLES`` at the device clock) prices local memory, which is the same
+    SRAM as L1 on NVIDIA GPUs since Volta.
+    """
+    from devices.specs import LOCAL_LATENCY_CYCLES
+
+    return LOCAL_LATENCY_CYCLES / (max(1.0, float(device.clock_mhz or 1000)) * 1e6)
+
+
+def cold_latency(device: Any, footprint_bytes: float | None) -> float | None:
+    """Seconds of a load that fetches new data from a footprint of ``footprint_bytes``.
+
+    The latency microbenchmark chases pointers through two buffers
+    (``detail.latency.cache_buffer_bytes``, 1 MiB: ``cache_latency_s``;
+    ``global_buffer_bytes``, 256 MiB: ``global_latency_s``); between them the latency is
+    interpolated in log2 of the footprint (the share of accesses that miss a level of
+    cache or TLB grows with the footprint), outside them it is clamped. Without a
+    footprint, the DRAM latency; spec profiles, the sheet's memory latency.
+    """
+    lats = memory_latencies(device)
+    if lats is None:
+        return None
+    mem_lat, cache_lat, _ = lats
+    lat = device.data.get("detail", {}).get("latency") or {}
+    small, big = lat.get("cache_buffer_bytes"), lat.get("global_buffer_bytes")
+    if not footprint_bytes or not small or not big or big <= small:
+        return mem_lat
+    f = (math.log2(max(footprint_bytes, 1.0)) - math.log2(small)) / (
+        math.log2(big) - math.log2(small)
+    )
+    f = min(1.0, max(0.0, f))
+    return cache_lat + f * (mem_lat - cache_lat)
+
+
+def memory_level_parallelism(device: Any) -> float:
+    """Independent memory requests one compute unit keeps in flight (Little's law).
+
+    ``global_latency_s / departure_delay_s`` from the latency microbenchmark (Hong &
+    Kim's ``MWP`` without the bandwidth limit); 1 when not measured.
+    """
+    lat = device.data.get("detail", {}).get("latency") or {}
+    if lat.get("global_latency_s") and lat.get("departure_delay_s"):
+        return max(1.0, float(lat["global_latency_s"]) / float(lat["departure_delay_s"]))
+    return 1.0
+
+
+def latency_time(
+    total: dict[str, Any], device: Any, occ: Occupancy, footprint_bytes: float | None = None
+) -> tuple[float, dict[str, float]]:
+    """Seconds the work-items' dependence chains need, however much bandwidth is left.
+
+    The plugin counts per work-item its longest chain of global loads that each wait for
+    an earlier memory operation of the same work-item (``dependence``, docs/formats.md
+    section 2), and how many of those rounds streamed in new data (*cold*). Little's law
+    with one request in flight per chain: a round costs one memory latency, and only
+    chains of different work-items overlap.
+
+    * GPU: every resident warp of every compute unit overlaps its chain with the others,
+      so a wave of resident groups takes one chain, times the occupancy's waves. A cold
+      round costs the latency of a cold access into the launch's footprint
+      (:func:`cold_latency`); a warm read-after-write round the measured cache (L2)
+      latency, since written lines are re-read from L2; another warm round an L1 hit
+      (:func:`l1_hit_latency`).
+    * CPU (PoCL): a core runs the work-items of its groups one after another, so their
+      chains add up; only pointer-chasing rounds count (a read-after-write round is
+      forwarded from the store buffer in a few cycles, and an out-of-order core lets
+      later loads pass stores to other addresses), each at :func:`cold_latency`. The
+      pointer loads of one round are independent of each other (a CSR row's gathers):
+      they overlap up to the core's memory-level parallelism. A loop-free kernel runs
+      ``warp_width`` work-items side by side in SIMD lanes.
+    """
+    dep = total.get("dependence") or {}
+    items = float(total.get("work_items") or 0)
+    if not dep or not items:
+        return 0.0, {}
+    lats = memory_latencies(device)
+    l_cold = cold_latency(device, footprint_bytes)
+    if lats is None or l_cold is None:
+        return 0.0, {}
+    _, cache_lat, source = lats
+    # Rounds after the first: the launch floor (an empty kernel that stores one word)
+    # already contains one memory round trip per launch.
+    chain = max(0.0, float(dep.get("chain", 0)) / items - 1.0)
+    cold = min(chain, max(0.0, float(dep.get("cold_chain", 0)) / items - 1.0))
+    detail = {"chain_per_item": chain, "cold_rounds_per_item": cold, "latency_cold_s": l_cold}
+    if device.kind == "GPU":
+        # A warm read-back of a stored word comes from L2 (the L1 does not keep written
+        # lines, :func:`gpu_write_through_bytes`); other warm rounds hit the L1.
+        warm = chain - cold
+        warm_raw = min(warm, float(dep.get("raw_chain", 0)) / items)
+        l_l1 = l1_hit_latency(device)
+        per_chain = cold * l_cold + warm_raw * cache_lat + (warm - warm_raw) * l_l1
+        t = per_chain * occ.waves
+        detail |= {"latency_l1_s": l_l1, "warm_raw_rounds_per_item": warm_raw}
+        detail["chain_waves"] = float(occ.waves)
+    else:
+        pointer = float(dep.get("pointer_chain", 0)) / items
+        loads = float(dep.get("pointer_loads", 0)) / items
+        # Pointer loads per round that do not wait on each other, capped by the MLP.
+        overlap = (
+            min(memory_level_parallelism(device), max(1.0, loads / pointer)) if pointer else 1.0
+        )
+        per_chain = pointer * l_cold
+        serial = occ.waves * occ.group_size  # work-items on the busiest core
+        if not kernel_loops(total):
+            serial /= max(1, int(device.warp_width))
+        t = per_chain * serial / overlap
+        detail |= {
+            "pointer_rounds_per_item": pointer,
+            "pointer_overlap": overlap,
+            "serial_items_per_core": float(serial),
+        }
+    return t, detail | {"latency_source_measured": 1.0 if source == "measured" else 0.0}
+
+
+def local_time(
+    total: dict[str, Any], device: Any, occ: Occupancy
+) -> tuple[float, dict[str, float]]:
+    """Seconds of local-memory traffic, conflicts included where the device has banks."""
+    loc = total.get("local", {})
+    useful = float(loc.get("load_bytes", 0) + loc.get("store_bytes", 0))
+    if useful == 0:
+        return 0.0, {}
+    banks = int(device.local_banks or 0)
+    bytes_moved = useful
+    degree = 1.0
+    if banks > 0:
+        bank = loc.get("bank", {}).get(_nearest_key(banks, BANK_KEYS), {})
+        requests, wavefronts = bank.get("requests", 0), bank.get("wavefronts", 0)
+        if requests:
+            degree = wavefronts / requests
+            bytes_moved = useful * degree
+    cu_fraction = occ.active_cus / max(1, device.compute_units)
+    bw = device.curve("local", occ.work_items_per_cu) * max(cu_fraction, 1e-9)
+    return bytes_moved / bw, {
+        "local_bytes_moved": bytes_moved,
+        "conflict_degree": degree,
+        "local_bw": bw,
+    }
+
+
+def record_footprint(record: Any) -> int:
+    """Bytes of global memory a launch can touch: the sizes of its buffer arguments."""
+    return int(sum(a.size or 0 for a in record.args if a.kind == "buffer"))
+
+
+def atomic_times(total: dict[str, Any], device: Any) -> tuple[float, float]:
+    """Seconds the hottest atomic addresses need, global and local (0 without data).
+
+    Atomics on one 64-byte line (global) or one word (local) are serialised by the memory
+    system, whatever the compute units do meanwhile; the plugin counts each group's
+    hottest line/word, summed over groups (global counters are shared by every group, so
+    their serialisation adds up device-wide). The rates are the device's measured
+    same-address atomic throughputs (``detail.atomics_same_address_per_s``).
+    """
+    atoms = total.get("atomics", {})
+    rates = device.data.get("detail", {}).get("atomics_same_address_per_s", {})
+    t_g = atoms.get("global_same_address_max", 0) / rates["global"] if rates.get("global") else 0.0
+    t_l = atoms.get("local_same_address_max", 0) / rates["local"] if rates.get("local") else 0.0
+    return t_g, t_l
+
+
+def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> Projection:
+    """Project one launch described by a kernel profile onto one device profile.
+
+    ``footprint_bytes`` (the launch's buffer sizes, :func:`record_footprint`) lets the
+    global term credit cache hits; without it every transaction is priced at DRAM rate.
+    """
+    doc = profile.to_dict() if hasattr(profile, "to_dict") else profile
+    total = doc["total"]
+    occ = profile_occupancy(doc, device)
+    t_c, by_class = compute_time(total, device, occ)
+    t_g, g_detail = global_time(total, device, occ, footprint_bytes)
+    t_l, l_detail = local_time(total, device, occ)
+    t_d, d_detail = latency_time(total, device, occ, footprint_bytes)
+    t_atomic_g, t_atomic_l = atomic_times(total, device)
+    t_g, t_l = max(t_g, t_atomic_g), max(t_l, t_atomic_l)
+    tail = 1.0 / occ.wave_efficiency
+    # The latency term counts whole waves already: the tail does not stretch it again.
+    terms = {"C": t_c * tail, "G": t_g * tail, "L": t_l * tail, "D": t_d}
+    bound = max(terms, key=lambda k: terms[k])
+    t_launch = device_launch_time(device)
+    return Projection(
+        device_key=device.key,
+        device_name=device.name,
+        device_kind=device.kind,
+        t_compute=terms["C"],
+        t_global=terms["G"],
+        t_local=terms["L"],
+        t_launch=t_launch,
+        time_s=terms[bound] + t_launch,
+        bound=bound,
+        occupancy=occ,
+        t_latency=t_d,
+        details={
+            "compute_by_class": by_class,
+            **g_detail,
+            **l_detail,
+            **d_detail,
+            "tail_factor": tail,
+            "t_atomic_global": t_atomic_g,
+            "t_atomic_local": t_atomic_l,
+        },
+    )
+
+
+def rank(
+    profile: Any, devices: list[Any], footprint_bytes: float | None = None
+) -> list[Projection]:
+    """Projections on every device, fastest first."""
+    return sorted((project(profile, d, footprint_bytes) for d in devices), key=lambda p: p.time_s)

@@ -1,0 +1,99 @@
+"""`clproj evaluate` on the committed ground truth, and `clproj project` on a real record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from evaluation.evaluate import default_results, evaluate
+
+
+def clproj(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "clproj.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def evaluation():
+    return evaluate()
+
+
+def test_committed_ground_truth_covers_really_different_devices():
+    keys = {os.path.basename(p) for p in default_results()}
+    assert any("nvidia-h100" in k for k in keys) and any("pocl" in k for k in keys)
+
+
+def test_every_measured_app_is_projected(evaluation):
+    assert len(evaluation.devices) >= 2
+    assert len(evaluation.apps) >= 20, evaluation.skipped
+    for a in evaluation.apps:
+        assert set(a.actual_s) == set(a.projected_s) == set(evaluation.devices)
+        assert all(t > 0 for t in a.projected_s.values())
+        assert 0.0 <= a.relative_error <= 1.0 and a.penalty >= 0.0
+        assert set(a.bound.values()) <= {"C", "G", "L", "D"}
+
+
+def test_best_device_among_really_different_devices(evaluation):
+    """Regression guard on a GPU and two CPUs (README's second row): all chosen right."""
+    keys = [d for d in evaluation.devices if "h100" in d or "xeon16" in d or "pthread" in d]
+    assert len(keys) == 3
+    s = evaluation.subset(keys).summary()
+    assert s["best_chosen_fraction"] >= 0.9
+    assert s["mean_penalty"] <= 0.05
+
+
+def test_all_devices_relative_error_beats_the_paper(evaluation):
+    """Regression guard: mean relative error over all devices below the paper's 19.8%."""
+    s = evaluation.summary()
+    assert s["mean_relative_error"] < 0.198
+    assert s["mean_penalty"] <= 0.05
+
+
+def test_evaluate_cli_json_and_html_report(tmp_path):
+    out = clproj("evaluate", "--json", "--report", str(tmp_path / "report"))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["summary"]["apps"] >= 20
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert (
+        "relative_times.png" in html
+        and (tmp_path / "report" / "relative_times.png").stat().st_size > 1000
+    )
+
+
+def test_evaluate_rejects_a_single_device():
+    one = [p for p in default_results() if "nvidia-h100" in p]
+    out = clproj("evaluate", "--results", *one)
+    assert out.returncode == 2 and "at least two devices" in out.stderr
+
+
+def test_project_a_record_on_measured_profiles(tmp_path):
+    from intercept.record import from_arrays, save
+
+    src = "__kernel void scale(__global float* x, float a) { int i = get_global_id(0); x[i] = a * x[i]; }"
+    rec = from_arrays(
+        src, "scale", [np.arange(1 << 16, dtype=np.float32), np.float32(2)], [1 << 16], [256]
+    )
+    path = save(rec, str(tmp_path))
+    out = clproj("project", path, "--devices", "measured", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    projections = doc["projections"]
+    assert len(projections) >= 3
+    times = [p["time_s"] for p in projections]
+    assert times == sorted(times) and doc["recommended"] == projections[0]["device_key"]
+    by_key = {p["device_key"]: p for p in projections}
+    h100 = next(k for k in by_key if "h100" in k)
+    assert by_key[h100]["bound"] == "G"  # a streaming scale is memory-bound on a GPU
+    table = clproj("project", path, "--devices", "measured")
+    assert "recommended device" in table.stdout

@@ -1,0 +1,270 @@
+"""The LD_PRELOAD shim under real apps: C programs (system ICD loader) and pyopencl."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from intercept import record as R
+from intercept.cli import read_summary, shim_environment
+from intercept.replay import replay
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+C_APPS = os.path.join(REPO, "tests", "c_apps")
+
+
+@pytest.fixture(scope="session")
+def c_app(tmp_path_factory):
+    out = tmp_path_factory.mktemp("capps")
+
+    def build(name: str) -> str:
+        exe = str(out / name)
+        if not os.path.exists(exe):
+            subprocess.run(
+                [
+                    "gcc",
+                    "-O1",
+                    "-Wall",
+                    "-o",
+                    exe,
+                    os.path.join(C_APPS, name + ".c"),
+                    "-lOpenCL",
+                    "-lpthread",
+                ],
+                check=True,
+            )
+        return exe
+
+    return build
+
+
+def run(cmd, tmp_path, shim=True, **kw):
+    """Run cmd with or without the shim; returns (completed process, summary rows)."""
+    summary = str(tmp_path / "summary.tsv")
+    env = shim_environment(summary_file=summary, **kw) if shim else dict(os.environ)
+    env.setdefault("POCL_DEVICES", "pthread basic")
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    return p, read_summary(summary) if shim else []
+
+
+def test_c_app_observe_output_unchanged(c_app, tmp_path):
+    app = c_app("app_basic")
+    plain, _ = run([app, "20", "3"], tmp_path, shim=False)
+    shimmed, rows = run([app, "20", "3"], tmp_path)
+    assert plain.returncode == shimmed.returncode == 0, shimmed.stderr
+    assert sorted(plain.stdout.splitlines()) == sorted(shimmed.stdout.splitlines())
+    by = {r["kernel"]: r for r in rows}
+    assert by["scale"]["launches"] == 60 and by["scale"]["timed"] == 60
+    assert by["scale"]["total_ns"] > 0 and by["scale"]["device"]
+    for k in ("rev", "one", "twice"):  # kernels-in-program, task, compile+link
+        assert by[k]["launches"] == 1 and by[k]["timed"] == 1
+    assert "clproj" not in shimmed.stdout
+
+
+def test_c_app_record_verify_replay(c_app, tmp_path, cl_device):
+    app = c_app("app_basic")
+    rec_dir = tmp_path / "rec"
+    p, _ = run([app, "5", "2"], tmp_path, record=str(rec_dir), verify=True)
+    assert p.returncode == 0, p.stderr
+    recs = {R.load(x).kernel: R.load(x) for x in R.list_records(str(rec_dir))}
+    assert set(recs) == {"scale", "rev", "one", "twice"}  # first launch per signature only
+    rev = recs["rev"]
+    assert [a.kind for a in rev.args] == ["buffer", "buffer", "local", "null"]
+    assert rev.args[1].origin == 512 and rev.args[1].parent == 1024  # sub-buffer
+    assert rev.args[0].flags & (1 << 3)  # CL_MEM_USE_HOST_PTR
+    assert rev.buffer_bytes(0) == np.arange(128, dtype=np.int32).tobytes()
+    assert rev.local_size == [32] and rev.args[2].size == 128 and rev.measured_time_ns > 0
+    assert recs["one"].global_size == [1]  # clEnqueueTask
+    assert "helper" in recs["twice"].source  # linked from two compiled programs
+    assert recs["scale"].options == "-cl-mad-enable"
+    for r in recs.values():
+        assert r.emulatable and r.outputs
+        assert replay(r, cl_device, check_outputs=True).matches, r.kernel
+
+
+def test_record_all_and_kernel_filter(c_app, tmp_path):
+    app = c_app("app_basic")
+    p, _ = run([app, "4", "2"], tmp_path, record=str(tmp_path / "all"), which="all")
+    assert p.returncode == 0
+    kernels = [R.load(x).kernel for x in R.list_records(str(tmp_path / "all"))]
+    assert kernels.count("scale") == 8 and len(kernels) == 11
+    # one blob per distinct buffer content (scale changes its buffer at every launch)
+    assert len(os.listdir(tmp_path / "all" / "blobs")) <= 12
+    p, _ = run([app, "4", "2"], tmp_path, record=str(tmp_path / "f"), kernels=["rev", "twice"])
+    assert sorted(R.load(x).kernel for x in R.list_records(str(tmp_path / "f"))) == ["rev", "twice"]
+
+
+def test_invalid_calls_return_real_codes(c_app, tmp_path):
+    app = c_app("app_invalid")
+    plain, _ = run([app], tmp_path, shim=False)
+    shimmed, _ = run([app], tmp_path, record=str(tmp_path / "r"), which="all")
+    assert plain.returncode == shimmed.returncode == 0
+    lines = plain.stdout.splitlines()
+    assert sum(1 for x in lines if not x.startswith(" ")) >= 30
+    assert shimmed.stdout.splitlines() == lines
+    # profiling stays invisible on a queue the app created without it
+    assert "GetEventProfilingInfo.not_enabled -7" in lines
+
+
+@pytest.mark.parametrize("fault", ["launch", "start", "unwritable"])
+def test_internal_failures_pass_through(c_app, tmp_path, fault):
+    app = c_app("app_basic")
+    plain, _ = run([app, "5", "2"], tmp_path, shim=False)
+    rec_dir = tmp_path / "rec"
+    if fault == "unwritable":
+        (tmp_path / "file").write_text("x")
+        rec_dir = tmp_path / "file" / "rec"  # cannot be created, even by root
+    else:
+        os.environ["CLPROJ_FAULT"] = fault
+    try:
+        p, rows = run([app, "5", "2"], tmp_path, record=str(rec_dir))
+    finally:
+        os.environ.pop("CLPROJ_FAULT", None)
+    assert p.returncode == 0
+    assert sorted(p.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+    errors = [x for x in p.stderr.splitlines() if x.startswith("clproj:")]
+    assert len(errors) == 1, p.stderr  # logged once
+    assert {r["kernel"] for r in rows} == {"scale", "rev", "one", "twice"}
+
+
+PYAPP = r'''
+import sys
+import numpy as np
+import pyopencl as cl
+ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+q = cl.CommandQueue(ctx)
+src = """
+__kernel void add(__global const float *a, __global const float *b, __global float *c, int n) {
+  int i = get_global_id(0); if (i < n) c[i] = a[i] + b[i]; }
+__kernel void img(read_only image2d_t im, __global float4 *out) {
+  int i = get_global_id(0); out[i] = read_imagef(im, (int2)(i, 0)); }
+"""
+prg = cl.Program(ctx, src).build()
+a = np.arange(1000, dtype=np.float32); b = np.ones(1000, np.float32)
+mf = cl.mem_flags
+ab = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+bb = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b)
+cb = cl.Buffer(ctx, mf.WRITE_ONLY, a.nbytes)
+k = prg.add
+for _ in range(int(sys.argv[1])):
+    k(q, (1024,), (64,), ab, bb, cb, np.int32(1000))
+c = np.empty_like(a); cl.enqueue_copy(q, c, cb)
+print("sum", float(c.sum()))
+fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+im = cl.Image(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, fmt, shape=(8, 1), hostbuf=np.ones((1, 8, 4), np.float32))
+ob = cl.Buffer(ctx, mf.WRITE_ONLY, 8 * 16)
+prg.img(q, (8,), None, im, ob); q.finish()
+o = np.empty(32, np.float32); cl.enqueue_copy(q, o, ob); print("img", float(o.sum()))
+'''
+
+HOOK = """
+import pyopencl as cl
+seen = []
+def on_record(record):
+    # pyopencl calls made by a hook inside the app must not recurse into the shim
+    ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+    cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64).release()
+    with open(record.path + ".hooked", "w") as f:
+        f.write(record.kernel)
+"""
+
+
+def test_pyopencl_app(tmp_path):
+    script = tmp_path / "app.py"
+    script.write_text(PYAPP)
+    (tmp_path / "myhook.py").write_text(HOOK)
+    os.environ["CLPROJ_HOOKS"] = "myhook:on_record"
+    os.environ["PYTHONPATH"] = str(tmp_path)
+    try:
+        plain, _ = run([sys.executable, str(script), "50"], tmp_path, shim=False)
+        p, rows = run(
+            [sys.executable, str(script), "50"], tmp_path, record=str(tmp_path / "r"), verify=True
+        )
+    finally:
+        os.environ.pop("CLPROJ_HOOKS")
+        os.environ.pop("PYTHONPATH")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == plain.stdout
+    by = {r["kernel"]: r for r in rows}
+    assert by["add"]["launches"] == 50 and by["add"]["timed"] == 50
+    recs = {R.load(x).kernel: R.load(x) for x in R.list_records(str(tmp_path / "r"))}
+    assert set(recs) == {"add", "img"}
+    assert not recs["img"].emulatable and "image argument 0" in recs["img"].not_emulatable_reason
+    add = recs["add"]
+    assert add.args[3].data == np.int32(1000).tobytes() and add.local_size == [64]
+    assert replay(add, check_outputs=True).matches
+    hooked = [x for x in os.listdir(tmp_path / "r" / "records") if x.endswith(".hooked")]
+    assert len(hooked) == 2
+
+
+def test_cli_commands(c_app, tmp_path):
+    app = c_app("app_basic")
+    env = dict(os.environ, PYTHONPATH=REPO)
+    cli = [sys.executable, "-m", "clproj.cli"]
+    rec = str(tmp_path / "rec")
+    p = subprocess.run(
+        [*cli, "run", "--json", "--record", rec, "--verify", "--", app, "3", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout[p.stdout.index("{") :])
+    assert {k["kernel"] for k in out["kernels"]} == {"scale", "rev", "one", "twice"}
+    p = subprocess.run([*cli, "records", "--json", rec], capture_output=True, text=True, env=env)
+    records = json.loads(p.stdout)["records"]
+    assert len(records) == 4
+    path = next(r["path"] for r in records if r["kernel"] == "rev")
+    p = subprocess.run(
+        [*cli, "replay", "--verify", "--json", "--device", "0", path],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == 0 and json.loads(p.stdout)["matches"] is True
+    p = subprocess.run(
+        [*cli, "run", "--mode", "route", "--", app], capture_output=True, text=True, env=env
+    )
+    # route mode runs the app on the virtual platform, sub-buffers and compile/link included
+    assert p.returncode == 0, p.stderr
+    assert "twice 2.0 126.0" in p.stdout + p.stderr
+    assert "is not supported" not in p.stderr
+
+
+@pytest.mark.parametrize("mode", ["observe", "project", "route"])
+def test_ctypes_app_through_dlopen_dlsym_is_intercepted(mode):
+    """OpenCL reached through dlopen + dlsym (ctypes here; plugins and runtimes alike) is
+    intercepted in every mode: the shim interposes dlsym (native/shim/dlsym.c)."""
+    app = os.path.join(REPO, "tests", "c_apps", "ctypes_app.py")
+    env = dict(os.environ, POCL_DEVICES="pthread")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clproj.cli",
+            "run",
+            "--mode",
+            mode,
+            "--json",
+            "--",
+            sys.executable,
+            app,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "PASS" in p.stderr  # --json: the app's stdout
+    kernels = json.loads(p.stdout)["kernels"]
+    assert [(k["kernel"], k["launches"]) for k in kernels] == [("fill", 1)]

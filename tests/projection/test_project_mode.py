@@ -1,0 +1,129 @@
+"""`clproj run --mode project`: every distinct kernel of an unmodified app gets projected."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_project(cmd: list[str], tmp_path) -> dict:
+    """``clproj run --mode project --json`` with a projection cache of this test's own
+    (the session's device profiles are copied in, so a device is measured once a session)."""
+    cache = tmp_path / "cache"
+    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
+    if os.path.isdir(session_profiles) and not (cache / "profiles").exists():
+        shutil.copytree(session_profiles, cache / "profiles")
+    env = dict(os.environ, CLPROJ_CACHE=str(cache))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clproj.cli",
+            "run",
+            "--mode",
+            "project",
+            "--json",
+            "--record",
+            str(tmp_path / "rec"),
+            "--",
+            *cmd,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout[out.stdout.index("{") :])
+
+
+def check_projections(doc: dict, kernels: set[str]) -> None:
+    projected = {p["kernel"] for p in doc["projections"] if p.get("projections")}
+    assert kernels <= projected, doc["projections"]
+    for p in doc["projections"]:
+        assert p["recommended"] in {q["device"] for q in p["projections"]}
+        assert all(q["time_s"] > 0 and q["bound"] in "CGLD" for q in p["projections"])
+
+
+def test_pyopencl_app_under_project_mode(tmp_path):
+    doc = run_project(
+        [sys.executable, "-m", "benchmarks.apps", "vecadd", "reduction", "--size", "small"],
+        tmp_path,
+    )
+    check_projections(doc, {"vecadd", "reduce_sum"})
+    # One record per distinct signature: reduction's two stages differ in NDRange.
+    assert len([p for p in doc["projections"] if p["kernel"] == "reduce_sum"]) == 2
+    # The second run of the same app is answered from the per-signature cache.
+    again = run_project(
+        [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"], tmp_path
+    )
+    assert all(p["cached"] for p in again["projections"])
+
+
+@pytest.mark.skipif(
+    not os.path.exists(os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem")),
+    reason="C hosts not built",
+)
+def test_unmodified_c_binary_under_project_mode(tmp_path):
+    doc = run_project([os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem"), "64"], tmp_path)
+    check_projections(doc, {"matmul_lmem"})
+    assert doc["exit_code"] == 0
+
+
+def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monkeypatch):
+    """A cached projection is served only for the same model code and the same numbers."""
+    from devices.profile import DeviceProfile, load_profile
+    from runtime.projection import live as live_projection
+
+    prof = load_profile("pocl-pthread-amd-epyc")
+    base = live_projection.devices_id([prof])
+    data = prof.to_dict()
+    data["throughput"]["fp32_fma"] *= 2  # re-measured, same key and date
+    assert live_projection.devices_id([DeviceProfile(data)]) != base
+    version = live_projection.model_version()
+    monkeypatch.setattr(live_projection, "_model_version", None)
+    monkeypatch.setattr(live_projection, "_MODEL_FILES", ("projection.py",))
+    assert live_projection.model_version() != version
+
+
+def test_a_launch_waiting_for_a_user_event_does_not_hang(tmp_path, monkeypatch):
+    """The app completes the user event only after the launch call returns; project mode
+    must not read the launch's inputs or wait for it then (it hung: pyopencl's own
+    test_event_set_callback). The next launch of the same signature is the recorded one."""
+    app = tmp_path / "app.py"
+    app.write_text(
+        "\n".join(
+            [
+                "import numpy as np, pyopencl as cl",
+                "ctx = cl.create_some_context(interactive=False)",
+                "q = cl.CommandQueue(ctx)",
+                "prg = cl.Program(ctx, '__kernel void k(__global int *a)"
+                " { a[get_global_id(0)] += 1; }').build()",
+                "buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256 * 4)",
+                "cl.enqueue_fill_buffer(q, buf, np.int32(0), 0, 256 * 4)",
+                "k = prg.k",
+                "for gated in (True, False):",
+                "    user = cl.UserEvent(ctx)",
+                "    k(q, (256,), None, buf, wait_for=[user] if gated else None)",
+                "    user.set_status(cl.command_execution_status.COMPLETE)",
+                "    q.finish()",
+                "out = np.empty(256, np.int32)",
+                "cl.enqueue_copy(q, out, buf)",
+                "assert (out == 2).all(), out[:4]",
+                "print('PASS')",
+            ]
+        )
+    )
+    # PoCL's one-thread `basic` driver never runs a user-event-gated command (plainly too)
+    monkeypatch.setenv("POCL_DEVICES", "pthread")
+    doc = run_project([sys.executable, str(app)], tmp_path)
+    assert doc["exit_code"] == 0
+    check_projections(doc, {"k"})
