@@ -298,7 +298,7 @@ class LocalCluster:
         )
         os.chmod(self.tmp.name, 0o700)
         self.endpoint = f"ipc://{self.tmp.name}/broker"
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
@@ -617,13 +617,13 @@ class Route:
         if bound is not None:  # a held command runs now: its event was handed out already
             bound.remote, bound.launch_req, bound.held = rev, launch_req, False
             bound.queued_ns = time.monotonic_ns()
-            if rev is not None and not rev._reqs:
+            if rev is not None and not rev.reqs:
                 bound.remote, bound.end_ns = None, bound.queued_ns
             return
         if not c.want_event:
             return
         e = VEvent(q, kind, rev, time.monotonic_ns(), launch_req)
-        if rev is not None and not rev._reqs:
+        if rev is not None and not rev.reqs:
             e.remote, e.end_ns = None, e.queued_ns
         c.ret_event = self.new(self.lib.RT_EVENT, e, q)
 
@@ -821,7 +821,7 @@ class Route:
             self.p.finish()
             self._harvest()
         elif op == lib.RT_OP_FLUSH:
-            self.p._pump(0)
+            self.p.pump(0)
         elif op == lib.RT_OP_CREATE_CONTEXT:
             c.ret = self.new(lib.RT_CONTEXT, VContext())
         elif op == lib.RT_OP_CREATE_QUEUE:
@@ -871,7 +871,7 @@ class Route:
                 return held
             from runtime.cluster.client.platform import RemoteEvent
 
-            self.event(c, q, kind, RemoteEvent(self.p, list(self.p._pending.values())))
+            self.event(c, q, kind, RemoteEvent(self.p, list(self.p.pending.values())))
         elif op in (lib.RT_OP_READ_RECT, lib.RT_OP_WRITE_RECT, lib.RT_OP_COPY_RECT):
             return self.transfer_rect(c)
         elif op == lib.RT_OP_CALLBACK:
@@ -1297,7 +1297,7 @@ class Route:
             reqs = []
             so0, do0 = m.origin, dst.origin
             for so, do, n in runs(a_rows, b_rows, w):
-                reqs += self.p.enqueue_copy_buffer(m.buf, dst.buf, n, so0 + so, do0 + do)._reqs
+                reqs += self.p.enqueue_copy_buffer(m.buf, dst.buf, n, so0 + so, do0 + do).reqs
             self.event(c, q, "copy_rect", RemoteEvent(self.p, reqs))
             return CL_SUCCESS
         held = self._maybe_hold(c, q, kind[c.op], self.transfer_rect)
@@ -1342,13 +1342,13 @@ class Route:
                 host[ho : ho + n] = src[ao - lo : ao - lo + n]
 
         _, ev = self.p.enqueue_read(m.buf, out=tmp, offset=base + lo, size=hi - lo, blocking=False)
-        if ev._reqs:
-            self._then(ev._reqs[-1], scatter)
+        if ev.reqs:
+            self._then(ev.reqs[-1], scatter)
         else:  # served from the host copy: already in tmp
             scatter()
         if blocking:
             ev.wait()
-            self.p._raise_async()
+            self.p.raise_async()
         self.event(c, q, "read_rect", ev)
         return CL_SUCCESS
 
@@ -1404,7 +1404,7 @@ class Route:
                 else:
                     due.append((h, e.status, fn, user))
                 continue
-            reqs = e.remote._reqs if e.remote is not None else []
+            reqs = e.remote.reqs if e.remote is not None else []
             if all(r.done for r in reqs):
                 failed = any(r.err for r in reqs) or (e.status is not None and e.status < 0)
                 due.append((h, CL_OUT_OF_RESOURCES if failed else CL_COMPLETE, fn, user))
@@ -1425,7 +1425,7 @@ class Route:
                 if self.cb_stop or self.closed:
                     return
                 if self.callbacks:
-                    self.p._pump(0)
+                    self.p.pump(0)
                 due = self._due_callbacks()
                 if not self.callbacks:
                     self.cb_wake.clear()
@@ -1579,20 +1579,20 @@ class Route:
         # the split's measured check: this launch alone, from issue to completion
         timed = self.split is not None and self.split.timing(sig, plan is not None)
         if timed:
-            self._settled(list(self.p._pending.values()))
+            self._settled(list(self.p.pending.values()))
             t0 = time.perf_counter()
         try:
             if plan is not None:
                 ev = self.p.enqueue_split_launch(k.remote, g, lo, off, plan, key=sig)
             else:
                 ev = self.p.enqueue_launch(k.remote, g, lo, off, key=sig, family=fam)
-            if timed and self._settled(ev._reqs):
+            if timed and self._settled(ev.reqs):
                 self.split.observe(sig, time.perf_counter() - t0, plan is not None)
         except ClprojError as exc:
             if "not set" in str(exc.cause if hasattr(exc, "cause") else exc):
                 return C.CL_INVALID_KERNEL_ARGS
             raise
-        req = ev._reqs[-1]
+        req = ev.reqs[-1]
         self.launches.append((k.name, plan.label if plan is not None else req.dev, req))
         if len(self.launches) >= 4096:
             self._harvest()
@@ -1602,7 +1602,7 @@ class Route:
     def _settled(self, reqs: list[Any]) -> bool:
         """Every request in ``reqs`` completed without error; their errors stay for the
         app's own wait (unlike RemoteEvent.wait). False if one failed or on timeout."""
-        return self.p._settle(reqs) and not any(r.err for r in reqs)
+        return self.p.settle(reqs) and not any(r.err for r in reqs)
 
     def _notify_hooks(
         self, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None

@@ -22,7 +22,7 @@ from typing import Any
 from runtime.cluster.broker import Broker
 from runtime.cluster.broker import serve_in_thread as broker_thread
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 class EmbeddedCluster:

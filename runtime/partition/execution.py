@@ -32,7 +32,7 @@ from runtime.partition.safety import Safety
 # results (two devices, two compilations); float32 data within this relative tolerance of
 # the largest magnitude counts as equal.
 FLOAT_RTOL = 1e-5
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _read(proc: subprocess.Popen) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monke
     assert live_projection.devices_id([DeviceProfile(data)]) != base
     version = live_projection.model_version()
     monkeypatch.setattr(live_projection, "_model_version", None)
-    monkeypatch.setattr(live_projection, "_MODEL_FILES", ("projection.py",))
+    monkeypatch.setattr(live_projection, "_MODEL_FILES", ("model.py",))
     assert live_projection.model_version() != version
 
 

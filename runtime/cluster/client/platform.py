@@ -297,17 +297,17 @@ class RemoteEvent:
 
     def __init__(self, platform: RemotePlatform, reqs: Sequence[_Req]) -> None:
         self._p = platform
-        self._reqs = list(reqs)
+        self.reqs = list(reqs)
 
     @property
     def complete(self) -> bool:
-        if all(r.done for r in self._reqs):  # known without asking the sockets
+        if all(r.done for r in self.reqs):  # known without asking the sockets
             return True
-        self._p._pump(0)
-        return all(r.done for r in self._reqs)
+        self._p.pump(0)
+        return all(r.done for r in self.reqs)
 
     def wait(self) -> None:
-        self._p._wait(self._reqs)
+        self._p.wait(self.reqs)
 
 
 def _launch_fields(entry: tuple[Any, ...]) -> dict[str, Any]:
@@ -384,7 +384,7 @@ class RemotePlatform:
         self.log_limit_ops = log_limit_ops
         self._rid = 0
         self._handle = 0
-        self._pending: dict[int, _Req] = {}
+        self.pending: dict[int, _Req] = {}
         self._broker_replies: dict[int, dict[str, Any]] = {}
         # background place request id -> (kernel key, its family or None)
         self._reasks: dict[int, tuple[str, str | None]] = {}
@@ -424,7 +424,7 @@ class RemotePlatform:
         self._rid += 1
         return self._rid
 
-    def _pump(self, timeout_ms: int) -> bool:
+    def pump(self, timeout_ms: int) -> bool:
         """Receive and dispatch what has arrived (waiting up to ``timeout_ms`` for the first)."""
         if self._link_fds:
             for link in list(self._link_fds.values()):
@@ -544,7 +544,7 @@ class RemotePlatform:
     def _dispatch(self, h: dict[str, Any], data: list[Any]) -> None:
         t = h["t"]
         if t == "done":  # a batch of successful commands without data (direct path)
-            pending = self._pending
+            pending = self.pending
             for rid, secs in zip(h["ids"], h["ts"], strict=True):
                 req = pending.pop(rid, None)
                 if req is None:
@@ -557,7 +557,7 @@ class RemotePlatform:
                 req.done = True
             return
         if t == "reply":
-            req = self._pending.pop(h["id"], None)
+            req = self.pending.pop(h["id"], None)
             if req is None:
                 return
             if h["ok"]:
@@ -568,7 +568,7 @@ class RemotePlatform:
                     req.on_done(data[0] if data else None)
                 req.done = True
             elif str(h.get("err", "")).startswith("gone"):
-                self._pending[h["id"]] = req
+                self.pending[h["id"]] = req
                 self._lost({req.dev} if req.dev else set())
             else:
                 req.err = h.get("err") or "failed"
@@ -576,12 +576,12 @@ class RemotePlatform:
                 req.done = True
                 self._async_errors.append(req)
         elif t == "error":
-            req = self._pending.get(h["id"])
+            req = self.pending.get(h["id"])
             if req is not None and h["err"].startswith("gone") and req.dev in self.dead:
                 # sent to a device already recovered from: the replay covered it
-                self._pending.pop(h["id"])
+                self.pending.pop(h["id"])
                 if req.reissue is not None:
-                    nr = req.reissue(self._default_target())
+                    nr = req.reissue(self.default_target())
                     nr.on_done, req.on_done = req.on_done, None
                     self._chain(req, nr)
                 else:
@@ -589,7 +589,7 @@ class RemotePlatform:
             elif req is not None and h["err"].startswith("gone"):
                 self._lost({req.dev} if req.dev else set())
             elif req is not None:
-                self._pending.pop(h["id"])
+                self.pending.pop(h["id"])
                 req.err, req.done = h["err"], True
                 self._async_errors.append(req)
             elif h["id"] in self._reasks:  # a background re-ask failed: ask again later
@@ -621,19 +621,19 @@ class RemotePlatform:
 
         new.on_done = done
 
-    def _settle(self, reqs: list[_Req]) -> bool:
+    def settle(self, reqs: list[_Req]) -> bool:
         """Pump until every request in ``reqs`` has completed (their errors stay on them);
         False when the client's timeout passed first."""
         deadline = time.monotonic() + self.timeout_s
         while not all(r.done for r in reqs):
             if time.monotonic() > deadline:
                 return False
-            self._pump(50)
+            self.pump(50)
         return True
 
-    def _wait(self, reqs: Iterable[_Req]) -> None:
+    def wait(self, reqs: Iterable[_Req]) -> None:
         reqs = list(reqs)
-        if not self._settle(reqs):
+        if not self.settle(reqs):
             raise ClprojError(
                 f"no reply from the cluster within {self.timeout_s:g}s",
                 "check `clproj status`: is the broker up, is any node alive?",
@@ -645,7 +645,7 @@ class RemotePlatform:
                 exc.res = r.res if isinstance(r.res, dict) else {}  # e.g. a build's log
                 raise exc
 
-    def _raise_async(self) -> None:
+    def raise_async(self) -> None:
         """Report a failure of a command nobody waited on (like an OpenCL error at clFinish)."""
         errs = [r for r in self._async_errors if r.err]
         self._async_errors.clear()
@@ -667,7 +667,7 @@ class RemotePlatform:
                     f"broker did not answer {t!r} within {self.timeout_s:g}s",
                     "check that `clproj broker` runs at that address with the same keys",
                 )
-            self._pump(50)
+            self.pump(50)
         h = self._broker_replies.pop(rid)
         if h["t"] == "error":
             raise ClprojError(f"broker: {h['err']}", "start a node: `clproj node --broker ADDR`")
@@ -676,15 +676,15 @@ class RemotePlatform:
     def _new_req(self, req: _Req) -> tuple[int, _Req]:
         """Register ``req`` under a new request id, first making room: past PUMP_INFLIGHT
         in flight, take in what has arrived; at MAX_INFLIGHT, wait for the oldest."""
-        if len(self._pending) >= PUMP_INFLIGHT:
-            self._pump(0)  # take in replies (and background placements) as they come
-            while len(self._pending) >= MAX_INFLIGHT:
-                self._wait([next(iter(self._pending.values()))])
+        if len(self.pending) >= PUMP_INFLIGHT:
+            self.pump(0)  # take in replies (and background placements) as they come
+            while len(self.pending) >= MAX_INFLIGHT:
+                self.wait([next(iter(self.pending.values()))])
         rid = self._next_id()
-        self._pending[rid] = req
+        self.pending[rid] = req
         return rid, req
 
-    def _cmd(
+    def cmd(
         self,
         dev: str,
         op: str,
@@ -749,7 +749,7 @@ class RemotePlatform:
                 else time.monotonic() + self.timeout_s
             )
             while self._welcome is None and time.monotonic() < t_end:
-                self._pump(50)
+                self.pump(50)
             if self._welcome is not None:
                 self.epoch = max(self.epoch, self._welcome["epoch"])
                 devs = {}
@@ -836,7 +836,7 @@ class RemotePlatform:
         Returns the real program's introspection (``kernels``: per kernel its argument
         count, kinds, type names, accepted scalar sizes, work-group info; ``log``). A
         failure raises RemoteError with ``res`` = {"code": OpenCL error, "log": ...}."""
-        self._ensure_built(prog, device or self._default_target())
+        self.ensure_built(prog, device or self.default_target())
         return prog.info or {}
 
     def compile_program(
@@ -853,7 +853,7 @@ class RemotePlatform:
         digest = hashlib.sha256(("compile\0" + ident).encode()).hexdigest()
         prog = RemoteProgram(self._new_handle(), source, options, digest, kind="compile")
         prog.headers = hdrs
-        self._ensure_built(prog, device or self._default_target())
+        self.ensure_built(prog, device or self.default_target())
         return prog
 
     def link_program(
@@ -865,7 +865,7 @@ class RemotePlatform:
         digest = hashlib.sha256(("link\0" + ident).encode()).hexdigest()
         prog = RemoteProgram(self._new_handle(), "", options, digest, kind="link")
         prog.parts = list(parts)
-        self._ensure_built(prog, device or self._default_target())
+        self.ensure_built(prog, device or self.default_target())
         return prog
 
     def create_kernel(self, prog: RemoteProgram, name: str) -> RemoteKernel:
@@ -875,14 +875,14 @@ class RemotePlatform:
         """The placement key: program hash + kernel name + global size (see docs/cluster.md)."""
         return f"{kernel.program.hash[:16]}:{kernel.name}:{'x'.join(str(int(g)) for g in gsize)}"
 
-    def _ensure_built(self, prog: RemoteProgram, dev: str) -> None:
+    def ensure_built(self, prog: RemoteProgram, dev: str) -> None:
         if dev in prog.built_on:
             return
         if prog.kind == "link":
             for part in prog.parts:
-                self._ensure_built(part, dev)
+                self.ensure_built(part, dev)
             if dev in self.dead:
-                return self._ensure_built(prog, self._default_target())
+                return self.ensure_built(prog, self.default_target())
             op = "prog_link"
             a: dict[str, Any] = {
                 "h": prog.h,
@@ -897,16 +897,16 @@ class RemotePlatform:
         else:
             op = "prog_build"
             a = {"h": prog.h, "src": prog.source, "opts": prog.options}
-        req = self._cmd(dev, op, a)
-        self._wait([req])
+        req = self.cmd(dev, op, a)
+        self.wait([req])
         if dev not in self.dead:
             prog.built_on.add(dev)
             if prog.info is None and isinstance(req.res, dict):
                 prog.info = req.res
         else:
-            self._ensure_built(prog, self._default_target())
+            self.ensure_built(prog, self.default_target())
 
-    def _ensure_on(self, b: RemoteBuffer, dev: str) -> list[_Req]:
+    def ensure_on(self, b: RemoteBuffer, dev: str) -> list[_Req]:
         """Make ``b``'s current content valid on ``dev`` (moving it if needed)."""
         if dev in b.valid:
             return []
@@ -916,13 +916,13 @@ class RemotePlatform:
         if dev not in b.allocated:
             init = b.host if b.host_valid else None
             reqs.append(
-                self._cmd(
+                self.cmd(
                     dev, "buf_create", {"h": b.h, "size": b.size, "flags": b.flags}, data=init
                 )
             )
             b.allocated.add(dev)
         elif b.host_valid:
-            reqs.append(self._cmd(dev, "buf_write", {"h": b.h, "off": 0, "n": b.size}, data=b.host))
+            reqs.append(self.cmd(dev, "buf_write", {"h": b.h, "off": 0, "n": b.size}, data=b.host))
         b.valid.add(dev)
         return reqs
 
@@ -934,8 +934,8 @@ class RemotePlatform:
             def done(frame: Any, b: RemoteBuffer = b) -> None:
                 b.host, b.host_valid = frame.buffer, True
 
-            self._wait(
-                [self._cmd(src, "buf_read", {"h": b.h, "off": 0, "n": b.size}, on_done=done)]
+            self.wait(
+                [self.cmd(src, "buf_read", {"h": b.h, "off": 0, "n": b.size}, on_done=done)]
             )
 
     def _home(self, b: RemoteBuffer) -> str | None:
@@ -944,7 +944,7 @@ class RemotePlatform:
             return self.default_device
         return live[0] if live else None
 
-    def _default_target(self) -> str:
+    def default_target(self) -> str:
         live = self._live()
         if not live:
             self.refresh_devices()
@@ -989,7 +989,7 @@ class RemotePlatform:
         if full:
             if target not in b.allocated:
                 reqs.append(
-                    self._cmd(
+                    self.cmd(
                         target,
                         "buf_create",
                         {"h": b.h, "size": b.size, "flags": b.flags},
@@ -999,12 +999,12 @@ class RemotePlatform:
                 b.allocated.add(target)
             else:
                 reqs.append(
-                    self._cmd(target, "buf_write", {"h": b.h, "off": 0, "n": n}, data=payload)
+                    self.cmd(target, "buf_write", {"h": b.h, "off": 0, "n": n}, data=payload)
                 )
         else:
-            reqs.extend(self._ensure_on(b, target))
+            reqs.extend(self.ensure_on(b, target))
             reqs.append(
-                self._cmd(target, "buf_write", {"h": b.h, "off": offset, "n": n}, data=payload)
+                self.cmd(target, "buf_write", {"h": b.h, "off": offset, "n": n}, data=payload)
             )
         b.valid = {target}
         b.host_valid = full
@@ -1045,14 +1045,14 @@ class RemotePlatform:
 
         src = self._home(b)
         assert src is not None
-        req = self._cmd(src, "buf_read", {"h": b.h, "off": offset, "n": n}, on_done=done)
-        req.reissue = lambda dev: self._cmd(
+        req = self.cmd(src, "buf_read", {"h": b.h, "off": offset, "n": n}, on_done=done)
+        req.reissue = lambda dev: self.cmd(
             dev, "buf_read", {"h": b.h, "off": offset, "n": n}, on_done=done
         )
         ev = RemoteEvent(self, [req])
         if blocking:
             ev.wait()
-            self._raise_async()
+            self.raise_async()
         return out, ev
 
     def enqueue_fill(
@@ -1060,10 +1060,10 @@ class RemotePlatform:
     ) -> RemoteEvent:
         n = b.size - offset if size is None else size
         self._record(("fill", b.h, bytes(pattern), offset, n), 0, [b.h])
-        dev = self._home(b) or self._default_target()
-        reqs = self._ensure_on(b, dev)
+        dev = self._home(b) or self.default_target()
+        reqs = self.ensure_on(b, dev)
         reqs.append(
-            self._cmd(dev, "buf_fill", {"h": b.h, "pattern": bytes(pattern), "off": offset, "n": n})
+            self.cmd(dev, "buf_fill", {"h": b.h, "pattern": bytes(pattern), "off": offset, "n": n})
         )
         b.valid, b.host_valid, b.host = {dev}, False, None
         return RemoteEvent(self, reqs)
@@ -1078,10 +1078,10 @@ class RemotePlatform:
     ) -> RemoteEvent:
         n = src.size - src_offset if size is None else size
         self._record(("copy", src.h, dst.h, src_offset, dst_offset, n), 0, [src.h, dst.h])
-        dev = self._home(src) or self._home(dst) or self._default_target()
-        reqs = self._ensure_on(src, dev) + self._ensure_on(dst, dev)
+        dev = self._home(src) or self._home(dst) or self.default_target()
+        reqs = self.ensure_on(src, dev) + self.ensure_on(dst, dev)
         reqs.append(
-            self._cmd(
+            self.cmd(
                 dev,
                 "buf_copy",
                 {"src": src.h, "dst": dst.h, "soff": src_offset, "doff": dst_offset, "n": n},
@@ -1137,12 +1137,12 @@ class RemotePlatform:
         """clEnqueueNDRangeKernel (non-blocking). ``device`` pins; else the broker places it
         (``family``: launches whose decisions a new ``key`` may start from, see _place)."""
         key = key or self.kernel_key(k, gsize)
-        entry, bufs = self._logged_launch(k, gsize, lsize, goff, key)
+        entry, bufs = self.logged_launch(k, gsize, lsize, goff, key)
         if device and device not in self.dead:
             dev = device
         else:
-            dev = self._place(key, bufs, family)
-        return RemoteEvent(self, self._launch_on(dev, entry, bufs))
+            dev = self.place(key, bufs, family)
+        return RemoteEvent(self, self.launch_on(dev, entry, bufs))
 
     def enqueue_split_launch(
         self,
@@ -1159,7 +1159,7 @@ class RemotePlatform:
 
         return split_launch(self, k, gsize, lsize, goff, plan, key or self.kernel_key(k, gsize))
 
-    def _logged_launch(
+    def logged_launch(
         self,
         k: RemoteKernel,
         gsize: Sequence[int],
@@ -1187,11 +1187,11 @@ class RemotePlatform:
         self._record(entry, 0, [b.h for b in bufs])
         return entry, bufs
 
-    def _launch_on(self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]) -> list[_Req]:
-        self._ensure_built(entry[1], dev)
+    def launch_on(self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]) -> list[_Req]:
+        self.ensure_built(entry[1], dev)
         reqs: list[_Req] = []
         for b in bufs:
-            reqs.extend(self._ensure_on(b, dev))
+            reqs.extend(self.ensure_on(b, dev))
         reqs.append(self._launch_cmd(dev, entry))
         for b in bufs:
             if not b.read_only:
@@ -1210,14 +1210,14 @@ class RemotePlatform:
         one-offs."""
         fields = _launch_fields(entry)
         if not self.fast_launch:
-            return self._cmd(dev, "launch", fields)
+            return self.cmd(dev, "launch", fields)
         sock = self._sock_for(dev)
         fast = self._fast_link_for(dev) if isinstance(sock, unixlink.Link) else None
         if fast is None:
-            return self._cmd(dev, "launch", fields)
+            return self.cmd(dev, "launch", fields)
         _, prog, name, args, gsize, lsize, goff, key = entry
         if any(a[0] == "s" and len(a[1]) > FAST_MAX_SCALAR for a in args):
-            return self._cmd(dev, "launch", fields)  # the fast frame carries <= 256 bytes
+            return self.cmd(dev, "launch", fields)  # the fast frame carries <= 256 bytes
         sig = nodelink.launch_shape(prog.h, name, args, gsize, lsize, goff)
         slots = self._slots.setdefault(dev, {})
         got = slots.get(sig)
@@ -1241,10 +1241,10 @@ class RemotePlatform:
                 if len(seen) >= 4096:
                     seen.clear()
                 seen[sig] = 1
-            return self._cmd(dev, "launch", fields)
+            return self.cmd(dev, "launch", fields)
         seen[sig] = 2  # asked: not again until the answer (or a drop) comes
         epoch = self._slot_epoch.get(dev, 0)
-        req = self._cmd(dev, "launch", {**fields, "slot": True})
+        req = self.cmd(dev, "launch", {**fields, "slot": True})
 
         def granted(_frame: Any) -> None:
             n = (req.res or {}).get("slot")
@@ -1279,7 +1279,7 @@ class RemotePlatform:
         self._slot_seen.pop(dev, None)
         self._slot_epoch[dev] = self._slot_epoch.get(dev, 0) + 1
 
-    def _place(self, key: str, bufs: list[RemoteBuffer], family: str | None = None) -> str:
+    def place(self, key: str, bufs: list[RemoteBuffer], family: str | None = None) -> str:
         """The device for a launch of ``key`` (see the module docstring).
 
         The cached decision while it is fresh; the broker is asked again, and waited for,
@@ -1385,13 +1385,13 @@ class RemotePlatform:
 
     def finish(self) -> None:
         """clFinish: every command issued so far has completed."""
-        self._wait(list(self._pending.values()))
-        self._raise_async()
+        self.wait(list(self.pending.values()))
+        self.raise_async()
 
     def release(self, obj: RemoteBuffer | RemoteProgram) -> None:
         for dev in list(getattr(obj, "allocated", getattr(obj, "built_on", set()))):
             if dev not in self.dead:
-                self._cmd(dev, "release", {"h": obj.h})
+                self.cmd(dev, "release", {"h": obj.h})
         if isinstance(obj, RemoteBuffer):
             obj.released = True
             obj.allocated.clear()
@@ -1403,7 +1403,7 @@ class RemotePlatform:
     def close(self) -> None:
         try:
             for dev in self._live():
-                self._cmd(dev, "release_all", {})
+                self.cmd(dev, "release_all", {})
             self.sock.send(protocol.pack("bye"))
         finally:
             for s in self._dsocks.values():
@@ -1470,9 +1470,9 @@ class RemotePlatform:
         self._drop_direct(dead)
         for d in dead:
             self.devices.pop(d, None)
-        lost = {rid: r for rid, r in self._pending.items() if r.dev in dead}
+        lost = {rid: r for rid, r in self.pending.items() if r.dev in dead}
         for rid in lost:
-            del self._pending[rid]
+            del self.pending[rid]
         for b in self.buffers.values():
             b.valid -= dead
             b.allocated -= dead
@@ -1484,7 +1484,7 @@ class RemotePlatform:
         progs = {e[1] for e in self._log if e[0] == "launch"}
         for p in progs:
             p.built_on -= dead
-        target = self._default_target()
+        target = self.default_target()
         # 1. every buffer back to its checkpoint content on the target
         reqs: list[_Req] = []
         for b in self.buffers.values():
@@ -1492,11 +1492,11 @@ class RemotePlatform:
             if target in b.allocated:
                 if init is not None:
                     reqs.append(
-                        self._cmd(target, "buf_write", {"h": b.h, "off": 0, "n": b.size}, data=init)
+                        self.cmd(target, "buf_write", {"h": b.h, "off": 0, "n": b.size}, data=init)
                     )
             else:
                 reqs.append(
-                    self._cmd(
+                    self.cmd(
                         target,
                         "buf_create",
                         {"h": b.h, "size": b.size, "flags": b.flags},
@@ -1508,28 +1508,28 @@ class RemotePlatform:
         for e in self._log:
             if e[0] == "write":
                 reqs.append(
-                    self._cmd(
+                    self.cmd(
                         target, "buf_write", {"h": e[1], "off": e[2], "n": len(e[3])}, data=e[3]
                     )
                 )
             elif e[0] == "fill":
                 reqs.append(
-                    self._cmd(
+                    self.cmd(
                         target, "buf_fill", {"h": e[1], "pattern": e[2], "off": e[3], "n": e[4]}
                     )
                 )
             elif e[0] == "copy":
                 reqs.append(
-                    self._cmd(
+                    self.cmd(
                         target,
                         "buf_copy",
                         {"src": e[1], "dst": e[2], "soff": e[3], "doff": e[4], "n": e[5]},
                     )
                 )
             else:
-                self._ensure_built(e[1], target)
-                reqs.append(self._cmd(target, "launch", _launch_fields(e)))
-        self._wait(reqs)
+                self.ensure_built(e[1], target)
+                reqs.append(self.cmd(target, "launch", _launch_fields(e)))
+        self.wait(reqs)
         for b in self.buffers.values():
             if not b.released:
                 b.valid.add(target)
@@ -1542,5 +1542,5 @@ class RemotePlatform:
             else:
                 r.done = True
         for r, nr in again:
-            self._wait([nr])
+            self.wait([nr])
             r.done = True

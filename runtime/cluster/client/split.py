@@ -76,7 +76,7 @@ def _share_fields(entry: tuple[Any, ...], size: list[int], off: list[int]) -> di
 
 def _recovered(p: RemotePlatform, bufs: list[RemoteBuffer]) -> RemoteEvent:
     """A node was lost during the split: the replay ran the launch whole on the survivor."""
-    target = p._default_target()
+    target = p.default_target()
     for b in bufs:
         if not b.read_only:
             b.valid, b.host_valid, b.host = {target}, False, None
@@ -96,11 +96,11 @@ def split_launch(
 
     The returned event's last request is the primary share's launch (route mode reads the
     kernel time from it)."""
-    entry, bufs = p._logged_launch(k, gsize, lsize, goff, key)
+    entry, bufs = p.logged_launch(k, gsize, lsize, goff, key)
     shares = [(d, f, n) for d, f, n in plan.shares() if n]
     if len(shares) < 2 or any(d in p.dead or d not in p.devices for d, _, _ in shares):
-        dev = p._place(key, bufs)  # a device went away since the decision: unsplit
-        return RemoteEvent(p, p._launch_on(dev, entry, bufs))
+        dev = p.place(key, bufs)  # a device went away since the decision: unsplit
+        return RemoteEvent(p, p.launch_on(dev, entry, bufs))
     before = p.recoveries
     primary = max(shares, key=lambda s: s[2])[0]
     # buffers a non-primary device only needs allocated (every arg binding them skips upload)
@@ -113,22 +113,22 @@ def split_launch(
     # biggest share first: a device whose enqueue runs the kernel inline (PoCL basic in
     # the node's serving thread) then does so while the others already run
     for dev, _, _ in sorted(shares, key=lambda s: -s[2]):
-        p._ensure_built(k.program, dev)
+        p.ensure_built(k.program, dev)
         for b in bufs:
             if dev != primary and b.h in alloc_only:
                 if dev not in b.allocated:
                     reqs.append(
-                        p._cmd(dev, "buf_create", {"h": b.h, "size": b.size, "flags": b.flags})
+                        p.cmd(dev, "buf_create", {"h": b.h, "size": b.size, "flags": b.flags})
                     )
                     b.allocated.add(dev)
             else:
-                reqs.extend(p._ensure_on(b, dev))
+                reqs.extend(p.ensure_on(b, dev))
     if p.recoveries != before:
         return _recovered(p, bufs)
     launches: dict[str, _Req] = {}
     for dev, first, n in sorted(shares, key=lambda s: -s[2]):
         size, off = _sub_range(gsize, goff, plan, first, n)
-        launches[dev] = p._cmd(dev, "launch", _share_fields(entry, size, off))
+        launches[dev] = p.cmd(dev, "launch", _share_fields(entry, size, off))
     # read the other shares' written intervals (each queued after its share's launch)
     pieces: list[tuple[RemoteBuffer, int, int, dict[str, Any], _Req]] = []
     for dev, first, n in shares:
@@ -144,14 +144,14 @@ def split_launch(
             def keep(frame: Any, got: dict[str, Any] = got) -> None:
                 got["frame"] = frame  # keeps the zmq frame / shm file alive until written
 
-            req = p._cmd(dev, "buf_read", {"h": b.h, "off": lo, "n": hi - lo}, on_done=keep)
+            req = p.cmd(dev, "buf_read", {"h": b.h, "off": lo, "n": hi - lo}, on_done=keep)
             pieces.append((b, lo, hi, got, req))
-    p._wait([r for *_, r in pieces] + [r for d, r in launches.items() if d != primary])
+    p.wait([r for *_, r in pieces] + [r for d, r in launches.items() if d != primary])
     if p.recoveries != before:
         return _recovered(p, bufs)
     for b, lo, hi, got, _ in pieces:
         reqs.append(
-            p._cmd(primary, "buf_write", {"h": b.h, "off": lo, "n": hi - lo}, got["frame"].buffer)
+            p.cmd(primary, "buf_write", {"h": b.h, "off": lo, "n": hi - lo}, got["frame"].buffer)
         )
     for b in {k.args[w.arg] for w in plan.written}:
         b.valid, b.host_valid, b.host = {primary}, False, None
