@@ -409,7 +409,9 @@ class Route:
         self.held_queues: list[VQueue] = []  # queues holding commands back
         self._bind: VEvent | None = None  # a held command being run: its event
         self._in_held = False  # a held command is being run (it is not held again)
-        self.split: Any = None  # runtime.partition.route_policy.Splitter with --split (CLPROJ_SPLIT=1)
+        self.split: Any = (
+            None  # runtime.partition.route_policy.Splitter with --split (CLPROJ_SPLIT=1)
+        )
         if os.environ.get("CLPROJ_SPLIT") == "1":
             from runtime.partition.route_policy import Splitter
 
@@ -1343,7 +1345,7 @@ class Route:
 
         _, ev = self.p.enqueue_read(m.buf, out=tmp, offset=base + lo, size=hi - lo, blocking=False)
         if ev.reqs:
-            self._then(ev.reqs[-1], scatter)
+            ev.reqs[-1].then(scatter)
         else:  # served from the host copy: already in tmp
             scatter()
         if blocking:
@@ -1351,28 +1353,6 @@ class Route:
             self.p.raise_async()
         self.event(c, q, "read_rect", ev)
         return CL_SUCCESS
-
-    def _then(self, req: Any, fn: Any) -> None:
-        """Run ``fn`` when the read ``req`` has delivered its data (before it counts as
-        done), also when the client re-issues it after a node failure (both re-issue
-        paths of runtime.cluster.client.platform: the wrapped ``on_done`` or the wrapped ``reissue``)."""
-        inner = req.on_done
-
-        def done(frame: Any) -> None:
-            if inner is not None:
-                inner(frame)
-            fn()
-
-        req.on_done = done
-        reissue = req.reissue
-        if reissue is not None:
-
-            def again(dev: str) -> Any:
-                nr = reissue(dev)
-                self._then(nr, fn)
-                return nr
-
-            req.reissue = again
 
     # ---- event callbacks ----
     def set_callback(self, c: Any) -> int:

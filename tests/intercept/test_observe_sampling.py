@@ -198,7 +198,15 @@ def test_timed_launches_keep_order_and_event_semantics(tmp_path, extra):
     queue and no profiling, and a queue the app created with profiling keeps it."""
     exe = str(tmp_path / "app_order")
     subprocess.run(
-        ["gcc", "-O1", "-Wall", "-o", exe, os.path.join(REPO, "tests", "c_apps", "app_order.c"), "-lOpenCL"],
+        [
+            "gcc",
+            "-O1",
+            "-Wall",
+            "-o",
+            exe,
+            os.path.join(REPO, "tests", "c_apps", "app_order.c"),
+            "-lOpenCL",
+        ],
         check=True,
     )
     env = dict(os.environ, POCL_DEVICES="pthread basic")

@@ -16,7 +16,11 @@ from runtime.partition import advisor
 from runtime.partition import safety as partition_safety
 from runtime.partition.execution import SplitRunner
 
-APPS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks", "apps")
+APPS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "benchmarks",
+    "apps",
+)
 
 SRC_BAD = {
     "fixed_slot": "__kernel void fixed_slot(__global float *o) "

@@ -50,7 +50,7 @@ import mmap
 import os
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,7 +281,7 @@ class RemoteKernel:
 
 
 @dataclass(eq=False)
-class _Req:
+class Request:
     dev: str | None
     op: str
     on_done: Any = None  # callable(data frame or None)
@@ -291,11 +291,32 @@ class _Req:
     res: Any = None  # the reply's ``res`` (launch: ``t`` = profiled kernel seconds)
     keep: Any = None  # data that must stay alive until the reply
 
+    def then(self, fn: Callable[[], None]) -> Request:
+        """Run ``fn`` once this request's data has been delivered (before it counts as done),
+        also when the client re-issues it to another device after a node failure: callers
+        chain work onto a request without knowing how completion or recovery is wired."""
+        inner = self.on_done
+
+        def done(frame: Any) -> None:
+            if inner is not None:
+                inner(frame)
+            fn()
+
+        self.on_done = done
+        reissue = self.reissue
+        if reissue is not None:
+
+            def again(dev: str) -> Request:
+                return reissue(dev).then(fn)
+
+            self.reissue = again
+        return self
+
 
 class RemoteEvent:
     """A cl_event of the virtual platform: completes when all its requests replied."""
 
-    def __init__(self, platform: RemotePlatform, reqs: Sequence[_Req]) -> None:
+    def __init__(self, platform: RemotePlatform, reqs: Sequence[Request]) -> None:
         self._p = platform
         self.reqs = list(reqs)
 
@@ -384,7 +405,7 @@ class RemotePlatform:
         self.log_limit_ops = log_limit_ops
         self._rid = 0
         self._handle = 0
-        self.pending: dict[int, _Req] = {}
+        self.pending: dict[int, Request] = {}
         self._broker_replies: dict[int, dict[str, Any]] = {}
         # background place request id -> (kernel key, its family or None)
         self._reasks: dict[int, tuple[str, str | None]] = {}
@@ -401,7 +422,7 @@ class RemotePlatform:
         self._log_bytes = 0
         self._log_refs: set[int] = set()
         self._recovering = False
-        self._async_errors: list[_Req] = []
+        self._async_errors: list[Request] = []
         self._lost_queue: set[str] = set()
         self.recoveries = 0
         self.placements: list[tuple[str, str, str]] = []  # (key, device, reason), recent
@@ -610,7 +631,7 @@ class RemotePlatform:
         elif t in ("placed", "status_reply"):
             self._broker_replies[h["id"]] = h
 
-    def _chain(self, old: _Req, new: _Req) -> None:
+    def _chain(self, old: Request, new: Request) -> None:
         """Complete ``old`` when its re-issued ``new`` completes."""
         inner = new.on_done
 
@@ -621,7 +642,7 @@ class RemotePlatform:
 
         new.on_done = done
 
-    def settle(self, reqs: list[_Req]) -> bool:
+    def settle(self, reqs: list[Request]) -> bool:
         """Pump until every request in ``reqs`` has completed (their errors stay on them);
         False when the client's timeout passed first."""
         deadline = time.monotonic() + self.timeout_s
@@ -631,7 +652,7 @@ class RemotePlatform:
             self.pump(50)
         return True
 
-    def wait(self, reqs: Iterable[_Req]) -> None:
+    def wait(self, reqs: Iterable[Request]) -> None:
         reqs = list(reqs)
         if not self.settle(reqs):
             raise ClprojError(
@@ -673,7 +694,7 @@ class RemotePlatform:
             raise ClprojError(f"broker: {h['err']}", "start a node: `clproj node --broker ADDR`")
         return h
 
-    def _new_req(self, req: _Req) -> tuple[int, _Req]:
+    def _new_req(self, req: Request) -> tuple[int, Request]:
         """Register ``req`` under a new request id, first making room: past PUMP_INFLIGHT
         in flight, take in what has arrived; at MAX_INFLIGHT, wait for the oldest."""
         if len(self.pending) >= PUMP_INFLIGHT:
@@ -692,8 +713,8 @@ class RemotePlatform:
         data: Any = None,
         on_done: Any = None,
         reissue: Any = None,
-    ) -> _Req:
-        rid, req = self._new_req(_Req(dev, op, on_done, reissue=reissue))
+    ) -> Request:
+        rid, req = self._new_req(Request(dev, op, on_done, reissue=reissue))
         if op in ("buf_create", "release", "release_all") and dev is not None:
             self._drop_slots(dev)  # the node may drop the slots naming this object
         if self._same_host(dev):
@@ -906,7 +927,7 @@ class RemotePlatform:
         else:
             self.ensure_built(prog, self.default_target())
 
-    def ensure_on(self, b: RemoteBuffer, dev: str) -> list[_Req]:
+    def ensure_on(self, b: RemoteBuffer, dev: str) -> list[Request]:
         """Make ``b``'s current content valid on ``dev`` (moving it if needed)."""
         if dev in b.valid:
             return []
@@ -916,9 +937,7 @@ class RemotePlatform:
         if dev not in b.allocated:
             init = b.host if b.host_valid else None
             reqs.append(
-                self.cmd(
-                    dev, "buf_create", {"h": b.h, "size": b.size, "flags": b.flags}, data=init
-                )
+                self.cmd(dev, "buf_create", {"h": b.h, "size": b.size, "flags": b.flags}, data=init)
             )
             b.allocated.add(dev)
         elif b.host_valid:
@@ -934,9 +953,7 @@ class RemotePlatform:
             def done(frame: Any, b: RemoteBuffer = b) -> None:
                 b.host, b.host_valid = frame.buffer, True
 
-            self.wait(
-                [self.cmd(src, "buf_read", {"h": b.h, "off": 0, "n": b.size}, on_done=done)]
-            )
+            self.wait([self.cmd(src, "buf_read", {"h": b.h, "off": 0, "n": b.size}, on_done=done)])
 
     def _home(self, b: RemoteBuffer) -> str | None:
         live = [d for d in b.valid if d not in self.dead]
@@ -985,7 +1002,7 @@ class RemotePlatform:
                 b.host = bytes(base)
             b.host_valid = True
             return RemoteEvent(self, [])
-        reqs: list[_Req] = []
+        reqs: list[Request] = []
         if full:
             if target not in b.allocated:
                 reqs.append(
@@ -1187,9 +1204,11 @@ class RemotePlatform:
         self._record(entry, 0, [b.h for b in bufs])
         return entry, bufs
 
-    def launch_on(self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]) -> list[_Req]:
+    def launch_on(
+        self, dev: str, entry: tuple[Any, ...], bufs: list[RemoteBuffer]
+    ) -> list[Request]:
         self.ensure_built(entry[1], dev)
-        reqs: list[_Req] = []
+        reqs: list[Request] = []
         for b in bufs:
             reqs.extend(self.ensure_on(b, dev))
         reqs.append(self._launch_cmd(dev, entry))
@@ -1199,7 +1218,7 @@ class RemotePlatform:
         self.default_device = dev
         return reqs
 
-    def _launch_cmd(self, dev: str, entry: tuple[Any, ...]) -> _Req:
+    def _launch_cmd(self, dev: str, entry: tuple[Any, ...]) -> Request:
         """The launch command: a fast frame when the node holds a slot for this launch's
         shape (program, kernel, buffer and local arguments, scalar sizes, NDRange; the
         scalar values travel in the frame), else the full command, asking for a slot the
@@ -1223,7 +1242,7 @@ class RemotePlatform:
         got = slots.get(sig)
         if got is not None:
             slot, slot_key = got
-            rid, req = self._new_req(_Req(dev, "launch"))
+            rid, req = self._new_req(Request(dev, "launch"))
             scalars = [(i, a[1]) for i, a in enumerate(args) if a[0] == "s"]
             after = getattr(sock, "last_rid", 0)
             frame = nodelink.fast_frame(slot, rid, after, scalars, key == slot_key)
@@ -1486,7 +1505,7 @@ class RemotePlatform:
             p.built_on -= dead
         target = self.default_target()
         # 1. every buffer back to its checkpoint content on the target
-        reqs: list[_Req] = []
+        reqs: list[Request] = []
         for b in self.buffers.values():
             init = self._ckpt.get(b.h)
             if target in b.allocated:

@@ -45,8 +45,8 @@ from runtime.cluster.client.platform import (
     RemoteBuffer,
     RemoteEvent,
     RemoteKernel,
+    Request,
     _launch_fields,
-    _Req,
 )
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _recovered(p: RemotePlatform, bufs: list[RemoteBuffer]) -> RemoteEvent:
     for b in bufs:
         if not b.read_only:
             b.valid, b.host_valid, b.host = {target}, False, None
-    return RemoteEvent(p, [_Req(target, "launch", done=True)])
+    return RemoteEvent(p, [Request(target, "launch", done=True)])
 
 
 def split_launch(
@@ -109,7 +109,7 @@ def split_launch(
         if isinstance(v, RemoteBuffer):
             bound.setdefault(v.h, set()).add(i)
     alloc_only = {h for h, idx in bound.items() if idx <= plan.skip_upload}
-    reqs: list[_Req] = []
+    reqs: list[Request] = []
     # biggest share first: a device whose enqueue runs the kernel inline (PoCL basic in
     # the node's serving thread) then does so while the others already run
     for dev, _, _ in sorted(shares, key=lambda s: -s[2]):
@@ -125,12 +125,12 @@ def split_launch(
                 reqs.extend(p.ensure_on(b, dev))
     if p.recoveries != before:
         return _recovered(p, bufs)
-    launches: dict[str, _Req] = {}
+    launches: dict[str, Request] = {}
     for dev, first, n in sorted(shares, key=lambda s: -s[2]):
         size, off = _sub_range(gsize, goff, plan, first, n)
         launches[dev] = p.cmd(dev, "launch", _share_fields(entry, size, off))
     # read the other shares' written intervals (each queued after its share's launch)
-    pieces: list[tuple[RemoteBuffer, int, int, dict[str, Any], _Req]] = []
+    pieces: list[tuple[RemoteBuffer, int, int, dict[str, Any], Request]] = []
     for dev, first, n in shares:
         if dev == primary:
             continue
