@@ -19,6 +19,11 @@ import pytest
 
 from clproj.errors import ClprojError
 from evaluation import validate as v
+from evaluation import validate_match as vmatch
+from evaluation import validate_models as vmodels
+from evaluation import validate_scores as vscores
+from evaluation import validate_suite as vsuite
+from evaluation import validate_truth as vtruth
 
 H100 = "NVIDIA H100 80GB HBM3"
 EPYC = "pthread-skylake-avx512-AMD EPYC"
@@ -56,11 +61,15 @@ def doc(kernel: str, glob: list[int], local: list[int] | None, times: dict[str, 
 
 
 def test_padding_makes_truth_strings_and_projection_lists_equal():
-    assert v.pad_dims("2048,2048,1") == v.pad_dims([2048, 2048]) == (2048, 2048, 1)
-    assert v.pad_dims([8192]) == v.pad_dims("8192,1,1") == (8192, 1, 1)
-    assert v.pad_dims(None) is None and v.pad_dims("0,0,0") is None and v.pad_dims([]) is None
-    assert v.shape_key("k", [64, 64], [16, 4]) == ("k", (64, 64, 1), (16, 4, 1))
-    assert v.shape_key("k", [64], [16]) != v.shape_key("k", [64], [32])
+    assert vtruth.pad_dims("2048,2048,1") == vtruth.pad_dims([2048, 2048]) == (2048, 2048, 1)
+    assert vtruth.pad_dims([8192]) == vtruth.pad_dims("8192,1,1") == (8192, 1, 1)
+    assert (
+        vtruth.pad_dims(None) is None
+        and vtruth.pad_dims("0,0,0") is None
+        and vtruth.pad_dims([]) is None
+    )
+    assert vtruth.shape_key("k", [64, 64], [16, 4]) == ("k", (64, 64, 1), (16, 4, 1))
+    assert vtruth.shape_key("k", [64], [16]) != vtruth.shape_key("k", [64], [32])
 
 
 def test_truth_file_rows_merge_launch_weighted(tmp_path):
@@ -69,7 +78,7 @@ def test_truth_file_rows_merge_launch_weighted(tmp_path):
         H100,
         [("a", "k", "64,1,1", "16,1,1", 1, 100), ("a", "k", "64,1,1", "16,1,1", 3, 300)],
     )
-    dev = v.read_truth_file(path)
+    dev = vtruth.read_truth_file(path)
     assert dev.label == "h100" and dev.name == H100
     (row,) = dev.app_rows("a").values()
     assert row.launches == 4 and row.mean_ns == pytest.approx((100 + 900) / 4)
@@ -80,9 +89,9 @@ def test_truth_file_errors_are_one_line(tmp_path):
     bad = tmp_path / "x.tsv"
     bad.write_text("app\tdevice\tkernel\n")
     with pytest.raises(ClprojError, match="lacks column"):
-        v.read_truth_file(str(bad))
+        vtruth.read_truth_file(str(bad))
     with pytest.raises(ClprojError, match="does not exist"):
-        v.load_truth(str(tmp_path / "nowhere"))
+        vtruth.load_truth(str(tmp_path / "nowhere"))
 
 
 def test_signatures_of_one_shape_are_averaged_errors_counted():
@@ -92,7 +101,7 @@ def test_signatures_of_one_shape_are_averaged_errors_counted():
         doc("k", [128], [16], {H100: 5.0}),
         {"kernel": "k", "global_size": [256], "local_size": [16], "error": "not emulatable"},
     ]
-    shapes, errors = v.project_shapes(docs)
+    shapes, errors = vmatch.project_shapes(docs)
     assert errors == {"k: not emulatable": 1}
     s = shapes[("k", (64, 1, 1), (16, 1, 1))]
     assert s.time_s[H100] == pytest.approx(2.0) and s.signatures == 2
@@ -103,7 +112,7 @@ def test_signatures_of_one_shape_are_averaged_errors_counted():
 
 
 def kernel(measured: dict[str, float], projected: dict[str, float], name: str = "k"):
-    return v.KernelResult(
+    return vmatch.KernelResult(
         app="a",
         kernel=name,
         measured_s=measured,
@@ -143,7 +152,7 @@ def test_device_metrics_hand_computed():
         kernel({"d": 4.0}, {"d": 4.0}, "k3"),  # ratio 1, APE 0
         kernel({"d": 10.0}, {"d": 11.0}, "k4"),  # ratio 1.1, APE 0.1
     ]
-    m = v.device_metrics(ks, "d")
+    m = vscores.device_metrics(ks, "d")
     assert m["kernels"] == 4
     assert m["median_ratio"] == pytest.approx(1.05)
     assert m["within_25"] == 2 and m["within_25_share"] == pytest.approx(0.5)
@@ -159,16 +168,16 @@ def test_pair_order_and_summary_use_only_fully_judged_kernels():
         kernel({"h100": 1, "h200": 2}, {"h100": 4, "h200": 3}, "wrong"),
         kernel({"h100": 1}, {"h100": 1}, "partial"),
     ]
-    p = v.pair_order(ks, "h100", "h200")
+    p = vscores.pair_order(ks, "h100", "h200")
     assert (p["kernels"], p["agree"], p["hard"]) == (2, 1, True)
-    s = v.summarize(ks, ["h100", "h200"])
+    s = vscores.summarize(ks, ["h100", "h200"])
     assert s["kernels"] == 2 and s["best_chosen"] == 1
     assert s["mean_penalty"] == pytest.approx(0.5)  # 0 and 2/1 - 1 = 1
     assert s["per_device"]["h100"]["kernels"] == 3  # per device: every kernel it has
 
 
 def test_judge_app_matches_by_shape_and_sums_launches(tmp_path):
-    h100 = v.read_truth_file(
+    h100 = vtruth.read_truth_file(
         truth_file(
             tmp_path / "h100.tsv",
             H100,
@@ -180,7 +189,7 @@ def test_judge_app_matches_by_shape_and_sums_launches(tmp_path):
             ],
         )
     )
-    epyc = v.read_truth_file(
+    epyc = vtruth.read_truth_file(
         truth_file(
             tmp_path / "epyc2.tsv",
             EPYC,
@@ -200,7 +209,7 @@ def test_judge_app_matches_by_shape_and_sums_launches(tmp_path):
             doc("k", [8, 8], [8, 8], {H100: 1.0, EPYC: 1.0}),  # no truth row
         ],
     }
-    results, notes = v.judge_app("app", run, [epyc, h100])
+    results, notes = vmatch.judge_app("app", run, [epyc, h100])
     k = next(r for r in results if r.kernel == "k")
     assert k.measured_s["h100"] == pytest.approx(3 * 1000e-9 + 2 * 500e-9)
     assert k.projected_s["h100"] == pytest.approx(3 * 2e-6 + 2 * 1e-6)
@@ -244,14 +253,14 @@ class FmaModel:
 def test_models_side_by_side_reproject_profiles_and_scale_reused_launches(tmp_path):
     from types import SimpleNamespace
 
-    h100 = v.read_truth_file(
+    h100 = vtruth.read_truth_file(
         truth_file(
             tmp_path / "h100.tsv",
             H100,
             [("app", "k", "64,1,1", "16,1,1", 1, 1000), ("app", "k", "128,1,1", "16,1,1", 2, 1000)],
         )
     )
-    epyc = v.read_truth_file(
+    epyc = vtruth.read_truth_file(
         truth_file(
             tmp_path / "epyc2.tsv",
             EPYC,
@@ -262,7 +271,7 @@ def test_models_side_by_side_reproject_profiles_and_scale_reused_launches(tmp_pa
     emulated["profile"] = kprofile("k", [64], [16], fma=64)
     reused = doc("k", [128], [16], {H100: 1e-6, EPYC: 8e-6}, signature="s128", method="reused")
     reused["emulation"]["reused_from"] = "s64"  # no profile: scaled x2 from s64's
-    run = v.AppRun(
+    run = vsuite.AppRun(
         "app",
         ok=True,
         doc={"kernels": [{"kernel": "k", "launches": 3}], "projections": [emulated, reused]},
@@ -298,18 +307,18 @@ def test_models_side_by_side_reproject_profiles_and_scale_reused_launches(tmp_pa
 
 
 def test_model_names_checked_learned_refused():
-    assert v.check_model_names(["bound", "paper", "bound"]) == ["bound", "paper"]
+    assert vmodels.check_model_names(["bound", "paper", "bound"]) == ["bound", "paper"]
     with pytest.raises(ClprojError, match="not supported by validate"):
-        v.check_model_names(["bound", "learned"])
+        vmodels.check_model_names(["bound", "learned"])
     with pytest.raises(ClprojError, match="unknown model"):
-        v.check_model_names(["nope"])
+        vmodels.check_model_names(["nope"])
 
 
 def test_parse_run_output_skips_app_output_with_braces():
     out = 'app says {hello}\n{"not": "a line of its own"}\n{\n  "exit_code": 0\n}\n'
-    assert v.parse_run_output(out) == {"exit_code": 0}
+    assert vsuite.parse_run_output(out) == {"exit_code": 0}
     with pytest.raises(ValueError):
-        v.parse_run_output("no document here {\n")
+        vsuite.parse_run_output("no document here {\n")
 
 
 def test_build_once_then_up_to_date_then_given(tmp_path):
@@ -321,16 +330,16 @@ def test_build_once_then_up_to_date_then_given(tmp_path):
         'chmod +x "$1/one/app"\necho built >> "$1/count"\n'
     )
     out = str(tmp_path / "out")
-    assert v.ensure_built(str(suite), out) == (out, "built")
+    assert vsuite.ensure_built(str(suite), out) == (out, "built")
     # an explicit folder that holds built apps is the user's: used as is
-    assert v.ensure_built(str(suite), out) == (out, "given")
-    where, how = v.ensure_built(str(suite), None)
-    assert how == "built" and v.app_dirs(where) == ["one"]
-    assert v.ensure_built(str(suite), None) == (where, "up to date")
+    assert vsuite.ensure_built(str(suite), out) == (out, "given")
+    where, how = vsuite.ensure_built(str(suite), None)
+    assert how == "built" and vsuite.app_dirs(where) == ["one"]
+    assert vsuite.ensure_built(str(suite), None) == (where, "up to date")
     os.utime(suite / "src" / "x.txt", ns=(1, 1))  # a changed source rebuilds
-    assert v.ensure_built(str(suite), None) == (where, "built")
+    assert vsuite.ensure_built(str(suite), None) == (where, "built")
     with pytest.raises(ClprojError, match=r"no build\.sh"):
-        v.ensure_built(str(tmp_path / "nothing"), str(tmp_path / "o2"))
+        vsuite.ensure_built(str(tmp_path / "nothing"), str(tmp_path / "o2"))
 
 
 # --- end to end -------------------------------------------------------------------------
@@ -485,7 +494,7 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
         cwd=str(build / "tiny"),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
-    raw = v.parse_run_output(run.stdout)
+    raw = vsuite.parse_run_output(run.stdout)
     per_launch = {
         (d["kernel"], d["global_size"][0]): {p["name"]: p["time_s"] for p in d["projections"]}
         for d in raw["projections"]

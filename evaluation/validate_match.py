@@ -1,0 +1,267 @@
+"""Matching a run's projections to truth rows, kernel by kernel (``clproj validate``).
+
+Project mode reports one projection per distinct launch *signature*, while a truth file has
+one row per (app, kernel, global size, local size) *shape* with its launch count.
+Signatures that share a shape (lu's step index scalar changes every launch) are averaged;
+a kernel's total is the sum over its shapes of ``launches x per-launch time``, on both the
+projected and the measured side, over the shapes present on both sides only.
+
+Kept apart from running apps so that the matching can be unit-tested on hand-made
+launch-projection docs and truth rows.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation import metrics
+from evaluation.validate_truth import ShapeKey, TruthDevice, fmt_dims, shape_key
+
+
+@dataclass
+class ShapeProjection:
+    """The projected per-launch time of one shape on each device (mean over signatures)."""
+
+    time_s: dict[str, float]  # device name -> mean projected seconds per launch
+    bound: dict[str, str]  # device name -> most common bound letter
+    signatures: int
+    methods: Counter = field(default_factory=Counter)  # emulation method -> signatures
+    confidence: Counter = field(default_factory=Counter)
+
+
+def project_shapes(
+    docs: Iterable[Mapping[str, Any]],
+) -> tuple[dict[ShapeKey, ShapeProjection], Counter]:
+    """Group launch-projection docs by shape and average each device's time.
+
+    Docs with an ``error`` (not emulatable, emulation failed) carry no time and are counted
+    by their first line in the second return value instead, so that a kernel whose every
+    signature failed shows as unmatched (with the reason) rather than as fast.
+    """
+    times: dict[ShapeKey, dict[str, list[float]]] = {}
+    bounds: dict[ShapeKey, dict[str, Counter]] = {}
+    sigs: Counter = Counter()
+    methods: dict[ShapeKey, Counter] = {}
+    conf: dict[ShapeKey, Counter] = {}
+    errors: Counter = Counter()
+    for doc in docs:
+        projs = doc.get("projections") or []
+        if doc.get("error") or not projs:
+            why = str(doc.get("error") or "no projection").strip().splitlines()
+            errors[f"{doc.get('kernel', '?')}: {why[0] if why else 'no projection'}"] += 1
+            continue
+        key = shape_key(doc["kernel"], doc["global_size"], doc.get("local_size"))
+        sigs[key] += 1
+        emu = doc.get("emulation") or {}
+        methods.setdefault(key, Counter())[str(emu.get("method", "?"))] += 1
+        conf.setdefault(key, Counter())[str(emu.get("confidence", "?"))] += 1
+        for p in projs:
+            times.setdefault(key, {}).setdefault(p["name"], []).append(float(p["time_s"]))
+            bounds.setdefault(key, {}).setdefault(p["name"], Counter())[
+                str(p.get("bound", "?"))
+            ] += 1
+    out = {
+        key: ShapeProjection(
+            time_s={name: statistics.fmean(ts) for name, ts in per_dev.items()},
+            bound={name: c.most_common(1)[0][0] for name, c in bounds[key].items()},
+            signatures=sigs[key],
+            methods=methods[key],
+            confidence=conf[key],
+        )
+        for key, per_dev in times.items()
+    }
+    return out, errors
+
+
+# ---------------------------------------------------------------------------------------
+# per-kernel judgement
+
+
+@dataclass
+class KernelResult:
+    """One kernel of one app: all its launches summed, measured and projected per device."""
+
+    app: str
+    kernel: str
+    measured_s: dict[str, float]  # device label -> seconds (matched shapes only)
+    projected_s: dict[str, float]
+    bound: dict[str, str]  # device label -> bound of the shape with the largest projection
+    launches_truth: int
+    launches_matched: int
+    shapes_truth: int
+    shapes_matched: int
+    signatures: int = 0
+    launches_run: int | None = None  # the run's own count (its per-kernel summary)
+    run_measured_s: float | None = None  # this machine's device time in the run
+    methods: dict[str, int] = field(default_factory=dict)
+    confidence: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def devices(self) -> list[str]:
+        return [d for d in self.measured_s if d in self.projected_s and self.measured_s[d] > 0]
+
+    @property
+    def coverage(self) -> float:
+        """Share of the kernel's launches (truth count) that have a projected shape."""
+        return self.launches_matched / self.launches_truth if self.launches_truth else 0.0
+
+    def ratio(self, device: str) -> float:
+        return self.projected_s[device] / self.measured_s[device]
+
+    def off_factor(self, device: str) -> float:
+        r = self.ratio(device)
+        return max(r, 1 / r) if r > 0 else math.inf
+
+    @property
+    def best_measured(self) -> str | None:
+        devs = self.devices
+        return min(devs, key=lambda d: self.measured_s[d]) if devs else None
+
+    @property
+    def best_projected(self) -> str | None:
+        devs = self.devices
+        return min(devs, key=lambda d: self.projected_s[d]) if devs else None
+
+    @property
+    def penalty(self) -> float | None:
+        """``t_measured[chosen] / t_measured[best] - 1`` over the judged devices."""
+        devs = self.devices
+        if len(devs) < 2:
+            return None
+        return metrics.selection_penalty(
+            {d: self.measured_s[d] for d in devs}, {d: self.projected_s[d] for d in devs}
+        )
+
+    @property
+    def relative_error(self) -> float | None:
+        devs = self.devices
+        if len(devs) < 2:
+            return None
+        return metrics.relative_error(
+            {d: self.measured_s[d] for d in devs}, {d: self.projected_s[d] for d in devs}
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        devs = self.devices
+        return {
+            "app": self.app,
+            "kernel": self.kernel,
+            "launches_truth": self.launches_truth,
+            "launches_matched": self.launches_matched,
+            "launches_run": self.launches_run,
+            "shapes_truth": self.shapes_truth,
+            "shapes_matched": self.shapes_matched,
+            "signatures": self.signatures,
+            "coverage": self.coverage,
+            "measured_s": self.measured_s,
+            "projected_s": self.projected_s,
+            "ratio": {d: self.ratio(d) for d in devs},
+            "bound": self.bound,
+            "best_measured": self.best_measured,
+            "best_projected": self.best_projected,
+            "penalty": self.penalty,
+            "relative_error": self.relative_error,
+            "emulation_methods": self.methods,
+            "emulation_confidence": self.confidence,
+            "run_measured_s": self.run_measured_s,
+        }
+
+
+def judge_app(
+    app: str,
+    run_doc: Mapping[str, Any],
+    truth: Sequence[TruthDevice],
+    shapes: Mapping[ShapeKey, ShapeProjection] | None = None,
+) -> tuple[list[KernelResult], list[str]]:
+    """Per-kernel results of one app's project-mode run against every truth device.
+
+    Returns the kernels (those in the truth files) and notes: truth kernels never seen in
+    the run, projected shapes without a truth row, launch counts that differ from the run.
+    A device is judged when the run projected onto a profile of the truth file's name.
+    ``shapes``: another model's per-shape times (:func:`model_shapes`) instead of the run's.
+    """
+    run_shapes, errors = project_shapes(run_doc.get("projections") or [])
+    if shapes is None:
+        shapes = run_shapes
+    notes: list[str] = []
+    for why, n in sorted(errors.items()):
+        notes.append(f"{n} signature(s) not projected: {why}")
+    run_rows: dict[str, dict[str, float]] = {}
+    for r in run_doc.get("kernels") or []:
+        agg = run_rows.setdefault(r["kernel"], {"launches": 0, "total_ns": 0.0})
+        agg["launches"] += int(r.get("launches") or 0)
+        agg["total_ns"] += float(r.get("total_ns") or 0)
+
+    # The truth devices' shapes of this app, by kernel (union over devices).
+    kernels: dict[str, set[ShapeKey]] = {}
+    for dev in truth:
+        for key in dev.app_rows(app):
+            kernels.setdefault(key[0], set()).add(key)
+    results: list[KernelResult] = []
+    for kernel in sorted(kernels):
+        keys = sorted(kernels[kernel], key=lambda k: (k[1], k[2] or (0, 0, 0)))
+        # Launch counts come from the truth files (the first device that has the shape).
+        launches = {
+            k: next(d.app_rows(app)[k].launches for d in truth if k in d.app_rows(app))
+            for k in keys
+        }
+        matched = [k for k in keys if k in shapes]
+        measured: dict[str, float] = {}
+        projected: dict[str, float] = {}
+        bound: dict[str, str] = {}
+        for dev in truth:
+            rows = dev.app_rows(app)
+            both = [k for k in matched if k in rows and dev.name in shapes[k].time_s]
+            if not both:
+                continue
+            measured[dev.label] = sum(rows[k].total_s for k in both)
+            contrib = {k: rows[k].launches * shapes[k].time_s[dev.name] for k in both}
+            projected[dev.label] = sum(contrib.values())
+            top = max(contrib, key=lambda k: contrib[k])
+            bound[dev.label] = shapes[top].bound.get(dev.name, "?")
+        methods: Counter = Counter()
+        conf: Counter = Counter()
+        for k in matched:
+            methods.update(shapes[k].methods)
+            conf.update(shapes[k].confidence)
+        run = run_rows.get(kernel)
+        res = KernelResult(
+            app=app,
+            kernel=kernel,
+            measured_s=measured,
+            projected_s=projected,
+            bound=bound,
+            launches_truth=sum(launches.values()),
+            launches_matched=sum(launches[k] for k in matched),
+            shapes_truth=len(keys),
+            shapes_matched=len(matched),
+            signatures=sum(shapes[k].signatures for k in matched),
+            launches_run=int(run["launches"]) if run else None,
+            run_measured_s=run["total_ns"] * 1e-9 if run else None,
+            methods=dict(methods),
+            confidence=dict(conf),
+        )
+        if run is None:
+            notes.append(f"{kernel}: in the truth files but never launched in this run")
+        elif res.launches_run != res.launches_truth:
+            notes.append(
+                f"{kernel}: {res.launches_run} launches in this run, {res.launches_truth} in the truth"
+            )
+        if run is not None and res.shapes_matched < res.shapes_truth:
+            notes.append(
+                f"{kernel}: {res.shapes_truth - res.shapes_matched} of {res.shapes_truth} shapes "
+                f"have no projection ({res.coverage:.0%} of launches judged)"
+            )
+        results.append(res)
+    extra = sorted({k for k in shapes if k[0] not in kernels or k not in kernels[k[0]]})
+    if extra:
+        notes.append(
+            f"{len(extra)} projected shape(s) without a truth row, e.g. "
+            f"{extra[0][0]} {fmt_dims(extra[0][1])} / {fmt_dims(extra[0][2])}"
+        )
+    return results, notes

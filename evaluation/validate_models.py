@@ -1,0 +1,150 @@
+"""``clproj validate --models``: judge other projection models on the same run.
+
+The run's JSON carries the kernel profile of every emulated signature. Re-projecting those
+profiles with another model (roofline, paper, mwp-cwp) onto the same device profiles gives a
+side-by-side comparison without running the apps again; this module rebuilds the profiles
+(scaling a reused launch's anchor), re-projects them and summarizes each model.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from clproj.errors import ClprojError
+from evaluation.validate_match import KernelResult, ShapeProjection
+from evaluation.validate_scores import summarize
+from evaluation.validate_truth import ShapeKey, pad_dims, shape_key
+
+
+def check_model_names(names: Sequence[str]) -> list[str]:
+    """``--models`` names, checked before any app runs; ``learned`` is refused (it needs
+    training data, which third-party apps without our bench results do not have)."""
+    from runtime.projection.models import MODEL_NAMES
+
+    out: list[str] = []
+    for name in names:
+        if name == "learned":
+            raise ClprojError(
+                "the learned model is not supported by validate (it has no training data here)",
+                "compare it with `clproj evaluate --models learned`; validate takes "
+                + ", ".join(m for m in MODEL_NAMES if m != "learned"),
+            )
+        if name not in MODEL_NAMES:
+            raise ClprojError(
+                f"unknown model {name!r}",
+                f"use one of {', '.join(m for m in MODEL_NAMES if m != 'learned')}",
+            )
+        if name not in out:
+            out.append(name)
+    return out or ["bound"]
+
+
+def _log_distance(a: float, b: float) -> float:
+    return abs(math.log(max(a, 1.0)) - math.log(max(b, 1.0)))
+
+
+def signature_profile(
+    doc: Mapping[str, Any], by_signature: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, Any] | None, str]:
+    """The kernel profile a launch-projection doc was projected from, and how it was got.
+
+    ``emulated``: the doc carries it. A reused launch's doc carries none (the run scaled
+    an emulated anchor's profile in memory): ``scaled`` rebuilds it by scaling the anchor
+    named in ``emulation.reused_from`` (else the profiled signature of the same kernel and
+    local size nearest in work-items) per work-item to the launch's NDRange
+    (:func:`miniemu.reuse.scale_profile`; the run may have interpolated instead).
+    ``None, "no profile"`` when no anchor is in the run.
+    """
+    if doc.get("profile"):
+        return dict(doc["profile"]), "emulated"
+    from types import SimpleNamespace
+
+    from miniemu.profile import KernelProfile
+    from miniemu.reuse import scale_profile
+
+    anchor = by_signature.get(str((doc.get("emulation") or {}).get("reused_from", "")))
+    if not (anchor and anchor.get("profile")):
+        local = pad_dims(doc.get("local_size"))
+        size = math.prod(pad_dims(doc["global_size"]) or (1, 1, 1))
+        same = [
+            d
+            for d in by_signature.values()
+            if d.get("profile")
+            and d.get("kernel") == doc.get("kernel")
+            and pad_dims(d["profile"]["launch"].get("local_size")) == local
+        ]
+        if not same:
+            return None, "no profile"
+        anchor = min(same, key=lambda d: _log_distance(d["profile"]["launch"]["work_items"], size))
+    record = SimpleNamespace(
+        kernel=doc["kernel"], signature=doc.get("signature", ""), global_size=doc["global_size"]
+    )
+    base = KernelProfile.from_dict(anchor["profile"])
+    return scale_profile(base, record, "validate --models re-projection").to_dict(), "scaled"
+
+
+def model_shapes(
+    docs: Sequence[Mapping[str, Any]], model: Any, devices: Sequence[Any]
+) -> tuple[dict[ShapeKey, ShapeProjection], Counter]:
+    """Per-shape times of ``model`` on ``devices``, from the docs' kernel profiles.
+
+    Each signature's profile (:func:`signature_profile`) is projected onto each device
+    the run projected it onto (matched by profile key), without a launch footprint (the
+    run's JSON does not carry one); signatures of one shape are averaged as in
+    :func:`project_shapes`. The counter says how many signatures were ``emulated``,
+    ``scaled`` or had ``no profile`` (those are left out).
+    """
+    by_key = {d.key: d for d in devices}
+    by_signature = {str(d.get("signature", "")): d for d in docs if d.get("signature")}
+    times: dict[ShapeKey, dict[str, list[float]]] = {}
+    bounds: dict[ShapeKey, dict[str, Counter]] = {}
+    sigs: Counter = Counter()
+    how: Counter = Counter()
+    for doc in docs:
+        if doc.get("error") or not doc.get("projections"):
+            continue
+        profile, source = signature_profile(doc, by_signature)
+        how[source] += 1
+        if profile is None:
+            continue
+        key = shape_key(doc["kernel"], doc["global_size"], doc.get("local_size"))
+        sigs[key] += 1
+        for p in doc["projections"]:
+            dev = by_key.get(p.get("device"))
+            if dev is None:
+                continue
+            pred = model.predict(profile, dev, None)
+            times.setdefault(key, {}).setdefault(p["name"], []).append(float(pred.time_s))
+            bounds.setdefault(key, {}).setdefault(p["name"], Counter())[str(pred.bound)] += 1
+    out = {
+        key: ShapeProjection(
+            time_s={name: statistics.fmean(ts) for name, ts in per_dev.items()},
+            bound={name: c.most_common(1)[0][0] for name, c in bounds[key].items()},
+            signatures=sigs[key],
+        )
+        for key, per_dev in times.items()
+    }
+    return out, how
+
+
+def model_summary(
+    kernels: Sequence[KernelResult], devices: Sequence[str], sources: Mapping[str, int]
+) -> dict[str, Any]:
+    """The side-by-side row of one model: selection, relative error, per-device accuracy."""
+    s = summarize(kernels, devices)
+    return {
+        "kernels": s["kernels"],
+        "best_chosen": s["best_chosen"],
+        "best_chosen_share": s["best_chosen_share"],
+        "mean_penalty": s["mean_penalty"],
+        "mean_relative_error": s["mean_relative_error"],
+        "per_device": {
+            d: {k: m[k] for k in ("kernels", "mape", "median_ratio")}
+            for d, m in s["per_device"].items()
+        },
+        "signatures": dict(sources),
+    }

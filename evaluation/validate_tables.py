@@ -1,0 +1,239 @@
+"""The human-readable tables of ``clproj validate`` and the formatting they share.
+
+The command prints a :class:`evaluation.validate.Validation` as tables (apps, per kernel,
+per device, device order, worst kernels, ``--models`` side by side); the HTML report
+(:mod:`evaluation.validate_html`) reuses the formatters and the worst-kernel rows so that
+both show the same numbers the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from clproj.console import print_table
+from evaluation.validate_scores import worst_kernels
+
+
+def fmt_time(seconds: float | None) -> str:
+    """Seconds in s, ms or us with three significant digits; ``-`` for none."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
+
+
+def pct(x: float | None) -> str:
+    """A share as a percentage; ``-`` for none or not finite."""
+    return "-" if x is None or not math.isfinite(x) else f"{x:.1%}"
+
+
+def ratio_text(x: float | None) -> str:
+    """A ratio as ``1.23x``; ``-`` for none or not finite."""
+    return "-" if x is None or not math.isfinite(x) else f"{x:.3g}x"
+
+
+def methods_text(counts: dict[str, int]) -> str:
+    """Emulation methods (or confidences) with their counts, most common first."""
+    return ", ".join(
+        f"{m} x{n}" if n > 1 else m for m, n in sorted(counts.items(), key=lambda mn: -mn[1])
+    )
+
+
+def worst_rows(val: Any, with_confidence: bool) -> list[list[str]]:
+    """The worst kernels, one row per (kernel, device): the table and the HTML report."""
+    return [
+        [
+            k.app,
+            k.kernel,
+            d,
+            fmt_time(k.measured_s[d]),
+            fmt_time(k.projected_s[d]),
+            ratio_text(k.ratio(d)),
+            k.bound.get(d, ""),
+            methods_text(k.methods),
+            *([methods_text(k.confidence)] if with_confidence else []),
+        ]
+        for k, d in worst_kernels(val.kernels)
+    ]
+
+
+def print_validation(val: Any) -> None:
+    """Every table of the human-readable output, in reading order."""
+
+    devs = val.devices
+    print_table(
+        ["app", "status", "kernels", "run s", "notes"],
+        [
+            (
+                r.app,
+                "ok" if r.ok else f"FAILED: {r.error}",
+                sum(1 for k in val.kernels if k.app == r.app),
+                round(r.wall_s, 1),
+                "; ".join(val.notes.get(r.app, [])),
+            )
+            for r in val.runs
+        ],
+        title="apps",
+    )
+    print(f"suite {val.suite}; truth {val.truth_dir}; build {val.build_dir} ({val.build})")
+    print_table(
+        [
+            "app",
+            "kernel",
+            "launches",
+            *[f"{d} ratio" for d in devs],
+            "best",
+            "picked",
+            "penalty",
+            "rel. err",
+        ],
+        [
+            (
+                k.app,
+                k.kernel,
+                k.launches_matched
+                if k.launches_matched == k.launches_truth
+                else f"{k.launches_matched}/{k.launches_truth}",
+                *[
+                    f"{ratio_text(k.ratio(d))} {k.bound.get(d, '')}" if d in k.devices else "-"
+                    for d in devs
+                ],
+                k.best_measured or "-",
+                k.best_projected or "-",
+                pct(k.penalty),
+                pct(k.relative_error),
+            )
+            for k in val.kernels
+        ],
+        title="per kernel: projected / measured total time (bound letter of the dominant shape)",
+    )
+    for d in devs:
+        print_table(
+            ["app", "kernel", "measured", "projected", "ratio", "bound"],
+            [
+                (
+                    k.app,
+                    k.kernel,
+                    fmt_time(k.measured_s[d]),
+                    fmt_time(k.projected_s[d]),
+                    ratio_text(k.ratio(d)),
+                    k.bound.get(d, ""),
+                )
+                for k in val.kernels
+                if d in k.devices
+            ],
+            title=f"{d}: {val.device_names[d]}",
+        )
+    s = val.summary()
+    print_table(
+        [
+            "device",
+            "kernels",
+            "median proj/meas",
+            "within 0.8-1.25x",
+            "within 0.5-2x",
+            "MAPE",
+            "max off-factor",
+            "worst kernel",
+        ],
+        [
+            (
+                d,
+                m["kernels"],
+                ratio_text(m["median_ratio"]),
+                f"{m['within_25']}/{m['kernels']}",
+                f"{m['within_2x']}/{m['kernels']}",
+                pct(m["mape"]),
+                ratio_text(m["max_off_factor"]),
+                m["worst_kernel"] or "-",
+            )
+            for d, m in s["per_device"].items()
+        ],
+        title="per device",
+    )
+    print(
+        f"best device chosen: {s['best_chosen']}/{s['kernels']} kernels "
+        f"({pct(s['best_chosen_share'])}); mean penalty {pct(s['mean_penalty'])} "
+        f"(max {pct(s['max_penalty'])}); mean relative error {pct(s['mean_relative_error'])} "
+        f"(median {pct(s['median_relative_error'])})"
+    )
+    print_table(
+        ["device pair", "kernels", "order agrees", "share"],
+        [
+            (
+                " vs ".join(p["devices"]) + (" (hard)" if p["hard"] else ""),
+                p["kernels"],
+                f"{p['agree']}/{p['kernels']}",
+                pct(p["share"]),
+            )
+            for p in s["pairs"]
+        ],
+        title="device order agreement (projected faster = measured faster)",
+    )
+    print_table(
+        [
+            "app",
+            "kernel",
+            "device",
+            "measured",
+            "projected",
+            "ratio",
+            "bound",
+            "emulation",
+            "confidence",
+        ],
+        worst_rows(val, with_confidence=True),
+        title="worst kernels (largest projected/measured off-factor, on their worst device)",
+    )
+    if val.models:
+        print_models(val)
+    for label, why in val.skipped_devices.items():
+        print(f"not judged: {label}: {why}")
+    for r in val.runs:
+        if not r.ok and r.output_tail:
+            print(
+                f"{r.app} failed ({r.error}); last output:\n  "
+                + r.output_tail.replace("\n", "\n  ")
+            )
+    print(f"validation took {val.wall_s:.1f} s")
+
+
+def print_models(val: Any) -> None:
+    """``--models``: one row per model over the same kernels and devices."""
+    devs = val.devices
+    rows = []
+    for name, m in val.models.items():
+        per = m["per_device"]
+        rows.append(
+            (
+                name,
+                f"{m['best_chosen']}/{m['kernels']}",
+                pct(m["mean_relative_error"]),
+                *[pct(per[d]["mape"]) if d in per else "-" for d in devs],
+                *[ratio_text(per[d]["median_ratio"]) if d in per else "-" for d in devs],
+            )
+        )
+    print_table(
+        [
+            "model",
+            "best chosen",
+            "mean rel. err",
+            *[f"{d} MAPE" for d in devs],
+            *[f"{d} median proj/meas" for d in devs],
+        ],
+        rows,
+        title="models side by side (bound: the run's projections; others: its kernel profiles "
+        "re-projected, reused launches scaled from their anchor, no launch footprint)",
+    )
+    # The re-projected models share their inputs: one line says where they came from.
+    src = next((m["signatures"] for n, m in val.models.items() if n != "bound"), None)
+    if src:
+        print(
+            f"re-projected signatures: {src.get('emulated', 0)} with their own profile, "
+            f"{src.get('scaled', 0)} scaled from an anchor, "
+            f"{src.get('no profile', 0)} without a profile (left out)"
+        )

@@ -1,0 +1,154 @@
+"""Truth files and launch shapes: what ``clproj validate`` compares projections against.
+
+A truth file (``truth/<device>.tsv``, docs/validation.md) holds the real-device times of a
+suite's kernels, one row per (app, kernel, global size, local size) *shape* with its launch
+count. This module reads them and defines the shape key that both sides are matched on; it
+is apart from the matching so that the file format and its errors have one home.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clproj.errors import ClprojError
+
+TRUTH_COLUMNS = ("app", "device", "kernel", "global", "local", "launches", "mean_ns")
+
+Dims = tuple[int, int, int]
+ShapeKey = tuple[str, Dims, Dims | None]  # (kernel, global, local or None for NULL)
+
+
+def pad_dims(values: Sequence[int] | str | None) -> Dims | None:
+    """Three-entry NDRange, padded with 1s; None for a NULL / all-zero local size.
+
+    Truth files write ``2048,2048,1`` whatever the launch's work_dim, projections a list of
+    work_dim entries: padding both to three makes ``[2048, 2048]`` and ``2048,2048,1`` equal.
+    """
+    if values is None:
+        return None
+    if isinstance(values, str):
+        text = values.strip()
+        if not text or text.upper() in ("NULL", "NONE", "-"):
+            return None
+        values = [int(v) for v in text.split(",") if v.strip()]
+    dims = [int(v) for v in values]
+    if not dims or all(v == 0 for v in dims):
+        return None
+    if len(dims) > 3:
+        raise ValueError(f"an NDRange has at most 3 dimensions, got {dims}")
+    return (*dims, *([1] * (3 - len(dims))))  # type: ignore[return-value]
+
+
+def shape_key(kernel: str, global_size: Any, local_size: Any) -> ShapeKey:
+    glob = pad_dims(global_size)
+    if glob is None:
+        raise ValueError(f"{kernel}: empty global size")
+    return (kernel, glob, pad_dims(local_size))
+
+
+def fmt_dims(dims: Dims | None) -> str:
+    return "NULL" if dims is None else ",".join(str(v) for v in dims)
+
+
+@dataclass
+class TruthRow:
+    """All launches of one shape of one kernel of one app, measured on one device."""
+
+    app: str
+    device: str  # the device name (a profile's identity.name)
+    kernel: str
+    global_size: Dims
+    local_size: Dims | None
+    launches: int
+    mean_ns: float  # per launch, so launches x mean_ns is the shape's total
+
+    @property
+    def key(self) -> ShapeKey:
+        return (self.kernel, self.global_size, self.local_size)
+
+    @property
+    def total_s(self) -> float:
+        return self.launches * self.mean_ns * 1e-9
+
+
+@dataclass
+class TruthDevice:
+    """One truth file: a device's name and its rows by app, then by shape."""
+
+    label: str  # the file's stem, e.g. h100
+    name: str
+    path: str
+    rows: dict[str, dict[ShapeKey, TruthRow]] = field(default_factory=dict)
+
+    def app_rows(self, app: str) -> dict[ShapeKey, TruthRow]:
+        return self.rows.get(app, {})
+
+
+def read_truth_file(path: str, label: str | None = None) -> TruthDevice:
+    """Parse one ``truth/<device>.tsv``; rows of a repeated shape are merged launch-weighted."""
+    label = label or os.path.splitext(os.path.basename(path))[0]
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ClprojError(
+            f"cannot read truth file {path}: {exc.strerror}", "check --truth DIR"
+        ) from None
+    reader = csv.DictReader(io.StringIO(text), delimiter="\t")
+    missing = [c for c in TRUTH_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ClprojError(
+            f"truth file {path} lacks column(s) {', '.join(missing)}",
+            f"a truth file is a TSV with the columns {', '.join(TRUTH_COLUMNS)}",
+        )
+    dev: TruthDevice | None = None
+    for lineno, rec in enumerate(reader, start=2):
+        try:
+            row = TruthRow(
+                app=rec["app"],
+                device=rec["device"],
+                kernel=rec["kernel"],
+                global_size=pad_dims(rec["global"]) or (0, 0, 0),
+                local_size=pad_dims(rec["local"]),
+                launches=int(rec["launches"]),
+                mean_ns=float(rec["mean_ns"]),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ClprojError(
+                f"{path}:{lineno}: unreadable truth row ({exc})", "fix or remove the row"
+            ) from None
+        if dev is None:
+            dev = TruthDevice(label=label, name=row.device, path=path)
+        elif row.device != dev.name:
+            raise ClprojError(
+                f"{path}:{lineno}: device {row.device!r}, but the file began with {dev.name!r}",
+                "keep one device per truth file",
+            )
+        shapes = dev.rows.setdefault(row.app, {})
+        old = shapes.get(row.key)
+        if old is not None:
+            n = old.launches + row.launches
+            old.mean_ns = (old.mean_ns * old.launches + row.mean_ns * row.launches) / max(n, 1)
+            old.launches = n
+        else:
+            shapes[row.key] = row
+    if dev is None:
+        raise ClprojError(f"truth file {path} has no rows", "measure the device first")
+    return dev
+
+
+def load_truth(truth_dir: str) -> list[TruthDevice]:
+    """Every ``*.tsv`` in ``truth_dir``, sorted by file name."""
+    if not os.path.isdir(truth_dir):
+        raise ClprojError(
+            f"truth folder {truth_dir} does not exist", "pass --truth DIR with the suite's *.tsv"
+        )
+    files = sorted(f for f in os.listdir(truth_dir) if f.endswith(".tsv"))
+    if not files:
+        raise ClprojError(f"no *.tsv truth file in {truth_dir}", "pass the suite's truth folder")
+    return [read_truth_file(os.path.join(truth_dir, f)) for f in files]
