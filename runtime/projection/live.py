@@ -38,7 +38,7 @@ def emulation_mode() -> str:
 
 # The code a cached projection depends on: after any change to the model (or an upgrade of
 # clproj) its projections are made again instead of served from the cache.
-_MODEL_FILES = ("model.py", "occupancy.py", "live.py")
+_MODEL_FILES = ("model.py", "kernel_stats.py", "latency.py", "occupancy.py", "live.py")
 _model_version: str | None = None
 
 

@@ -25,23 +25,20 @@ overhead. The largest term names the bottleneck: C, G, L or D (dependence latenc
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from runtime.projection.kernel_stats import (
+    BANK_KEYS,
+    FREE_CLASSES,
+    MEMORY_CLASSES,
+    SEGMENT_KEYS,
+    WARP_KEYS,
+    kernel_loops,
+    nearest_key,
+)
+from runtime.projection.latency import latency_time
 from runtime.projection.occupancy import Occupancy, profile_occupancy
-
-WARP_KEYS = (8, 16, 32, 64)
-SEGMENT_KEYS = (32, 64, 128)
-BANK_KEYS = (16, 32)
-
-# Classes executed by the memory pipeline: their cost is the memory terms, not compute.
-MEMORY_CLASSES = {"memory_global", "memory_local", "memory_private"}
-# IR bookkeeping that compiles to no ALU operation (phi, bitcast, vector element moves,
-# unconditional jumps, work-item id builtins: registers or constants on every device).
-# Barriers are priced only where their rate was measured (``throughput.barrier``: on
-# PoCL CPUs each one restarts the work-item loop); elsewhere they cost no issue slot.
-FREE_CLASSES = {"other"}
 
 # A GPU compute unit issues from several schedulers (4 on every NVIDIA part since Maxwell
 # and on AMD CDNA/GCN): with fewer resident warps than schedulers some issue slots stay
@@ -70,25 +67,6 @@ class Projection:
         d = asdict(self)
         d["occupancy"] = asdict(self.occupancy)
         return d
-
-
-def _nearest_key(value: int, keys: tuple[int, ...]) -> str:
-    """The contract's key closest to ``value`` (in log scale)."""
-    return str(min(keys, key=lambda k: abs(math.log2(k) - math.log2(max(1, value)))))
-
-
-# A kernel whose work-items execute at least this many conditional branches each is
-# taken to loop per work-item (a bounds check or two stays below it).
-LOOP_BRANCHES_PER_WORK_ITEM = 4.0
-
-
-def kernel_loops(total: dict[str, Any]) -> bool:
-    """Whether the work-items of a launch run loops (from the emulated branch counts)."""
-    items = total.get("work_items") or 0
-    return (
-        bool(items)
-        and total.get("branches", {}).get("total", 0) / items >= LOOP_BRANCHES_PER_WORK_ITEM
-    )
 
 
 def loop_slowdown(device: Any, cls: str) -> float:
@@ -204,7 +182,7 @@ def access_granularity(device: Any) -> int:
     except (KeyError, ValueError):
         return smallest
     measured = 4.0 * peak / sparse if sparse > 0 else smallest
-    return int(min(128, max(smallest, int(_nearest_key(int(measured), SEGMENT_KEYS)))))
+    return int(min(128, max(smallest, int(nearest_key(int(measured), SEGMENT_KEYS)))))
 
 
 def dram_bytes(moved: float, footprint: float | None, cache_bytes: float | None) -> float:
@@ -271,8 +249,8 @@ def global_time(
     hierarchy (docs/projection.md) and the global term is the slowest level.
     """
     g = total.get("global", {})
-    warp = _nearest_key(device.warp_width, WARP_KEYS)
-    seg = _nearest_key(access_granularity(device), SEGMENT_KEYS)
+    warp = nearest_key(device.warp_width, WARP_KEYS)
+    seg = nearest_key(access_granularity(device), SEGMENT_KEYS)
     tx = g.get("transactions", {})
     item_tx = g.get("item_transactions", {})
     # Per-work-item lines matter when the data is not cache-resident: a footprint within
@@ -282,7 +260,7 @@ def global_time(
     loop_form = cpu_loop_form(total, device) and bool(item_tx) and not resident
     if loop_form:
         # A line switch moves one cache line between the shared cache and the core.
-        seg = _nearest_key(line_bytes(device), SEGMENT_KEYS)
+        seg = nearest_key(line_bytes(device), SEGMENT_KEYS)
     moved = {}
     for direction in ("load", "store"):
         if loop_form:
@@ -361,7 +339,7 @@ def global_time(
         # serves one cache line (a "wavefront") per cycle: the measured local-memory peak
         # is that rate, and a warp instruction costs one wavefront per distinct line it
         # touches (32 for a fully scattered one), whatever bytes it uses.
-        line = _nearest_key(line_bytes(device), SEGMENT_KEYS)
+        line = nearest_key(line_bytes(device), SEGMENT_KEYS)
         wavefronts = sum(float(tx.get(d, {}).get(warp, {}).get(line, 0)) for d in moved)
         l1_bytes = wavefronts * int(line) if wavefronts else moved_total
         t_l1 = l1_bytes / (device.peak("local") * cu_fraction)
@@ -395,143 +373,6 @@ def gpu_write_through_bytes(total: dict[str, Any], warp: str) -> float:
     return max(0.0, store_bytes - first) + reread
 
 
-def memory_latencies(device: Any) -> tuple[float, float, str] | None:
-    """(DRAM latency, last-level-cache latency, source) of a device, in seconds.
-
-    Measured profiles carry both (``detail.latency``: dependent pointer chases,
-    ``devices/microbench/latency.py``); spec profiles take the sheet's memory latency
-    (``devices/specs.py``) for both. None when neither exists.
-    """
-    lat = device.data.get("detail", {}).get("latency") or {}
-    if lat.get("global_latency_s"):
-        glob = float(lat["global_latency_s"])
-        return glob, float(lat.get("cache_latency_s") or glob), "measured"
-    from devices.specs import spec_for
-
-    spec = spec_for(device.name) if device.kind == "GPU" else None
-    if spec is not None:
-        return spec.mem_latency_ns * 1e-9, spec.mem_latency_ns * 1e-9, "spec"
-    return None
-
-
-def l1_hit_latency(device: Any) -> float:
-    """Seconds of a load served by a GPU compute unit's own L1 (a *warm* round).
-
-    Not measured by our microbenchmarks; the spec rule of ``devices/specs.py``
-    (``LOCAL_LATENCY_CYCLES`` at the device clock) prices local memory, which is the same
-    SRAM as L1 on NVIDIA GPUs since Volta.
-    """
-    from devices.specs import LOCAL_LATENCY_CYCLES
-
-    return LOCAL_LATENCY_CYCLES / (max(1.0, float(device.clock_mhz or 1000)) * 1e6)
-
-
-def cold_latency(device: Any, footprint_bytes: float | None) -> float | None:
-    """Seconds of a load that fetches new data from a footprint of ``footprint_bytes``.
-
-    The latency microbenchmark chases pointers through two buffers
-    (``detail.latency.cache_buffer_bytes``, 1 MiB: ``cache_latency_s``;
-    ``global_buffer_bytes``, 256 MiB: ``global_latency_s``); between them the latency is
-    interpolated in log2 of the footprint (the share of accesses that miss a level of
-    cache or TLB grows with the footprint), outside them it is clamped. Without a
-    footprint, the DRAM latency; spec profiles, the sheet's memory latency.
-    """
-    lats = memory_latencies(device)
-    if lats is None:
-        return None
-    mem_lat, cache_lat, _ = lats
-    lat = device.data.get("detail", {}).get("latency") or {}
-    small, big = lat.get("cache_buffer_bytes"), lat.get("global_buffer_bytes")
-    if not footprint_bytes or not small or not big or big <= small:
-        return mem_lat
-    f = (math.log2(max(footprint_bytes, 1.0)) - math.log2(small)) / (
-        math.log2(big) - math.log2(small)
-    )
-    f = min(1.0, max(0.0, f))
-    return cache_lat + f * (mem_lat - cache_lat)
-
-
-def memory_level_parallelism(device: Any) -> float:
-    """Independent memory requests one compute unit keeps in flight (Little's law).
-
-    ``global_latency_s / departure_delay_s`` from the latency microbenchmark (Hong &
-    Kim's ``MWP`` without the bandwidth limit); 1 when not measured.
-    """
-    lat = device.data.get("detail", {}).get("latency") or {}
-    if lat.get("global_latency_s") and lat.get("departure_delay_s"):
-        return max(1.0, float(lat["global_latency_s"]) / float(lat["departure_delay_s"]))
-    return 1.0
-
-
-def latency_time(
-    total: dict[str, Any], device: Any, occ: Occupancy, footprint_bytes: float | None = None
-) -> tuple[float, dict[str, float]]:
-    """Seconds the work-items' dependence chains need, however much bandwidth is left.
-
-    The plugin counts per work-item its longest chain of global loads that each wait for
-    an earlier memory operation of the same work-item (``dependence``, docs/formats.md
-    section 2), and how many of those rounds streamed in new data (*cold*). Little's law
-    with one request in flight per chain: a round costs one memory latency, and only
-    chains of different work-items overlap.
-
-    * GPU: every resident warp of every compute unit overlaps its chain with the others,
-      so a wave of resident groups takes one chain, times the occupancy's waves. A cold
-      round costs the latency of a cold access into the launch's footprint
-      (:func:`cold_latency`); a warm read-after-write round the measured cache (L2)
-      latency, since written lines are re-read from L2; another warm round an L1 hit
-      (:func:`l1_hit_latency`).
-    * CPU (PoCL): a core runs the work-items of its groups one after another, so their
-      chains add up; only pointer-chasing rounds count (a read-after-write round is
-      forwarded from the store buffer in a few cycles, and an out-of-order core lets
-      later loads pass stores to other addresses), each at :func:`cold_latency`. The
-      pointer loads of one round are independent of each other (a CSR row's gathers):
-      they overlap up to the core's memory-level parallelism. A loop-free kernel runs
-      ``warp_width`` work-items side by side in SIMD lanes.
-    """
-    dep = total.get("dependence") or {}
-    items = float(total.get("work_items") or 0)
-    if not dep or not items:
-        return 0.0, {}
-    lats = memory_latencies(device)
-    l_cold = cold_latency(device, footprint_bytes)
-    if lats is None or l_cold is None:
-        return 0.0, {}
-    _, cache_lat, source = lats
-    # Rounds after the first: the launch floor (an empty kernel that stores one word)
-    # already contains one memory round trip per launch.
-    chain = max(0.0, float(dep.get("chain", 0)) / items - 1.0)
-    cold = min(chain, max(0.0, float(dep.get("cold_chain", 0)) / items - 1.0))
-    detail = {"chain_per_item": chain, "cold_rounds_per_item": cold, "latency_cold_s": l_cold}
-    if device.kind == "GPU":
-        # A warm read-back of a stored word comes from L2 (the L1 does not keep written
-        # lines, :func:`gpu_write_through_bytes`); other warm rounds hit the L1.
-        warm = chain - cold
-        warm_raw = min(warm, float(dep.get("raw_chain", 0)) / items)
-        l_l1 = l1_hit_latency(device)
-        per_chain = cold * l_cold + warm_raw * cache_lat + (warm - warm_raw) * l_l1
-        t = per_chain * occ.waves
-        detail |= {"latency_l1_s": l_l1, "warm_raw_rounds_per_item": warm_raw}
-        detail["chain_waves"] = float(occ.waves)
-    else:
-        pointer = float(dep.get("pointer_chain", 0)) / items
-        loads = float(dep.get("pointer_loads", 0)) / items
-        # Pointer loads per round that do not wait on each other, capped by the MLP.
-        overlap = (
-            min(memory_level_parallelism(device), max(1.0, loads / pointer)) if pointer else 1.0
-        )
-        per_chain = pointer * l_cold
-        serial = occ.waves * occ.group_size  # work-items on the busiest core
-        if not kernel_loops(total):
-            serial /= max(1, int(device.warp_width))
-        t = per_chain * serial / overlap
-        detail |= {
-            "pointer_rounds_per_item": pointer,
-            "pointer_overlap": overlap,
-            "serial_items_per_core": float(serial),
-        }
-    return t, detail | {"latency_source_measured": 1.0 if source == "measured" else 0.0}
-
-
 def local_time(
     total: dict[str, Any], device: Any, occ: Occupancy
 ) -> tuple[float, dict[str, float]]:
@@ -544,7 +385,7 @@ def local_time(
     bytes_moved = useful
     degree = 1.0
     if banks > 0:
-        bank = loc.get("bank", {}).get(_nearest_key(banks, BANK_KEYS), {})
+        bank = loc.get("bank", {}).get(nearest_key(banks, BANK_KEYS), {})
         requests, wavefronts = bank.get("requests", 0), bank.get("wavefronts", 0)
         if requests:
             degree = wavefronts / requests

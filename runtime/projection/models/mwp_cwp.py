@@ -39,15 +39,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runtime.projection.model import (
-    MEMORY_CLASSES,
-    SEGMENT_KEYS,
-    WARP_KEYS,
-    _nearest_key,
-    compute_time,
-    device_launch_time,
-    dram_bytes,
-)
+from runtime.projection.kernel_stats import MEMORY_CLASSES, SEGMENT_KEYS, WARP_KEYS, nearest_key
+from runtime.projection.model import compute_time, device_launch_time, dram_bytes
 from runtime.projection.models.base import ModelPrediction
 from runtime.projection.occupancy import profile_occupancy
 
@@ -139,7 +132,7 @@ class MwpCwpModel:
         warp = max(1, int(device.warp_width))
         cus = max(1, int(device.compute_units))
         items = max(1, int(total.get("work_items") or launch.get("work_items") or 1))
-        wkey = _nearest_key(warp, WARP_KEYS)
+        wkey = nearest_key(warp, WARP_KEYS)
         # Sum of paths: a diverged warp issues both sides of the branch.
         br = total.get("branches", {})
         warp_branches = float(br.get("warp_level", {}).get(wkey, 0) or 0)
@@ -160,12 +153,12 @@ class MwpCwpModel:
         if local_accesses:
             degree = 1.0
             if device.local_banks:
-                bank = loc.get("bank", {}).get(_nearest_key(device.local_banks, (16, 32)), {})
+                bank = loc.get("bank", {}).get(nearest_key(device.local_banks, (16, 32)), {})
                 if bank.get("requests"):
                     degree = bank["wavefronts"] / bank["requests"]
             comp_s += local_accesses / items * degree * warp * cus / device.throughput("int_add")
         # Coalescing: transactions per warp-level memory instruction.
-        seg = int(_nearest_key(max(device.segment_bytes or [64]), SEGMENT_KEYS))
+        seg = int(nearest_key(max(device.segment_bytes or [64]), SEGMENT_KEYS))
         tx = g.get("transactions", {})
         n_tx = sum(float(tx.get(d, {}).get(wkey, {}).get(str(seg), 0) or 0) for d in tx)
         if not n_tx and accesses:

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.projection.model import (
+from runtime.projection.kernel_stats import (
     FREE_CLASSES,
     MEMORY_CLASSES,
     SEGMENT_KEYS,
     WARP_KEYS,
-    _nearest_key,
-    local_time,
+    nearest_key,
 )
+from runtime.projection.model import local_time
 from runtime.projection.models.base import ModelPrediction
 from runtime.projection.occupancy import profile_occupancy
 
@@ -49,8 +49,8 @@ def paper_compute(total: dict[str, Any], device: Any, active_fraction: float) ->
 def paper_global(total: dict[str, Any], device: Any, x: float, active_fraction: float) -> float:
     """Seconds of global traffic: coalesced transactions at the smallest segment size."""
     g = total.get("global", {})
-    warp = _nearest_key(device.warp_width, WARP_KEYS)
-    seg = _nearest_key(min(device.segment_bytes or [64]), SEGMENT_KEYS)
+    warp = nearest_key(device.warp_width, WARP_KEYS)
+    seg = nearest_key(min(device.segment_bytes or [64]), SEGMENT_KEYS)
     tx = g.get("transactions", {})
     frac = max(active_fraction, 1e-9)
     t = 0.0
