@@ -90,10 +90,10 @@ def test_native_parts_are_built_and_load():
 
 def test_docs_settings_is_generated_from_the_table():
     """docs/settings.md is `python -m clproj.settings`: edit the table, then regenerate."""
-    from clproj import settings
+    from clproj import settings_render
 
     with open(os.path.join(REPO_ROOT, "docs", "settings.md"), encoding="utf-8") as fh:
-        assert fh.read() == settings.markdown()
+        assert fh.read() == settings_render.markdown()
 
 
 def test_settings_precedence_config_file_then_environment(tmp_path, monkeypatch):
@@ -113,6 +113,7 @@ def test_settings_precedence_config_file_then_environment(tmp_path, monkeypatch)
     with pytest.raises(ClprojError, match="CLPROJ_FOREIGN_MACHINE='maybe'"):
         settings.get("CLPROJ_FOREIGN_MACHINE")
     conf.write_text("cold_profile = [")
+    settings.reload()  # the config file is read once per process
     monkeypatch.delenv("CLPROJ_COLD_PROFILE")
     with pytest.raises(ClprojError, match="config file"):
         settings.get("CLPROJ_COLD_PROFILE")
