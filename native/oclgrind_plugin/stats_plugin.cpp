@@ -1,5 +1,6 @@
 #include "stats_plugin.h"
 #include "store_ranges.h"
+#include "../clproj_settings.h"
 
 #include <algorithm>
 #include <chrono>
@@ -197,15 +198,11 @@ std::string Stats::json() const {
 }
 
 StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(context) {
-  const char *out = std::getenv("CLPROJ_STATS_OUT");
-  if (out != nullptr) output_path_ = out;
-  const char *stop = std::getenv("CLPROJ_STATS_STOP_AFTER_GROUPS");
-  if (stop != nullptr) stop_after_groups_ = std::strtoull(stop, nullptr, 10);
-  if (const char *v = std::getenv("CLPROJ_STATS_MAX_WORK_ITEMS"))
-    max_work_items_ = std::strtoull(v, nullptr, 10);
-  if (const char *v = std::getenv("CLPROJ_STATS_MAX_INSTRUCTIONS"))
-    max_instructions_ = std::strtoull(v, nullptr, 10);
-  if (const char *v = std::getenv("CLPROJ_STATS_BUDGET_S")) budget_s_ = std::strtod(v, nullptr);
+  output_path_ = clproj_setting_stats_out();
+  stop_after_groups_ = static_cast<uint64_t>(clproj_setting_stats_stop_after_groups());
+  max_work_items_ = static_cast<uint64_t>(clproj_setting_stats_max_work_items());
+  max_instructions_ = static_cast<uint64_t>(clproj_setting_stats_max_instructions());
+  budget_s_ = clproj_setting_stats_budget_s();
 }
 
 WorkerState &StatsPlugin::state() { return t_state; }

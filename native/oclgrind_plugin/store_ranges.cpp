@@ -1,4 +1,5 @@
 #include "store_ranges.h"
+#include "../clproj_settings.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -25,10 +26,7 @@ struct Range {
   uint64_t lo = UINT64_MAX, hi = 0, store_bytes = 0, load_bytes = 0, atomics = 0;
 };
 
-const bool g_enabled = [] {
-  const char *v = std::getenv("CLPROJ_STORE_RANGES");
-  return v != nullptr && v[0] == '1';
-}();
+const bool g_enabled = clproj_setting_store_ranges() != 0;
 
 // Written in kernelBegin (before any group runs), only read while groups run.
 std::map<size_t, int> g_buffer_arg;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "../clproj_settings.h"
 
 shim_config clproj_cfg;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -390,34 +391,26 @@ static char **split_list(const char *s) {
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void init_once(void) {
-    const char *v;
+    const char *which = clproj_setting_record_which(), *timing = clproj_setting_timing();
     memset(&clproj_cfg, 0, sizeof clproj_cfg);
-    v = getenv("CLPROJ_MODE");
-    snprintf(clproj_cfg.mode, sizeof clproj_cfg.mode, "%s", v && *v ? v : "observe");
-    v = getenv("CLPROJ_RECORD_DIR");
-    clproj_cfg.recording = (v && *v) || strcmp(clproj_cfg.mode, "project") == 0;
-    v = getenv("CLPROJ_RECORD_WHICH");
-    clproj_cfg.which_all = v && strcmp(v, "all") == 0;
-    if (v && strcmp(v, "none") == 0) clproj_cfg.recording = 0;
-    clproj_cfg.kernel_filter = split_list(getenv("CLPROJ_RECORD_KERNELS"));
+    snprintf(clproj_cfg.mode, sizeof clproj_cfg.mode, "%s", clproj_setting_mode());
+    clproj_cfg.recording = clproj_setting_record_dir()[0] || strcmp(clproj_cfg.mode, "project") == 0;
+    clproj_cfg.which_all = strcmp(which, "all") == 0;
+    if (strcmp(which, "none") == 0) clproj_cfg.recording = 0;
+    clproj_cfg.kernel_filter = split_list(clproj_setting_record_kernels());
     /* Kernel arguments are read only when a launch is recorded: plain observe mode does
      * not track clSetKernelArg at all (it is the hottest call of launch-heavy apps). */
     clproj_cfg.track_args = clproj_cfg.recording;
     /* Python runs only for recording and route mode: only they load libpython. */
     if (clproj_cfg.recording || strcmp(clproj_cfg.mode, "observe") != 0) clproj_python_load();
-    v = getenv("CLPROJ_VERIFY");
-    clproj_cfg.verify = v && strcmp(v, "1") == 0;
-    v = getenv("CLPROJ_TIMING");
-    clproj_cfg.timing = !(v && strcmp(v, "0") == 0);
-    clproj_cfg.timing_all = v && strcmp(v, "all") == 0;
-    v = getenv("CLPROJ_TIMING_FIRST");
-    clproj_cfg.timing_first = v && *v ? strtoull(v, NULL, 10) : 100;
-    v = getenv("CLPROJ_TIMING_EVERY");
-    clproj_cfg.timing_every = v && *v ? strtoull(v, NULL, 10) : 128;
+    clproj_cfg.verify = clproj_setting_verify();
+    clproj_cfg.timing = strcmp(timing, "0") != 0;
+    clproj_cfg.timing_all = strcmp(timing, "all") == 0;
+    clproj_cfg.timing_first = (uint64_t)clproj_setting_timing_first();
+    clproj_cfg.timing_every = (uint64_t)clproj_setting_timing_every();
     if (clproj_cfg.timing_every == 0 || clproj_cfg.timing_all) clproj_cfg.timing_every = 1;
     clproj_cfg.sample_below = UINT64_MAX / clproj_cfg.timing_every;
-    v = getenv("CLPROJ_DISABLE");
-    clproj_cfg.disabled = v && strcmp(v, "1") == 0;
+    clproj_cfg.disabled = clproj_setting_disable();
     clproj_programs = pm_new();
     clproj_kernels = pm_new();
     clproj_kernels->bumps_gen = 1;
@@ -438,11 +431,10 @@ static void free_kern(void *k) { kern_free(k); }
 /* stderr table, or a TSV for `clproj run`: kernel, device, launches, timed launches,
  * estimated total ns (all launches), measured ns (timed launches only). */
 static void write_summary(void) {
-    const char *path = getenv("CLPROJ_SUMMARY_FILE");
-    const char *quiet = getenv("CLPROJ_SUMMARY");
+    const char *path = clproj_setting_summary_file();
     FILE *f = NULL;
-    if (path && *path) f = fopen(path, "w");
-    else if (!(quiet && strcmp(quiet, "0") == 0)) f = stderr;
+    if (*path) f = fopen(path, "w");
+    else if (clproj_setting_summary()) f = stderr;
     if (!f) return;
     int sampled = 0;
     if (f == stderr) fprintf(f, "clproj: %-32s %10s %10s %14s %12s  %s\n", "kernel", "launches",
