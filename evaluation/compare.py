@@ -73,11 +73,3 @@ def rows(doc: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
             )
         )
     return header, out
-
-
-def markdown(doc: dict[str, Any]) -> str:
-    """The comparison table as Markdown (for docs/models.md and the README)."""
-    header, body = rows(doc)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in body]
-    return "\n".join(lines)

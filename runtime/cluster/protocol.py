@@ -409,13 +409,6 @@ def decode(frames: Sequence[Any]) -> tuple[dict[str, Any], list[Any]]:
     return header, data
 
 
-def frame_len(f: Any) -> int:
-    """Length of a data frame (bytes, memoryview or zmq.Frame)."""
-    if hasattr(f, "buffer"):
-        return len(f.buffer)
-    return memoryview(f).nbytes
-
-
 def secure_socket_options(sock: Any) -> None:
     """Transport-level limits applied to every socket: oversize messages are dropped by
     libzmq before they are buffered, and lingering on close never blocks a shutdown."""
