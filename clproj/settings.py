@@ -606,11 +606,32 @@ def get(name: str) -> Any:
     return value
 
 
+def from_config_file() -> dict[str, str]:
+    """The settings the config file gives, as environment text (``{name: text}``).
+
+    ``clproj run`` puts those the environment does not set into the app's environment:
+    the shim and the Oclgrind plugin (C, C++) read only the environment."""
+    out = {}
+    for short, raw in _config_file(config_path()).items():
+        name = "CLPROJ_" + short.upper()
+        if name in _BY_NAME and name != "CLPROJ_CONFIG":
+            _parse(_BY_NAME[name], raw, "config file")
+            out[name] = _text(raw)
+    return out
+
+
 def check_all() -> None:
     """Read every setting once, so a bad value fails the command at its start with one
-    line naming it, not later inside an application or a server it started."""
+    line naming it, not later inside an application or a server it started; a key of the
+    config file that is no setting is an error too (a typo would be silently ignored)."""
     for s in TABLE:
         get(s.name)
+    for short in _config_file(config_path()):
+        if "CLPROJ_" + short.upper() not in _BY_NAME:
+            raise ClprojError(
+                f"the config file {config_path()} has an unknown key {short!r}",
+                "see docs/settings.md for the settings (names without CLPROJ_, lower case)",
+            )
 
 
 if __name__ == "__main__":
