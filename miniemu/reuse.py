@@ -5,10 +5,11 @@ pivot index that changes every launch: every launch has its own signature, but t
 of one work-item hardly changes. :class:`ReuseCache` emulates a few launches of each
 launch *family* (its *anchors*) and answers the others by explicit scaling:
 
-* **Family** = program hash + kernel + work_dim + local size. A NULL local size is one
-  family whatever the global size (the emulator picks the local size from the global size,
-  so such a family's per-work-item work may move with the size: the size rule below
-  re-emulates whenever the NDRange left the range the anchors cover).
+* **Family** = :func:`intercept.identity.reuse_family`: program hash + kernel + work_dim
+  + local size. A NULL local size is one family whatever the global size (the emulator
+  picks the local size from the global size, so such a family's per-work-item work may
+  move with the size: the size rule below re-emulates whenever the NDRange left the
+  range the anchors cover).
 * **Entry** = the values of the integer arguments read by any loop trip count of the
   kernel (ScalarEvolution, ``emulation.loops`` of the family's first profile). Until that
   profile exists the family is one entry; when it arrives its anchors are re-keyed. Other
@@ -59,6 +60,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from intercept.identity import reuse_family
 from miniemu.bounded import _flatten, _rebuild, relative_error, scalar_args, scev_args
 from miniemu.profile import KernelProfile, scale_stats
 
@@ -90,12 +92,6 @@ class _Family:
     relevant: tuple[int, ...] | None = None  # None until the first profile says
     entries: dict[tuple, _Entry] = field(default_factory=dict)
     emulations: int = 0  # decided or done, drift checks included
-
-
-def family_key(record: LaunchRecord) -> tuple:
-    """Launches that can share per-work-item profiles (see the module docstring)."""
-    local = tuple(record.local_size) if record.local_size else None
-    return (record.program_hash, record.kernel, record.work_dim, local)
 
 
 def relevant_arguments(profile: KernelProfile) -> tuple[int, ...]:
@@ -326,7 +322,7 @@ class ReuseCache:
         return tuple(values.get(i) for i in fam.relevant or ())
 
     def _entry(self, record: LaunchRecord) -> tuple[_Family, _Entry, dict[int, Any]]:
-        fam = self._families.setdefault(family_key(record), _Family())
+        fam = self._families.setdefault(reuse_family(record), _Family())
         values = self._all_values(record)
         return fam, fam.entries.setdefault(self._key(fam, values), _Entry()), values
 
@@ -394,7 +390,7 @@ class ReuseCache:
         return "reuse", entry
 
     def _pending_anchor(self, record: LaunchRecord) -> tuple[_Family, _Entry, _Anchor] | None:
-        fam = self._families.get(family_key(record))
+        fam = self._families.get(reuse_family(record))
         if fam is None:
             return None
         for entry in fam.entries.values():
@@ -532,7 +528,7 @@ class ReuseCache:
         """
         size = _work_items(record)
         with self._lock:
-            fam = self._families.get(family_key(record))
+            fam = self._families.get(reuse_family(record))
             if fam is None:
                 return None
             self.counts["launches"] += 1

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "identity.h"
 
 #define PASS (clproj_in_shim || clproj_cfg.disabled)
 
@@ -30,17 +31,14 @@ static int name_selected(const char *name) {
     return 0;
 }
 
-/* Signature of a launch: program hash + kernel + NDRange shape + scalar arguments. */
+/* Signature of a launch: intercept.identity.signature_stream (program, kernel, NDRange,
+ * by-value arguments in argument order), hashed by identity.c. */
 static uint64_t launch_signature(kern_info *ki, cl_uint dim, const size_t *gsz, const size_t *lsz) {
-    uint64_t h = ki->prog ? ki->prog->hash : 0;
-    h = fnv(h, ki->name, strlen(ki->name));
-    h = fnv(h, &dim, sizeof dim);
-    h = fnv(h, gsz, dim * sizeof *gsz);
-    if (lsz) h = fnv(h, lsz, dim * sizeof *lsz);
-    else h = fnv(h, "null", 4);
+    uint64_t h = clproj_launch_key_head(ki->prog ? ki->prog->hash : 0, ki->name, dim, gsz, lsz);
     for (cl_uint i = 0; i < ki->nargs; i++)
-        if (ki->args[i].kind == CLPROJ_ARG_SCALAR) h = fnv(h, ki->args[i].data, ki->args[i].size);
-    return h | 1;
+        if (ki->args[i].kind == CLPROJ_ARG_SCALAR)
+            h = clproj_launch_key_scalar(h, ki->args[i].data, ki->args[i].size);
+    return clproj_launch_key_end(h);
 }
 
 /* Snapshot of everything Python needs (under the lock; Python runs without it). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "identity.h"
 
 #define PASS (clproj_in_shim || clproj_cfg.disabled)
 
@@ -144,13 +145,12 @@ CL_API_ENTRY cl_int CL_API_CALL clFinish(cl_command_queue q) {
 }
 
 /* ---------------- programs ---------------- */
-/* The program part of launch signatures: source and build options, like Python's
- * intercept.record.program_hash (two builds of one source with different -D options are
- * different programs, and each must get its own first-launch record). */
+/* The program part of launch signatures: intercept.identity.program_stream (source, build
+ * options; two builds of one source with different -D options are different programs, and
+ * each must get its own first-launch record), hashed by identity.c. The IL or binary bytes
+ * are part of the stream too, but prog_info does not keep them yet (see identity.h). */
 static uint64_t prog_hash(const char *source, const char *options) {
-    uint64_t h = fnv(0xcbf29ce484222325ULL, source ? source : "", source ? strlen(source) : 0);
-    h = fnv(h, "", 1); /* the separator: "ab"+"c" and "a"+"bc" differ */
-    return fnv(h, options ? options : "", options ? strlen(options) : 0);
+    return clproj_program_key(source, options, NULL, 0);
 }
 
 static prog_info *new_prog(char *source, const char *binary_kind, const char *reason) {

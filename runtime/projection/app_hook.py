@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any
 
+from clproj import settings
+
 _queue: queue.Queue[Any] = queue.Queue()
 _worker: threading.Thread | None = None
 _lock = threading.Lock()
@@ -38,7 +40,6 @@ _emulation_mode: str | None = None
 # values or sizes of a kernel already emulated) get a fresh projection posted. Each costs
 # the app's interpreter about a millisecond; a factorisation brings a new signature with
 # every launch, and its projected ranking moves far slower than that.
-ROUTE_REPROJECT_S = float(os.environ.get("CLPROJ_ROUTE_REPROJECT_S", "0.05"))
 _reprojected: dict[Any, float] = {}
 
 
@@ -63,7 +64,7 @@ def _local_devices() -> list[Any]:
     if _devices is None:
         from runtime.projection import device_set
 
-        spec = os.environ.get("CLPROJ_DEVICES", "local")
+        spec = settings.get("CLPROJ_DEVICES")
         if spec == "cluster":
             _devices = _cluster_devices()
         else:
@@ -117,7 +118,7 @@ def admit(record: Any) -> bool:
         return True
     # Scaling and projecting is cheap but not free: it is done after the app exits
     # (runtime.projection.live.complete_run), from these lines, so the app never waits.
-    out = os.environ.get("CLPROJ_DEFERRED_FILE")
+    out = settings.get("CLPROJ_DEFERRED_FILE")
     if out:
         line = json.dumps(_metadata_line(record)) + "\n"
         with _lock:
@@ -135,20 +136,21 @@ def route_admit(record: Any) -> bool:
     """Route mode's :func:`admit`: must the first launch of this signature be snapshotted?
 
     Only the launches the reuse cache will emulate are (``True``): the others carry their
-    metadata only, and at most one per family every ROUTE_REPROJECT_S is projected from
+    metadata only, and at most one per family every ``CLPROJ_ROUTE_REPROJECT_S`` is projected from
     the cache's anchors and posted to the broker. Why: before, route mode snapshotted
     (read back every buffer of) and projected every new signature, ~1.4 ms per launch for
     a kernel whose scalar argument changes every launch (tests/test_route.py measures it).
     """
     from intercept.hooks import exiting
-    from miniemu.reuse import default_cache, family_key
+    from intercept.identity import reuse_family
+    from miniemu.reuse import default_cache
 
     if default_cache(_mode()).plan(record) == "record":
         return True
-    fam = family_key(record)
+    fam = reuse_family(record)
     now = time.monotonic()
     with _lock:
-        if now - _reprojected.get(fam, -1e9) < ROUTE_REPROJECT_S:
+        if now - _reprojected.get(fam, -1e9) < settings.get("CLPROJ_ROUTE_REPROJECT_S"):
             return False
         if len(_reprojected) >= 10_000:
             _reprojected.clear()
@@ -189,8 +191,8 @@ def _free_core() -> bool:
     shorten the post-run completion. ``CLPROJ_INAPP_EMULATION=0`` never emulates in the
     app, ``1`` always does.
     """
-    forced = os.environ.get("CLPROJ_INAPP_EMULATION")
-    if forced in ("0", "1"):
+    forced = settings.get("CLPROJ_INAPP_EMULATION")
+    if forced != "auto":
         return forced == "1"
     from clproj.load import idle_cores
 
@@ -205,7 +207,7 @@ def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
     interpreter lock for a while, waits for ``complete_run`` after exit."""
     from runtime.projection.live import FORMAT, VERSION, project_record
 
-    if os.environ.get("CLPROJ_MODE") == "route":
+    if settings.get("CLPROJ_MODE") == "route":
         if reused:
             from miniemu.reuse import default_cache
 
@@ -231,7 +233,7 @@ def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
 def _work() -> None:
     from clproj.errors import ClprojError
 
-    out = os.environ.get("CLPROJ_PROJECTION_FILE")
+    out = settings.get("CLPROJ_PROJECTION_FILE")
     while True:
         record = _queue.get()
         reused = isinstance(record, _Reused)
@@ -264,7 +266,7 @@ def _work() -> None:
 
 def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
     """In route mode, hand the projection to the broker so later launches can migrate."""
-    if os.environ.get("CLPROJ_MODE") != "route" or not doc.get("projections"):
+    if settings.get("CLPROJ_MODE") != "route" or not doc.get("projections"):
         return
     from intercept.route import platform as route_runtime
 
@@ -279,7 +281,7 @@ def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
     """Route mode with --split: hand the record and its kernel profile to the split
     decision (runtime.partition.route_policy), which runs on its own thread: its emulations must
     not delay the projections that place the other kernels."""
-    if os.environ.get("CLPROJ_MODE") != "route" or os.environ.get("CLPROJ_SPLIT") != "1":
+    if settings.get("CLPROJ_MODE") != "route" or not settings.get("CLPROJ_SPLIT"):
         return
     from intercept.route import platform as route_runtime
 
@@ -292,7 +294,7 @@ def _start_worker() -> None:
     global _worker
     with _lock:
         if _worker is None:
-            if os.environ.get("CLPROJ_MODE") == "project":
+            if settings.get("CLPROJ_MODE") == "project":
                 # Inside the app the emulator runs at the lowest priority: on a machine
                 # with no idle core it waits for the app, and complete_run finishes it.
                 os.environ["CLPROJ_EMULATION_NICE"] = "19"

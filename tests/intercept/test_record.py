@@ -11,6 +11,8 @@ import pytest
 
 from clproj.errors import ClprojError
 from intercept import record as R
+from intercept.blobs import BlobStore
+from intercept.record_writer import RecordWriter
 
 SRC = "__kernel void axpy(float a, __global const float *x, __global float *y) { int i = get_global_id(0); y[i] = a * x[i] + y[i]; }"
 
@@ -63,7 +65,7 @@ def test_content_addressing(tmp_path):
     blobs = os.listdir(tmp_path / "blobs")
     assert len(blobs) == 2  # x and y, shared by both records
     assert len(R.list_records(str(tmp_path))) == 2
-    store = R.BlobStore(str(tmp_path))
+    store = BlobStore(str(tmp_path))
     assert store.put(b"abc") == store.put(b"abc") and store.get(R.sha256(b"abc")) == b"abc"
 
 
@@ -104,7 +106,7 @@ def test_background_writer_hashes_and_writes_before_hooks(tmp_path):
     """Snapshots attached with add_blob are hashed and written on the writer thread; the
     hook sees a complete record file; a queue over its memory cap still writes all."""
     seen: list[tuple[str, bool]] = []
-    writer = R.RecordWriter(max_bytes=300)  # smaller than two records: submit must wait
+    writer = RecordWriter(max_bytes=300)  # smaller than two records: submit must wait
     recs = []
     for i in range(4):
         rec = _rec()

@@ -1,0 +1,100 @@
+"""Content-addressed blob store of launch records: ``DIR/blobs/<sha256>`` (docs/formats.md §1).
+
+Why a module of its own: buffer snapshots are the bulk of a record directory and are
+shared between records (the same matrix passed to a thousand launches is stored once);
+how they are named, written atomically and checked when read back (a blob name becomes
+a file name, so it must be a content hash and nothing else) is one job, apart from the
+record format that refers to them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+
+from clproj.errors import ClprojError
+from clproj.untrusted import read_regular_file
+
+BLOBS_SUBDIR = "blobs"
+MAX_SIZE_T = 2**64 - 1  # sizes and NDRange entries are size_t: no blob is larger
+# A blob reference is the sha256 of the content, as BlobStore names its files, and
+# nothing else: it becomes a file name, so it can never be a path.
+BLOB_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def sha256(data: bytes) -> str:
+    """The name of a blob: sha256 (hex) of its content."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_blob_key(value: object) -> bool:
+    """True for a content hash as the blob store names its files (64 lowercase hex)."""
+    return isinstance(value, str) and BLOB_KEY.fullmatch(value) is not None
+
+
+class BlobStore:
+    """Content-addressed store ``DIR/blobs/<sha256>``: identical data is written once."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, BLOBS_SUBDIR)
+
+    def put(self, data: bytes, sha: str | None = None) -> str:
+        """Store ``data``; ``sha`` (its sha256, when the caller has it) spares a second
+        pass over a multi-MiB snapshot."""
+        sha = sha or sha256(data)
+        if not is_blob_key(sha):  # the name becomes a path: a hash, never anything else
+            raise ClprojError(f"blob key {str(sha)[:80]!r} is not a content hash")
+        target = os.path.join(self.path, sha)
+        if os.path.exists(target):
+            return sha
+        os.makedirs(self.path, exist_ok=True)
+        # Write to a temporary file then rename: concurrent writers (threads of the
+        # recorded app) never expose a half-written blob under its final name.
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return sha
+
+    def get(self, sha: str, size: int | None = None) -> bytes:
+        """The blob named ``sha``, checked: a content hash (never a path), a regular
+        file, ``size`` bytes when the record declares a size, and content hashing to
+        ``sha``. At most ``size`` bytes are read, whatever the file is."""
+        if not is_blob_key(sha):
+            raise ClprojError(
+                f"blob reference {str(sha)[:80]!r} is not a content hash (64 lowercase hex digits)",
+                "record the launch again with `clproj run --record DIR -- ...`",
+            )
+        target = os.path.join(self.path, sha)
+        if not os.path.lexists(target):
+            raise ClprojError(
+                f"blob {sha} is missing from {self.path}",
+                "copy the record directory together with its blobs/ folder",
+            )
+        limit = size if size is not None else MAX_SIZE_T
+        data = read_regular_file(
+            target, "blob", limit, "copy the blobs/ folder again, or record the launch again"
+        )
+        if size is not None and len(data) != size:
+            raise ClprojError(
+                f"blob {sha} in {self.path} is corrupt: {len(data)} bytes, the record "
+                f"declares {size}",
+                "copy the blobs/ folder again, or record the launch again",
+            )
+        if sha256(data) != sha:
+            raise ClprojError(
+                f"blob {sha} in {self.path} is corrupt (content hash differs)",
+                "record the launch again",
+            )
+        return data
+
+    def has(self, sha: str) -> bool:
+        return is_blob_key(sha) and os.path.exists(os.path.join(self.path, sha))

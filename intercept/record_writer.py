@@ -1,0 +1,80 @@
+"""Background writing of launch records: a recording app does not wait for the disk.
+
+Why a module of its own: a launch-heavy app (project mode) records thousands of launches;
+the blocking read of a launch's buffers must happen at the launch, but hashing and
+writing a multi-MiB snapshot need not. The writer thread, its bounded queue and its
+drain at exit are one job, apart from the record format (intercept.record).
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+from typing import Any
+
+from intercept.record import LaunchRecord, save
+
+
+class RecordWriter:
+    """Saves records on a background thread, so a recording app does not wait for it.
+
+    The blocking read of a launch's buffers must happen at the launch, but writing a
+    multi-MiB snapshot (msgpack, blob files) need not: :meth:`submit` queues the record
+    and returns. At most ``max_bytes`` of blob data wait in the queue (a full queue makes
+    :meth:`submit` wait: memory stays bounded). ``then(record)`` runs on the writer thread
+    once the record file is complete (blobs first, then the record, renamed into place),
+    so nothing refers to a record file that is not whole. :meth:`drain` waits until the
+    queue is written (at exit, before ``clproj run`` reads the records; hooks that run
+    then see ``intercept.hooks.exiting()``).
+    """
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._bytes = 0
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._failed = False
+
+    def submit(self, record: LaunchRecord, directory: str, then: Any = None) -> None:
+        size = sum(len(b) for b in record.blobs.values())
+        with self._cond:
+            while self._bytes and self._bytes + size > self.max_bytes:
+                self._cond.wait()
+            self._queue.append((record, directory, then, size))
+            self._bytes += size
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="clproj-record-writer", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                record, directory, then, size = self._queue.popleft()
+                self._busy = True
+            try:
+                save(record, directory)
+                if then is not None:
+                    then(record)
+            except Exception as exc:  # log once; the app must go on
+                if not self._failed:
+                    self._failed = True
+                    print(f"clproj: writing record {record.id} failed: {exc!r}", file=sys.stderr)
+            finally:
+                record.blobs.clear()  # written: the snapshot's memory is not needed here
+                with self._cond:
+                    self._bytes -= size
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted record is written; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
