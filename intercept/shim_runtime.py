@@ -20,15 +20,21 @@ import tempfile
 import threading
 import time
 
+from clproj import cl_names as cl
+from clproj import settings
+
 _reported: set[str] = set()
 _lock = threading.Lock()
 _pending: dict[int, object] = {}
 _handles = itertools.count(1)
 
-# OpenCL constants (no OpenCL headers in Python)
-CL_DEVICE_TYPE_NAMES = {1: "DEFAULT", 2: "CPU", 4: "GPU", 8: "ACCELERATOR", 16: "CUSTOM"}
-CL_DEVICE_NAME, CL_DEVICE_VENDOR, CL_DRIVER_VERSION = 0x102B, 0x102C, 0x102D
-CL_MEM_READ_ONLY = 1 << 2
+CL_DEVICE_TYPE_NAMES = {
+    cl.CL_DEVICE_TYPE_DEFAULT: "DEFAULT",
+    cl.CL_DEVICE_TYPE_CPU: "CPU",
+    cl.CL_DEVICE_TYPE_GPU: "GPU",
+    cl.CL_DEVICE_TYPE_ACCELERATOR: "ACCELERATOR",
+    cl.CL_DEVICE_TYPE_CUSTOM: "CUSTOM",
+}
 KINDS = {0: "scalar", 1: "buffer", 2: "local", 3: "null", 4: "unsupported"}
 
 
@@ -39,7 +45,7 @@ def _log_once(key: str, message: str) -> None:
 
 
 def record_dir() -> str:
-    d = os.environ.get("CLPROJ_RECORD_DIR")
+    d = settings.get("CLPROJ_RECORD_DIR")
     if not d:
         d = os.path.join(tempfile.gettempdir(), f"clproj-records-{os.getpid()}")
         os.environ["CLPROJ_RECORD_DIR"] = d
@@ -52,9 +58,9 @@ def _device_info(ffi, lib, device) -> dict:
     buf = ffi.new("char[]", 512)
     out = {}
     for key, param in (
-        ("name", CL_DEVICE_NAME),
-        ("vendor", CL_DEVICE_VENDOR),
-        ("driver", CL_DRIVER_VERSION),
+        ("name", cl.CL_DEVICE_NAME),
+        ("vendor", cl.CL_DEVICE_VENDOR),
+        ("driver", cl.CL_DRIVER_VERSION),
     ):
         lib.clproj_device_str(device, param, buf, 512)
         out[key] = ffi.string(buf).decode(errors="replace").strip()
@@ -126,10 +132,10 @@ def pre_launch(ffi, lib, L):
     """Build the record and snapshot every buffer argument before the launch runs."""
     from intercept.record import new_id
 
-    if os.environ.get("CLPROJ_FAULT") == "launch":
+    if settings.get("CLPROJ_FAULT") == "launch":
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
     rec = _metadata(ffi, L)
-    if os.environ.get("CLPROJ_MODE") == "project" and rec.emulatable:
+    if settings.get("CLPROJ_MODE") == "project" and rec.emulatable:
         from runtime.projection.app_hook import admit
 
         if not admit(rec):
@@ -180,7 +186,7 @@ def install(ffi, lib) -> None:
 
     @ffi.def_extern(onerror=start_failed)
     def clproj_py_start():
-        if os.environ.get("CLPROJ_FAULT") == "start":
+        if settings.get("CLPROJ_FAULT") == "start":
             raise RuntimeError("injected fault (CLPROJ_FAULT=start)")
         import intercept.record  # noqa: F401  (fail here, once, rather than at each launch)
 

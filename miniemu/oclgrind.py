@@ -124,7 +124,7 @@ class OclgrindBackend:
                 # Inside an application (project mode) the emulator must not take the
                 # cores from the app it watches: CLPROJ_EMULATION_NICE lowers its priority.
                 preexec_fn=_nicer(settings.get("CLPROJ_EMULATION_NICE"))
-                if os.environ.get("CLPROJ_EMULATION_NICE")
+                if settings.is_set("CLPROJ_EMULATION_NICE")
                 else None,
             )
             try:

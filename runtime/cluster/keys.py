@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clproj import settings
 from clproj.errors import ClprojError
 
 
 def default_dir() -> Path:
-    return Path(os.environ.get("CLPROJ_KEYS") or Path.home() / ".config" / "clproj" / "keys")
+    return Path(settings.get("CLPROJ_KEYS"))
 
 
 def generate(directory: Path, force: bool = False) -> dict[str, str]:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import queue
 import socket
 import sys
@@ -49,6 +48,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from clproj import settings
 
 if TYPE_CHECKING:
     from runtime.partition.safety import WrittenArg
@@ -59,15 +60,9 @@ CHECK_SPLIT = 3  # split launches timed before the verdict
 CHECK_WHOLE = 2  # whole launches timed before the verdict
 KEEP_RATIO = 0.95  # the split stays only when measured at least 5% faster
 
-ENV = "CLPROJ_SPLIT"
-WAIT_ENV = "CLPROJ_SPLIT_WAIT_S"
-CHECK_ENV = "CLPROJ_SPLIT_CHECK"
-DEVICES_ENV = "CLPROJ_SPLIT_DEVICES"
-FILE_ENV = "CLPROJ_SPLIT_FILE"
-
 
 def enabled() -> bool:
-    return os.environ.get(ENV) == "1"
+    return bool(settings.get("CLPROJ_SPLIT"))
 
 
 @dataclass
@@ -126,7 +121,7 @@ def _pinned() -> list[Any]:
     from devices.profile import load_profile
 
     out = []
-    for path in filter(None, os.environ.get(DEVICES_ENV, "").split(",")):
+    for path in settings.get("CLPROJ_SPLIT_DEVICES"):
         try:
             out.append(load_profile(path))
         except Exception as exc:  # a bad file: that device falls back to its node's profile
@@ -286,9 +281,9 @@ class Splitter:
         route lock held by launches (see ``_cond``)."""
         if not enabled():
             return None
-        wait = float(os.environ.get(WAIT_ENV) or 0)
-        check = os.environ.get(CHECK_ENV, "1") != "0"
-        return cls(devices, wait, os.environ.get(FILE_ENV), lock, check)
+        wait = settings.get("CLPROJ_SPLIT_WAIT_S")
+        check = settings.get("CLPROJ_SPLIT_CHECK")
+        return cls(devices, wait, settings.get("CLPROJ_SPLIT_FILE") or None, lock, check)
 
     def consider(self, record: Any, doc: dict[str, Any] | None) -> None:
         """Queue ``record``'s key for a decision (once per key); returns at once. Called by

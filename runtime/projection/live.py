@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from clproj import paths
+from clproj import paths, settings
 from clproj.errors import ClprojError
 
 FORMAT = "clproj.launch-projection"
@@ -33,7 +33,7 @@ def emulation_mode() -> str:
     within a budget, heavy work-groups included (docs/miniemu.md); the app and
     :func:`complete_run` read the same variable, so both sides emulate alike.
     """
-    return os.environ.get("CLPROJ_EMULATION_MODE") or "bounded"
+    return str(settings.get("CLPROJ_EMULATION_MODE"))
 
 
 # The code a cached projection depends on: after any change to the model (or an upgrade of
