@@ -7,11 +7,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .stamps
-NATIVE_SOURCES := $(wildcard native/*.py native/shim/*.c native/shim/*.h native/nodelink/*.c native/nodelink/*.h native/oclgrind_plugin/*.cpp native/oclgrind_plugin/*.h) setup.py intercept/shim_runtime.py
+NATIVE_SOURCES := $(wildcard native/*.py native/*.h native/shim/*.c native/shim/*.h native/nodelink/*.c native/nodelink/*.h native/oclgrind_plugin/*.cpp native/oclgrind_plugin/*.h) setup.py intercept/shim_runtime.py
 # Two PoCL drivers (one thread vs all cores) form a genuinely heterogeneous local pair.
 export POCL_DEVICES ?= pthread basic
 
-.PHONY: setup system venv build demo test lint bench conformance clean
+.PHONY: setup system venv build demo test lint bench conformance settings clean
 
 setup: system venv build
 
@@ -61,6 +61,12 @@ bench: setup
 # (scripts/conformance.sh --help; a few minutes; CONFORMANCE_ARGS="--files test_wrapper.py").
 conformance: setup
 	scripts/conformance.sh $(CONFORMANCE_ARGS)
+
+# The settings table (clproj/settings.py) makes docs/settings.md and the C/C++ accessors of
+# native/clproj_settings.h; tests check both are current. Run after editing the table.
+settings: venv
+	$(BIN)/python -m clproj.settings > docs/settings.md
+	$(BIN)/python -m clproj.settings --c-header > native/clproj_settings.h
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so runtime/cluster/node/*.so
