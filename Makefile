@@ -64,7 +64,7 @@ conformance: setup
 
 # The settings table (clproj/settings.py) makes docs/settings.md and the C/C++ accessors of
 # native/clproj_settings.h; tests check both are current. Run after editing the table.
-settings: venv
+settings:
 	$(BIN)/python -m clproj.settings > docs/settings.md
 	$(BIN)/python -m clproj.settings --c-header > native/clproj_settings.h
 
