@@ -1,403 +1,39 @@
-"""What route mode's virtual device and its kernels report (clGetDeviceInfo,
-clGetKernelInfo / ArgInfo / WorkGroupInfo): the real answers, combined.
+"""What the virtual platform's clGet*Info calls answer: platform, device, context, queue,
+buffer, program (and build), kernel (and work-group, argument) and event (and profiling).
 
-Why: a faithful virtual platform reports what kernels built for it will actually see.
-The nodes send each real device's capabilities (``profile["cl"]``, runtime.cluster.introspect)
-and each built program's real kernels (argument count, kinds, type names, accepted sizes,
-work-group info). The virtual device stands for every device of the cluster, so its
-limits are the ones all of them accept (minimum of sizes, maximum of alignments, AND of
-feature bits) and its extensions are those all devices have *and* the virtual platform
-implements (no images, SVM, pipes, IL, sub-groups, command buffers). A feature the virtual
-device does not report is also hidden from the compiler: programs are built with a source
-prefix that undefines its macros (``__IMAGE_SUPPORT__``, the extensions' names), so a
-kernel's ``#ifdef`` sees the same device the application queried. PoCL rejects ``-U`` in
-build options, hence the prefix (with ``#line 1``, so build logs keep their line numbers).
+Why one module: every answer is a table from the OpenCL parameter (named constants of
+clproj.cl_names) to its value's bytes (intercept/route/encode.py); the device's own
+values are combined from the cluster's devices (intercept/route/device.py), the kernels'
+from the real kernels (intercept/route/kernel_meta.py). A parameter not in a table raises
+KeyError, which the dispatcher answers with CL_INVALID_VALUE (logged once).
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clproj import cl_names as C
-
-PTR = struct.calcsize("P")
-
-# the virtual platform's own query (not an OpenCL name): the cluster's devices
-CLPROJ_DEVICE_CLUSTER = 0x4001
-
-
-# ---- value encoding for clGet*Info ----------------------------------------------------
-def u32(v: int) -> bytes:
-    return struct.pack("=I", int(v) & 0xFFFFFFFF)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack("=i", v)
-
-
-def u64(v: int) -> bytes:
-    return struct.pack("=Q", int(v) & 0xFFFFFFFFFFFFFFFF)
-
-
-def size_t(*v: int) -> bytes:
-    return struct.pack("@" + "N" * len(v), *(int(x) for x in v))
-
-
-def ptrs(*v: int) -> bytes:
-    return struct.pack("@" + "P" * len(v), *v)
-
-
-def cstr(s: str) -> bytes:
-    return s.encode() + b"\0"
-
-
-# ---- kernels ------------------------------------------------------------------------------
-# kinds as runtime.cluster.introspect names them, and as route.c's RT_ARG_* numbers them
-ARG_SCALAR, ARG_POINTER, ARG_LOCAL, ARG_OTHER = "s", "p", "l", "x"
-RT_ARG = {ARG_SCALAR: 1, ARG_POINTER: 2, ARG_LOCAL: 3, ARG_OTHER: 4}
-RT_ARG_SAMPLER = 5
-RT_ARG_SIZES = 8  # route_types.h: accepted sizes per by-value argument (0-terminated)
-
-
-@dataclass(frozen=True)
-class KArg:
-    """One argument of a real kernel (runtime.cluster.introspect.kernel_meta)."""
-
-    kind: str
-    addr: int | None
-    access: int | None
-    type_name: str | None
-    type_qual: int | None
-    name: str | None
-    sizes: tuple[int, ...] | None  # by-value sizes clSetKernelArg accepts (None: any)
-
-
-@dataclass(frozen=True)
-class KMeta:
-    name: str
-    args: tuple[KArg, ...]
-    wg: dict[str, Any]
-    attrs: str
-
-    @classmethod
-    def from_wire(cls, m: dict[str, Any]) -> KMeta:
-        args = []
-        for a in m.get("args") or []:
-            kind, addr, access, tname, tqual, aname, sizes = (list(a) + [None] * 7)[:7]
-            args.append(
-                KArg(
-                    str(kind),
-                    addr,
-                    access,
-                    tname,
-                    tqual,
-                    aname,
-                    tuple(int(s) for s in sizes) if isinstance(sizes, list) else None,
-                )
-            )
-        return cls(str(m["name"]), tuple(args), dict(m.get("wg") or {}), str(m.get("attrs") or ""))
-
-    def kinds(self) -> bytes:
-        """route.c's RT_ARG_* of each argument."""
-        return bytes(
-            RT_ARG_SAMPLER if a.type_name == "sampler_t" else RT_ARG.get(a.kind, 0)
-            for a in self.args
-        )
-
-    def sizes(self) -> list[int]:
-        """RT_ARG_SIZES accepted by-value sizes per argument (all 0: any size)."""
-        out: list[int] = []
-        for a in self.args:
-            ok = list(a.sizes or ())[:RT_ARG_SIZES] if a.kind == ARG_SCALAR else []
-            out += ok + [0] * (RT_ARG_SIZES - len(ok))
-        return out
-
-
-def kernel_arg_info(a: KArg, param: int) -> bytes:
-    table = {
-        C.CL_KERNEL_ARG_ADDRESS_QUALIFIER: lambda: u32(a.addr or C.CL_KERNEL_ARG_ADDRESS_PRIVATE),
-        C.CL_KERNEL_ARG_ACCESS_QUALIFIER: lambda: u32(a.access or C.CL_KERNEL_ARG_ACCESS_NONE),
-        C.CL_KERNEL_ARG_TYPE_NAME: lambda: cstr(a.type_name or ""),
-        C.CL_KERNEL_ARG_TYPE_QUALIFIER: lambda: u64(a.type_qual or 0),
-        C.CL_KERNEL_ARG_NAME: lambda: cstr(a.name or ""),
-    }
-    if param not in table:
-        raise KeyError(param)
-    return table[param]()
-
-
-def kernel_wg_info(m: KMeta, param: int, max_wg: int) -> bytes | None:
-    """clGetKernelWorkGroupInfo from the real kernel (None: the driver did not answer).
-    The work-group size is also bounded by the virtual device's (every device's) limit."""
-    wg = m.wg
-    if param == C.CL_KERNEL_WORK_GROUP_SIZE:
-        return size_t(min(int(wg.get("WORK_GROUP_SIZE") or max_wg), max_wg))
-    if param == C.CL_KERNEL_COMPILE_WORK_GROUP_SIZE:
-        v = wg.get("COMPILE_WORK_GROUP_SIZE") or [0, 0, 0]
-        return size_t(*[*list(v), 0, 0, 0][:3])
-    if param == C.CL_KERNEL_LOCAL_MEM_SIZE:
-        return u64(wg.get("LOCAL_MEM_SIZE") or 0)
-    if param == C.CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE:
-        return size_t(wg.get("PREFERRED_WORK_GROUP_SIZE_MULTIPLE") or 1)
-    if param == C.CL_KERNEL_PRIVATE_MEM_SIZE:
-        return u64(wg.get("PRIVATE_MEM_SIZE") or 0)
-    return None
-
-
-# ---- the virtual device -------------------------------------------------------------------
-# Extensions the virtual platform implements whenever every device has them: compiler
-# features only (no host API, no image/SVM/IL/sub-group entry points behind them).
-COMPILER_EXTENSIONS = (
-    "cl_khr_byte_addressable_store",
-    "cl_khr_global_int32_base_atomics",
-    "cl_khr_global_int32_extended_atomics",
-    "cl_khr_local_int32_base_atomics",
-    "cl_khr_local_int32_extended_atomics",
-    "cl_khr_int64_base_atomics",
-    "cl_khr_int64_extended_atomics",
-    "cl_khr_fp64",
-    "cl_khr_fp16",
-    "cl_khr_select_fprounding_mode",
-    "cl_khr_extended_bit_ops",
-    "cl_khr_expect_assume",
+from intercept.route.encode import PTR, cstr, i32, ptrs, size_t, u32, u64
+from intercept.route.errors import CLError
+from intercept.route.kernel_meta import kernel_arg_info, kernel_wg_info
+from intercept.route.objects import (
+    CMD,
+    MEM_USE_HOST_PTR,
+    VContext,
+    VEvent,
+    VKernel,
+    VMem,
+    VProgram,
+    VQueue,
 )
-# OpenCL C macros of features the virtual device never has (the prefix undefines them)
-HIDDEN_MACROS = (
-    "__IMAGE_SUPPORT__",
-    "__opencl_c_images",
-    "__opencl_c_3d_image_writes",
-    "__opencl_c_read_write_images",
-    "__opencl_c_pipes",
-    "__opencl_c_device_enqueue",
-    "__opencl_c_subgroups",
-)
+from intercept.route.programs import binary
 
-# (param, cap name, how the devices' values combine, encoding)
-_COMBINED: tuple[tuple[int, str, str, str], ...] = (
-    (C.CL_DEVICE_VENDOR_ID, "vendor_id", "first", "u32"),
-    (C.CL_DEVICE_MAX_COMPUTE_UNITS, "max_compute_units", "max", "u32"),
-    (C.CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, "max_work_item_dimensions", "min", "u32"),
-    (C.CL_DEVICE_MAX_WORK_ITEM_SIZES, "max_work_item_sizes", "min", "sizes"),
-    (C.CL_DEVICE_MAX_WORK_GROUP_SIZE, "max_work_group_size", "min", "size"),
-    (C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_CHAR, "preferred_vector_width_char", "min", "u32"),
-    (C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_SHORT, "preferred_vector_width_short", "min", "u32"),
-    (C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_INT, "preferred_vector_width_int", "min", "u32"),
-    (C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_LONG, "preferred_vector_width_long", "min", "u32"),
-    (C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, "preferred_vector_width_float", "min", "u32"),
-    (C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE, "preferred_vector_width_double", "min", "u32"),
-    (C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_HALF, "preferred_vector_width_half", "min", "u32"),
-    (C.CL_DEVICE_NATIVE_VECTOR_WIDTH_CHAR, "native_vector_width_char", "min", "u32"),
-    (C.CL_DEVICE_NATIVE_VECTOR_WIDTH_SHORT, "native_vector_width_short", "min", "u32"),
-    (C.CL_DEVICE_NATIVE_VECTOR_WIDTH_INT, "native_vector_width_int", "min", "u32"),
-    (C.CL_DEVICE_NATIVE_VECTOR_WIDTH_LONG, "native_vector_width_long", "min", "u32"),
-    (C.CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, "native_vector_width_float", "min", "u32"),
-    (C.CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE, "native_vector_width_double", "min", "u32"),
-    (C.CL_DEVICE_NATIVE_VECTOR_WIDTH_HALF, "native_vector_width_half", "min", "u32"),
-    (C.CL_DEVICE_MAX_CLOCK_FREQUENCY, "max_clock_frequency", "max", "u32"),
-    (C.CL_DEVICE_ADDRESS_BITS, "address_bits", "min", "u32"),
-    (C.CL_DEVICE_MAX_MEM_ALLOC_SIZE, "max_mem_alloc_size", "min", "u64"),
-    (C.CL_DEVICE_MAX_PARAMETER_SIZE, "max_parameter_size", "min", "size"),
-    (C.CL_DEVICE_MEM_BASE_ADDR_ALIGN, "mem_base_addr_align", "max", "u32"),
-    (C.CL_DEVICE_MIN_DATA_TYPE_ALIGN_SIZE, "min_data_type_align_size", "max", "u32"),
-    (C.CL_DEVICE_SINGLE_FP_CONFIG, "single_fp_config", "and", "u64"),
-    (C.CL_DEVICE_DOUBLE_FP_CONFIG, "double_fp_config", "and", "u64"),
-    (C.CL_DEVICE_GLOBAL_MEM_CACHE_TYPE, "global_mem_cache_type", "min", "u32"),
-    (C.CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE, "global_mem_cacheline_size", "min", "u32"),
-    (C.CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, "global_mem_cache_size", "min", "u64"),
-    (C.CL_DEVICE_GLOBAL_MEM_SIZE, "global_mem_size", "min", "u64"),
-    (C.CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE, "max_constant_buffer_size", "min", "u64"),
-    (C.CL_DEVICE_MAX_CONSTANT_ARGS, "max_constant_args", "min", "u32"),
-    (C.CL_DEVICE_LOCAL_MEM_TYPE, "local_mem_type", "min", "u32"),
-    (C.CL_DEVICE_LOCAL_MEM_SIZE, "local_mem_size", "min", "u64"),
-    (C.CL_DEVICE_ERROR_CORRECTION_SUPPORT, "error_correction_support", "and", "u32"),
-    (C.CL_DEVICE_HOST_UNIFIED_MEMORY, "host_unified_memory", "and", "u32"),
-    (C.CL_DEVICE_PROFILING_TIMER_RESOLUTION, "profiling_timer_resolution", "max", "size"),
-    (C.CL_DEVICE_ENDIAN_LITTLE, "endian_little", "and", "u32"),
-    (C.CL_DEVICE_AVAILABLE, "available", "and", "u32"),
-    (C.CL_DEVICE_COMPILER_AVAILABLE, "compiler_available", "and", "u32"),
-    (C.CL_DEVICE_LINKER_AVAILABLE, "linker_available", "and", "u32"),
-    (C.CL_DEVICE_PRINTF_BUFFER_SIZE, "printf_buffer_size", "min", "size"),
-    (C.CL_DEVICE_PREFERRED_INTEROP_USER_SYNC, "preferred_interop_user_sync", "and", "u32"),
-)
-# what an old node (no profile["cl"]) leaves unknown
-_DEFAULTS: dict[str, Any] = {
-    "vendor_id": 0,
-    "max_compute_units": 1,
-    "max_work_item_dimensions": 3,
-    "max_work_group_size": 256,
-    "max_clock_frequency": 1000,
-    "address_bits": 64,
-    "max_parameter_size": 1024,
-    "mem_base_addr_align": 1024,
-    "min_data_type_align_size": 128,
-    "single_fp_config": C.CL_FP_DENORM | C.CL_FP_INF_NAN | C.CL_FP_ROUND_TO_NEAREST | C.CL_FP_FMA,
-    "double_fp_config": 0,
-    "global_mem_cache_type": C.CL_NONE,
-    "global_mem_cacheline_size": 64,
-    "global_mem_cache_size": 0,
-    "global_mem_size": 1 << 30,
-    "max_constant_buffer_size": 65536,
-    "max_constant_args": 8,
-    "local_mem_type": C.CL_LOCAL,
-    "local_mem_size": 32768,
-    "error_correction_support": 0,
-    "host_unified_memory": 0,
-    "profiling_timer_resolution": 1,
-    "endian_little": 1,
-    "available": 1,
-    "compiler_available": 1,
-    "linker_available": 1,
-    "printf_buffer_size": 1 << 20,
-    "preferred_interop_user_sync": 1,
-    "extensions": "cl_khr_byte_addressable_store cl_khr_global_int32_base_atomics",
-}
-_DEVICE_TYPES = C.CL_DEVICE_TYPE_CPU | C.CL_DEVICE_TYPE_GPU | C.CL_DEVICE_TYPE_ACCELERATOR
-
-
-def _encode(v: Any, enc: str) -> bytes:
-    if enc == "sizes":
-        return size_t(*v)
-    if enc == "size":
-        return size_t(v)
-    if enc == "u64":
-        return u64(v)
-    return u32(int(v))
-
-
-def _combine(vals: list[Any], rule: str) -> Any:
-    if rule == "first":
-        return vals[0]
-    if isinstance(vals[0], list):  # element-wise (work-item sizes)
-        n = min(len(v) for v in vals)
-        return [
-            min(v[i] for v in vals) if rule == "min" else max(v[i] for v in vals) for i in range(n)
-        ]
-    if rule == "min":
-        return min(int(v) for v in vals)
-    if rule == "max":
-        return max(int(v) for v in vals)
-    out = -1
-    for v in vals:
-        out &= int(v)
-    return out
-
-
-class VirtualDevice:
-    """The virtual device's answers, made once from the cluster's devices (their
-    ``profile["cl"]`` capabilities and ``profile["limits"]``)."""
-
-    def __init__(self, devices: list[Any], platform: int) -> None:
-        caps = []
-        for d in devices:
-            prof = d.profile or {}
-            cap = dict(_DEFAULTS)
-            lim = prof.get("limits") or {}
-            for k in (
-                "max_work_group_size",
-                "local_mem_size",
-                "global_mem_size",
-                "max_mem_alloc_size",
-            ):
-                if isinstance(lim.get(k), int) and lim[k] > 0:
-                    cap[k] = lim[k]
-            cap.update(prof.get("cl") or {})
-            cap.setdefault("max_mem_alloc_size", max(cap["global_mem_size"] // 4, 1 << 27))
-            cap.setdefault("max_work_item_sizes", [cap["max_work_group_size"]] * 3)
-            caps.append(cap)
-        if not caps:
-            caps = [dict(_DEFAULTS, max_mem_alloc_size=1 << 28, max_work_item_sizes=[256] * 3)]
-        self.caps = caps
-        exts = [set(str(c.get("extensions", "")).split()) for c in caps]
-        common = set.intersection(*exts)
-        self.extensions = [e for e in COMPILER_EXTENSIONS if e in common]
-        every = set.union(*exts)
-        # macros kernels must not see: features some device has but the virtual one lacks
-        self.hidden = list(HIDDEN_MACROS) + sorted(
-            e for e in every - set(self.extensions) if e.isidentifier()
-        )
-        self.limits: dict[str, Any] = {}
-        table: dict[int, bytes] = {}
-        for param, name, rule, enc in _COMBINED:
-            vals = [c[name] for c in caps if name in c]
-            if not vals:
-                continue
-            v = _combine(vals, rule)
-            self.limits[name] = v
-            table[param] = _encode(v, enc)
-        fp64 = "cl_khr_fp64" in self.extensions
-        fp16 = "cl_khr_fp16" in self.extensions
-        if not fp64:
-            table[C.CL_DEVICE_DOUBLE_FP_CONFIG] = u64(0)
-            table[C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE] = u32(0)
-            table[C.CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE] = u32(0)
-        if not fp16:
-            table[C.CL_DEVICE_PREFERRED_VECTOR_WIDTH_HALF] = u32(0)
-            table[C.CL_DEVICE_NATIVE_VECTOR_WIDTH_HALF] = u32(0)
-        else:
-            table[C.CL_DEVICE_HALF_FP_CONFIG] = u64(
-                _combine([c.get("half_fp_config", 0) for c in caps], "and")
-            )
-        kinds = 0
-        for c in caps:
-            kinds |= int(c.get("type", C.CL_DEVICE_TYPE_CPU)) & _DEVICE_TYPES
-        names = ", ".join(f"{d.id} {d.name}" for d in devices)
-        ext = " ".join(self.extensions)
-        table.update(
-            {
-                C.CL_DEVICE_TYPE: u64(kinds or C.CL_DEVICE_TYPE_CPU),
-                C.CL_DEVICE_IMAGE_SUPPORT: u32(C.CL_FALSE),
-                C.CL_DEVICE_MAX_READ_IMAGE_ARGS: u32(0),
-                C.CL_DEVICE_MAX_WRITE_IMAGE_ARGS: u32(0),
-                C.CL_DEVICE_IMAGE2D_MAX_WIDTH: size_t(0),
-                C.CL_DEVICE_IMAGE2D_MAX_HEIGHT: size_t(0),
-                C.CL_DEVICE_IMAGE3D_MAX_WIDTH: size_t(0),
-                C.CL_DEVICE_IMAGE3D_MAX_HEIGHT: size_t(0),
-                C.CL_DEVICE_IMAGE3D_MAX_DEPTH: size_t(0),
-                C.CL_DEVICE_IMAGE_MAX_BUFFER_SIZE: size_t(0),
-                C.CL_DEVICE_IMAGE_MAX_ARRAY_SIZE: size_t(0),
-                C.CL_DEVICE_MAX_SAMPLERS: u32(0),
-                C.CL_DEVICE_EXECUTION_CAPABILITIES: u64(C.CL_EXEC_KERNEL),
-                # in-order execution is a valid schedule of an out-of-order queue
-                C.CL_DEVICE_QUEUE_PROPERTIES: u64(
-                    C.CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | C.CL_QUEUE_PROFILING_ENABLE
-                ),
-                C.CL_DEVICE_NAME: cstr("clproj virtual device"),
-                C.CL_DEVICE_VENDOR: cstr("clproj"),
-                C.CL_DRIVER_VERSION: cstr("clproj-route 1"),
-                C.CL_DEVICE_PROFILE: cstr("FULL_PROFILE"),
-                C.CL_DEVICE_VERSION: cstr("OpenCL 1.2 clproj"),
-                C.CL_DEVICE_OPENCL_C_VERSION: cstr("OpenCL C 1.2 clproj"),
-                C.CL_DEVICE_EXTENSIONS: cstr(ext),
-                C.CL_DEVICE_PLATFORM: ptrs(platform),
-                C.CL_DEVICE_BUILT_IN_KERNELS: cstr(""),
-                C.CL_DEVICE_PARENT_DEVICE: ptrs(0),
-                C.CL_DEVICE_PARTITION_MAX_SUB_DEVICES: u32(0),
-                C.CL_DEVICE_PARTITION_PROPERTIES: size_t(0),
-                C.CL_DEVICE_PARTITION_AFFINITY_DOMAIN: u64(0),
-                C.CL_DEVICE_PARTITION_TYPE: b"",
-                C.CL_DEVICE_REFERENCE_COUNT: u32(1),
-                CLPROJ_DEVICE_CLUSTER: cstr(names),
-            }
-        )
-        self.table = table
-        self.platform_extensions = ext
-
-    def info(self, param: int) -> bytes:
-        return self.table[param]
-
-    def limit(self, name: str) -> int:
-        return int(self.limits.get(name) or _DEFAULTS.get(name) or 0)
-
-    def source_prefix(self) -> str:
-        """Prepended to every program's source on the nodes (see the module docstring)."""
-        if not self.hidden:
-            return ""
-        return "".join(f"#undef {m}\n" for m in self.hidden) + "#line 1\n"
+if TYPE_CHECKING:
+    from intercept.route.state import Route
 
 
 def platform_info(param: int, extensions: str) -> bytes:
+    """clGetPlatformInfo (KeyError: not answered)."""
     table = {
         C.CL_PLATFORM_PROFILE: cstr("FULL_PROFILE"),
         C.CL_PLATFORM_VERSION: cstr("OpenCL 1.2 clproj"),
@@ -408,3 +44,158 @@ def platform_info(param: int, extensions: str) -> bytes:
         C.CL_PLATFORM_ICD_SUFFIX_KHR: cstr("clproj"),
     }
     return table[param]
+
+
+def answer(r: Route, c: Any) -> int:
+    """RT_OP_INFO: the value into the caller's buffer (if any) and its size."""
+    value = info_value(r, c)
+    info = c.u.info
+    ffi = r.ffi
+    if c.dst != ffi.NULL:
+        if int(info.size) < len(value):
+            return C.CL_INVALID_VALUE
+        # CL_PROGRAM_BINARIES filled the application's buffers already
+        if int(info.param) != C.CL_PROGRAM_BINARIES or c.kind != r.lib.RT_PROGRAM:
+            ffi.memmove(c.dst, value, len(value))
+    if c.size_ret != ffi.NULL:
+        c.size_ret[0] = len(value)
+    return C.CL_SUCCESS
+
+
+def info_value(r: Route, c: Any) -> bytes:
+    """The bytes clGet*Info answers for the call's handle and parameter."""
+    kind, param, cls = c.kind, int(c.u.info.param), int(c.u.info.cls)
+    lib = r.lib
+    if kind == lib.RT_PLATFORM:
+        try:
+            return platform_info(param, r.vdev.platform_extensions)
+        except KeyError:
+            raise CLError(C.CL_INVALID_VALUE, f"clGetPlatformInfo param {param:#x}") from None
+    if kind == lib.RT_DEVICE:
+        try:
+            return r.vdev.info(param)
+        except KeyError:
+            raise CLError(C.CL_INVALID_VALUE, f"clGetDeviceInfo param {param:#x}") from None
+    o = r.objs.get(c.id)
+    if o is None:
+        raise CLError(C.CL_INVALID_VALUE, "stale handle")
+    if isinstance(o, VContext):
+        return {
+            C.CL_CONTEXT_DEVICES: ptrs(r.addr(r.device)),
+            C.CL_CONTEXT_PROPERTIES: b"",
+            C.CL_CONTEXT_NUM_DEVICES: u32(1),
+        }[param]
+    if isinstance(o, VQueue):
+        return {
+            C.CL_QUEUE_CONTEXT: ptrs(r.addr(o.ctx.handle)),
+            C.CL_QUEUE_DEVICE: ptrs(r.addr(r.device)),
+            C.CL_QUEUE_PROPERTIES: u64(o.props),
+        }[param]
+    if isinstance(o, VMem):
+        return _mem_info(r, o, param)
+    if isinstance(o, VProgram):
+        return _program_info(r, o, param, cls, c)
+    if isinstance(o, VKernel):
+        return _kernel_info(r, o, param, cls, int(c.u.info.arg))
+    if isinstance(o, VEvent):
+        return _event_info(r, o, param, cls)
+    raise CLError(C.CL_INVALID_VALUE)
+
+
+def _mem_info(r: Route, o: VMem, param: int) -> bytes:
+    par = o.parent
+    return {
+        C.CL_MEM_TYPE: u32(C.CL_MEM_OBJECT_BUFFER),
+        C.CL_MEM_FLAGS: u64(o.flags),
+        C.CL_MEM_SIZE: size_t(o.size),
+        C.CL_MEM_HOST_PTR: ptrs(o.host_ptr if o.flags & MEM_USE_HOST_PTR else 0),
+        C.CL_MEM_MAP_COUNT: u32(len(o.maps)),
+        C.CL_MEM_CONTEXT: ptrs(r.addr(o.ctx.handle)),
+        C.CL_MEM_ASSOCIATED_MEMOBJECT: ptrs(r.addr(par.handle) if par else 0),
+        C.CL_MEM_OFFSET: size_t(o.origin),
+        C.CL_MEM_USES_SVM_POINTER: u32(C.CL_FALSE),
+    }[param]
+
+
+def _program_info(r: Route, o: VProgram, param: int, cls: int, c: Any) -> bytes:
+    if cls == r.lib.RT_INFO_BUILD:
+        return {
+            C.CL_PROGRAM_BUILD_STATUS: i32(o.status),
+            C.CL_PROGRAM_BUILD_OPTIONS: cstr(o.options),
+            C.CL_PROGRAM_BUILD_LOG: cstr(o.log),
+            C.CL_PROGRAM_BINARY_TYPE: u32(o.binary_type),
+            C.CL_PROGRAM_BUILD_GLOBAL_VARIABLE_TOTAL_SIZE: size_t(0),
+        }[param]
+    ffi = r.ffi
+    if param == C.CL_PROGRAM_BINARIES:  # fill the application's buffers
+        data = binary(o)
+        if c.dst != ffi.NULL and c.u.info.size >= PTR:
+            dst = ffi.cast("unsigned char **", c.dst)
+            if dst[0] != ffi.NULL:
+                ffi.memmove(dst[0], data, len(data))
+        return b"\0" * PTR
+    if param in (C.CL_PROGRAM_NUM_KERNELS, C.CL_PROGRAM_KERNEL_NAMES) and (
+        o.status != C.CL_BUILD_SUCCESS or o.binary_type != C.CL_PROGRAM_BINARY_TYPE_EXECUTABLE
+    ):
+        raise CLError(C.CL_INVALID_PROGRAM_EXECUTABLE)
+    if param == C.CL_PROGRAM_BINARY_SIZES:
+        return size_t(len(binary(o)))
+    return {
+        C.CL_PROGRAM_CONTEXT: lambda: ptrs(r.addr(o.ctx.handle)),
+        C.CL_PROGRAM_NUM_DEVICES: lambda: u32(1),
+        C.CL_PROGRAM_DEVICES: lambda: ptrs(r.addr(r.device)),
+        C.CL_PROGRAM_SOURCE: lambda: cstr("" if o.from_binary else o.source),
+        C.CL_PROGRAM_NUM_KERNELS: lambda: size_t(len(o.kernels)),
+        C.CL_PROGRAM_KERNEL_NAMES: lambda: cstr(";".join(o.kernels)),
+    }[param]()
+
+
+def _kernel_info(r: Route, k: VKernel, param: int, cls: int, arg: int) -> bytes:
+    lib = r.lib
+    if cls == lib.RT_INFO_KERNEL_WG:
+        v = kernel_wg_info(k.meta, param, r.vdev.limit("max_work_group_size"))
+        if v is None:
+            raise CLError(C.CL_INVALID_VALUE, f"clGetKernelWorkGroupInfo param {param:#x}")
+        return v
+    if cls == lib.RT_INFO_KERNEL_ARG:
+        if arg >= len(k.meta.args):
+            raise CLError(C.CL_INVALID_ARG_INDEX)
+        a = k.meta.args[arg]
+        if not k.prog.arg_info or a.type_name is None:
+            raise CLError(C.CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+        return kernel_arg_info(a, param)
+    return {
+        C.CL_KERNEL_FUNCTION_NAME: lambda: cstr(k.name),
+        C.CL_KERNEL_NUM_ARGS: lambda: u32(len(k.meta.args)),
+        C.CL_KERNEL_CONTEXT: lambda: ptrs(r.addr(k.prog.ctx.handle)),
+        C.CL_KERNEL_PROGRAM: lambda: ptrs(r.addr(k.prog.handle)),
+        C.CL_KERNEL_ATTRIBUTES: lambda: cstr(k.meta.attrs),
+    }[param]()
+
+
+def _event_info(r: Route, e: VEvent, param: int, cls: int) -> bytes:
+    if cls == r.lib.RT_INFO_PROFILING:
+        if (
+            e.queue is None
+            or not e.queue.props & C.CL_QUEUE_PROFILING_ENABLE
+            or not e.complete()
+            or e.held
+        ):
+            raise CLError(C.CL_PROFILING_INFO_NOT_AVAILABLE)
+        start = e.queued_ns
+        t = (e.launch_req.res or {}).get("t") if e.launch_req is not None else None
+        end = start + int(t * 1e9) if isinstance(t, (int, float)) else max(e.end_ns, start)
+        return {
+            C.CL_PROFILING_COMMAND_QUEUED: u64(start),
+            C.CL_PROFILING_COMMAND_SUBMIT: u64(start),
+            C.CL_PROFILING_COMMAND_START: u64(start),
+            C.CL_PROFILING_COMMAND_END: u64(end),
+            C.CL_PROFILING_COMMAND_COMPLETE: u64(end),
+        }[param]
+    ctx = e.ctx or (e.queue.ctx if e.queue else None)
+    return {
+        C.CL_EVENT_COMMAND_QUEUE: lambda: ptrs(r.addr(e.queue.handle) if e.queue else 0),
+        C.CL_EVENT_COMMAND_TYPE: lambda: u32(CMD.get(e.kind, C.CL_COMMAND_MARKER)),
+        C.CL_EVENT_COMMAND_EXECUTION_STATUS: lambda: i32(e.exec_status()),
+        C.CL_EVENT_CONTEXT: lambda: ptrs(r.addr(ctx.handle) if ctx else 0),
+    }[param]()

@@ -64,7 +64,7 @@ static void rt_init_once(void) {
     clproj_init();
     if (rt_mode) {
         clproj_cfg.disabled = 1; /* the observe-mode wrappers pass everything through */
-        /* closing at exit: route_runtime registers it through intercept.hooks.at_exit,
+        /* closing at exit: intercept/route/platform.py registers it through intercept.hooks.at_exit,
          * which knows how to run at exit in C apps and Python apps alike */
     }
 }
@@ -288,7 +288,7 @@ static int rt_prestarted = 0;
 static cl_int rt_clGetPlatformIDs(cl_uint n, cl_platform_id *platforms, cl_uint *num) {
     if ((n == 0 && platforms) || (!platforms && !num)) return CL_INVALID_VALUE;
     if (!__atomic_exchange_n(&rt_prestarted, 1, __ATOMIC_ACQ_REL)) {
-        /* the local cluster starts now, while the app goes on (route_runtime.prestart) */
+        /* the local cluster starts now, while the app goes on (intercept/route/platform.py: prestart) */
         clproj_rcall c;
         rt_init_call(&c, RT_OP_PRESTART, NULL);
         rt_call(&c);
@@ -299,14 +299,13 @@ static cl_int rt_clGetPlatformIDs(cl_uint n, cl_platform_id *platforms, cl_uint 
 }
 
 static cl_int rt_info(const void *h, cl_uint param, size_t size, void *value, size_t *size_ret,
-                      int cls, int64_t id2, uint64_t extra) {
+                      int cls, cl_uint arg) {
     clproj_rcall c;
     rt_init_call(&c, RT_OP_INFO, h);
-    c.u[0] = param;
-    c.u[1] = value ? size : 0;
-    c.u[2] = (uint64_t)cls;
-    c.u[3] = extra;
-    c.id2 = id2;
+    c.u.info.param = param;
+    c.u.info.size = value ? size : 0;
+    c.u.info.cls = (uint32_t)cls;
+    c.u.info.arg = arg;
     c.dst = value;
     c.size_ret = size_ret;
     return rt_call(&c);
@@ -315,7 +314,7 @@ static cl_int rt_info(const void *h, cl_uint param, size_t size, void *value, si
 static cl_int rt_clGetPlatformInfo(cl_platform_id p, cl_platform_info param, size_t size,
                                    void *value, size_t *size_ret) {
     if (p != NULL && !rt_is(p, RT_PLATFORM)) return CL_INVALID_PLATFORM;
-    return rt_info(&rt_platform, param, size, value, size_ret, RT_INFO_OBJECT, 0, 0);
+    return rt_info(&rt_platform, param, size, value, size_ret, RT_INFO_OBJECT, 0);
 }
 
 /* The one virtual device stands for every device of the cluster; it matches the types
@@ -329,7 +328,7 @@ static cl_int rt_clGetDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint n
     if ((n == 0 && devices) || (!devices && !num)) return CL_INVALID_VALUE;
     if (type != CL_DEVICE_TYPE_ALL && !(type & CL_DEVICE_TYPE_DEFAULT)) {
         cl_device_type mine = 0;
-        cl_int r = rt_info(&rt_device, CL_DEVICE_TYPE, sizeof mine, &mine, NULL, RT_INFO_OBJECT, 0, 0);
+        cl_int r = rt_info(&rt_device, CL_DEVICE_TYPE, sizeof mine, &mine, NULL, RT_INFO_OBJECT, 0);
         if (r != CL_SUCCESS) return r;
         if (!(mine & type)) {
             if (num) *num = 0;
@@ -344,7 +343,7 @@ static cl_int rt_clGetDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint n
 static cl_int rt_clGetDeviceInfo(cl_device_id d, cl_device_info param, size_t size, void *value,
                                  size_t *size_ret) {
     if (!rt_is(d, RT_DEVICE)) return CL_INVALID_DEVICE;
-    return rt_info(d, param, size, value, size_ret, RT_INFO_OBJECT, 0, 0);
+    return rt_info(d, param, size, value, size_ret, RT_INFO_OBJECT, 0);
 }
 static cl_int rt_clRetainDevice(cl_device_id d) { return rt_is(d, RT_DEVICE) ? CL_SUCCESS : CL_INVALID_DEVICE; }
 static cl_int rt_clReleaseDevice(cl_device_id d) { return rt_is(d, RT_DEVICE) ? CL_SUCCESS : CL_INVALID_DEVICE; }
@@ -389,7 +388,7 @@ RETAIN_RELEASE(Event, cl_event, RT_EVENT, CL_INVALID_EVENT)
                                        size_t *size_ret) {                                \
         if (!rt_is(h, kind)) return bad;                                                  \
         if (param == (refparam)) return rt_refcount_info(h, size, value, size_ret);       \
-        return rt_info(h, param, size, value, size_ret, RT_INFO_OBJECT, 0, 0);            \
+        return rt_info(h, param, size, value, size_ret, RT_INFO_OBJECT, 0);            \
     }
 INFO_FN(Context, cl_context, cl_context_info, RT_CONTEXT, CL_INVALID_CONTEXT, CL_CONTEXT_REFERENCE_COUNT)
 INFO_FN(CommandQueue, cl_command_queue, cl_command_queue_info, RT_QUEUE, CL_INVALID_COMMAND_QUEUE, CL_QUEUE_REFERENCE_COUNT)
@@ -402,24 +401,24 @@ static cl_int rt_clGetProgramBuildInfo(cl_program p, cl_device_id d, cl_program_
                                        size_t size, void *value, size_t *size_ret) {
     if (!rt_is(p, RT_PROGRAM)) return CL_INVALID_PROGRAM;
     if (!rt_is(d, RT_DEVICE)) return CL_INVALID_DEVICE;
-    return rt_info(p, param, size, value, size_ret, RT_INFO_BUILD, 0, 0);
+    return rt_info(p, param, size, value, size_ret, RT_INFO_BUILD, 0);
 }
 static cl_int rt_clGetKernelWorkGroupInfo(cl_kernel k, cl_device_id d,
                                           cl_kernel_work_group_info param, size_t size,
                                           void *value, size_t *size_ret) {
     if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
     if (d != NULL && !rt_is(d, RT_DEVICE)) return CL_INVALID_DEVICE;
-    return rt_info(k, param, size, value, size_ret, RT_INFO_KERNEL_WG, 0, 0);
+    return rt_info(k, param, size, value, size_ret, RT_INFO_KERNEL_WG, 0);
 }
 static cl_int rt_clGetKernelArgInfo(cl_kernel k, cl_uint idx, cl_kernel_arg_info param,
                                     size_t size, void *value, size_t *size_ret) {
     if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
-    return rt_info(k, param, size, value, size_ret, RT_INFO_KERNEL_ARG, 0, idx);
+    return rt_info(k, param, size, value, size_ret, RT_INFO_KERNEL_ARG, idx);
 }
 static cl_int rt_clGetEventProfilingInfo(cl_event e, cl_profiling_info param, size_t size,
                                          void *value, size_t *size_ret) {
     if (!rt_is(e, RT_EVENT)) return CL_INVALID_EVENT;
-    return rt_info(e, param, size, value, size_ret, RT_INFO_PROFILING, 0, 0);
+    return rt_info(e, param, size, value, size_ret, RT_INFO_PROFILING, 0);
 }
 
 /* ---------------- context and queue ---------------- */
@@ -468,7 +467,7 @@ static cl_command_queue rt_new_queue(cl_context ctx, cl_device_id dev, cl_comman
     }
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_QUEUE, ctx);
-    c.u[0] = p;
+    c.u.create_queue.properties = p;
     return rt_create(&c, errcode_ret);
 }
 static cl_command_queue rt_clCreateCommandQueue(cl_context ctx, cl_device_id dev,
@@ -493,8 +492,8 @@ static cl_mem rt_clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size,
     }
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_BUFFER, ctx);
-    c.u[0] = flags;
-    c.u[1] = size;
+    c.u.create_buffer.flags = flags;
+    c.u.create_buffer.size = size;
     c.src = host;
     return rt_create(&c, errcode_ret);
 }
@@ -523,9 +522,9 @@ static cl_mem rt_clCreateSubBuffer(cl_mem b, cl_mem_flags flags, cl_buffer_creat
     const cl_buffer_region *r = info;
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_SUBBUF, b);
-    c.u[0] = flags;
-    c.u[1] = r->origin;
-    c.u[2] = r->size;
+    c.u.create_subbuf.flags = flags;
+    c.u.create_subbuf.origin = r->origin;
+    c.u.create_subbuf.size = r->size;
     cl_int e = rt_call(&c);
     SET_ERR(e);
     return e == CL_SUCCESS ? c.ret : NULL;
@@ -557,7 +556,7 @@ static cl_program rt_program_from_source(cl_context ctx, const char *src, size_t
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_PROGRAM, ctx);
     c.src = src;
-    c.u[0] = n;
+    c.u.create_program.length = n;
     return rt_create(&c, errcode_ret);
 }
 static cl_program rt_clCreateProgramWithSource(cl_context ctx, cl_uint count, const char **strings,
@@ -621,8 +620,8 @@ static cl_program rt_clCreateProgramWithBinary(cl_context ctx, cl_uint n, const 
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CREATE_PROGRAM, ctx);
     c.src = bins[0];
-    c.u[0] = lengths[0];
-    c.u[1] = 1; /* a binary */
+    c.u.create_program.length = lengths[0];
+    c.u.create_program.binary = 1;
     cl_int r = rt_call(&c);
     if (status)
         for (cl_uint i = 0; i < n; i++) status[i] = r == CL_SUCCESS ? CL_SUCCESS : CL_INVALID_BINARY;
@@ -716,10 +715,10 @@ static cl_int rt_clCreateKernelsInProgram(cl_program prog, cl_uint n, cl_kernel 
     if (!rt_is(prog, RT_PROGRAM)) return CL_INVALID_PROGRAM;
     clproj_rcall c;
     rt_init_call(&c, RT_OP_KERNELS_IN_PROGRAM, prog);
-    c.u[0] = n;
+    c.u.kernels_in_program.capacity = n;
     c.dst = kernels;
     cl_int r = rt_call(&c);
-    if (r == CL_SUCCESS && n_ret) *n_ret = (cl_uint)c.u[1];
+    if (r == CL_SUCCESS && n_ret) *n_ret = c.u.kernels_in_program.count;
     return r;
 }
 /* Answered here, without Python: the argument's index, kind and accepted sizes come from
@@ -840,10 +839,10 @@ static cl_int rt_rw(int op, cl_command_queue q, cl_mem b, cl_bool blocking, size
     if ((src == NULL && dst == NULL) || n == 0) return CL_INVALID_VALUE;
     clproj_rcall c;
     rt_init_call(&c, op, b);
-    c.u[0] = blocking;
-    c.u[1] = off;
-    c.u[2] = n;
-    c.u[5] = OBJ(q)->id;
+    c.u.rw.blocking = blocking;
+    c.u.rw.offset = off;
+    c.u.rw.size = n;
+    c.queue = OBJ(q)->id;
     c.src = src;
     c.dst = dst;
     c.want_event = ev != NULL;
@@ -868,10 +867,10 @@ static cl_int rt_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, siz
     clproj_rcall c;
     rt_init_call(&c, RT_OP_COPY, s);
     c.id2 = OBJ(d)->id;
-    c.u[1] = so;
-    c.u[2] = dof;
-    c.u[3] = n;
-    c.u[5] = OBJ(q)->id;
+    c.u.copy.src_offset = so;
+    c.u.copy.dst_offset = dof;
+    c.u.copy.size = n;
+    c.queue = OBJ(q)->id;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
@@ -906,15 +905,15 @@ static cl_int rt_rect(int op, cl_command_queue q, cl_mem b, cl_bool blocking, co
     if (e != CL_SUCCESS) return e;
     clproj_rcall c;
     rt_init_call(&c, op, b);
-    c.u[0] = blocking;
-    c.u[1] = brp;
-    c.u[2] = bsp;
-    c.u[3] = hrp;
-    c.u[4] = hsp;
-    c.u[5] = OBJ(q)->id;
-    c.g = region;
-    c.l = bo;
-    c.o = ho;
+    c.u.rect.blocking = blocking;
+    c.u.rect.a_row = brp;
+    c.u.rect.a_slice = bsp;
+    c.u.rect.b_row = hrp;
+    c.u.rect.b_slice = hsp;
+    c.queue = OBJ(q)->id;
+    c.u.rect.region = region;
+    c.u.rect.a_origin = bo;
+    c.u.rect.b_origin = ho;
     c.src = src;
     c.dst = dst;
     c.want_event = ev != NULL;
@@ -948,14 +947,14 @@ static cl_int rt_clEnqueueCopyBufferRect(cl_command_queue q, cl_mem s, cl_mem d,
     clproj_rcall c;
     rt_init_call(&c, RT_OP_COPY_RECT, s);
     c.id2 = OBJ(d)->id;
-    c.u[1] = srp;
-    c.u[2] = ssp;
-    c.u[3] = drp;
-    c.u[4] = dsp;
-    c.u[5] = OBJ(q)->id;
-    c.g = region;
-    c.l = so;
-    c.o = dof;
+    c.u.rect.a_row = srp;
+    c.u.rect.a_slice = ssp;
+    c.u.rect.b_row = drp;
+    c.u.rect.b_slice = dsp;
+    c.queue = OBJ(q)->id;
+    c.u.rect.region = region;
+    c.u.rect.a_origin = so;
+    c.u.rect.b_origin = dof;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
@@ -968,10 +967,10 @@ static cl_int rt_clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *p
     clproj_rcall c;
     rt_init_call(&c, RT_OP_FILL, b);
     c.src = pattern;
-    c.u[0] = ps;
-    c.u[1] = off;
-    c.u[2] = n;
-    c.u[5] = OBJ(q)->id;
+    c.u.fill.pattern_size = ps;
+    c.u.fill.offset = off;
+    c.u.fill.size = n;
+    c.queue = OBJ(q)->id;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
@@ -987,11 +986,11 @@ static void *rt_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_bool blockin
     }
     clproj_rcall c;
     rt_init_call(&c, RT_OP_MAP, b);
-    c.u[0] = blocking;
-    c.u[1] = off;
-    c.u[2] = n;
-    c.u[3] = f;
-    c.u[5] = OBJ(q)->id;
+    c.u.map.blocking = blocking;
+    c.u.map.offset = off;
+    c.u.map.size = n;
+    c.u.map.flags = f;
+    c.queue = OBJ(q)->id;
     c.want_event = ev != NULL;
     cl_int r = rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
     SET_ERR(r);
@@ -1004,7 +1003,7 @@ static cl_int rt_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem b, void *ptr
     clproj_rcall c;
     rt_init_call(&c, RT_OP_UNMAP, b);
     c.src = ptr;
-    c.u[5] = OBJ(q)->id;
+    c.queue = OBJ(q)->id;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
@@ -1021,11 +1020,11 @@ static cl_int rt_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint
     }
     clproj_rcall c;
     rt_init_call(&c, RT_OP_LAUNCH, k);
-    c.u[0] = dim;
-    c.u[5] = OBJ(q)->id;
-    c.g = g;
-    c.l = l;
-    c.o = off;
+    c.u.launch.dim = dim;
+    c.queue = OBJ(q)->id;
+    c.u.launch.global_size = g;
+    c.u.launch.local_size = l;
+    c.u.launch.global_offset = off;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
@@ -1038,6 +1037,7 @@ static cl_int rt_marker(cl_command_queue q, cl_uint nw, const cl_event *wl, cl_e
     QCHECK(q, nw, wl);
     clproj_rcall c;
     rt_init_call(&c, RT_OP_MARKER, q);
+    c.u.marker.type = RT_MARKER_PLAIN;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
@@ -1050,7 +1050,7 @@ static cl_int rt_clEnqueueBarrierWithWaitList(cl_command_queue q, cl_uint nw, co
     QCHECK(q, nw, wl);
     clproj_rcall c;
     rt_init_call(&c, RT_OP_MARKER, q);
-    c.u[0] = 2; /* the event's command type: barrier */
+    c.u.marker.type = RT_MARKER_BARRIER;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
@@ -1082,13 +1082,13 @@ static cl_int rt_clEnqueueMigrateMemObjects(cl_command_queue q, cl_uint n, const
         if (!rt_is(mems[i], RT_MEM)) return CL_INVALID_MEM_OBJECT;
     clproj_rcall c;
     rt_init_call(&c, RT_OP_MARKER, q);
-    c.u[0] = 1; /* the event's command type: migrate */
+    c.u.marker.type = RT_MARKER_MIGRATE;
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
 
 /* User events: complete when the app says so; commands waiting on one are held back by
- * Python (route_runtime) until then. */
+ * Python (intercept/route/held.py) until then. */
 static cl_event rt_clCreateUserEvent(cl_context ctx, cl_int *errcode_ret) {
     if (!rt_is(ctx, RT_CONTEXT)) {
         SET_ERR(CL_INVALID_CONTEXT);
@@ -1103,11 +1103,11 @@ static cl_int rt_clSetUserEventStatus(cl_event e, cl_int status) {
     if (status > CL_COMPLETE) return CL_INVALID_VALUE;
     clproj_rcall c;
     rt_init_call(&c, RT_OP_USER_STATUS, e);
-    c.u[0] = (uint64_t)(int64_t)status;
+    c.u.user_status.status = status;
     return rt_call(&c);
 }
 
-/* Callbacks are fired by route_runtime's callback thread (never inside the app's call):
+/* Callbacks are fired by intercept/route/callbacks.py's thread (never inside the app's call):
  * the event is retained here until clproj_route_fire has called the function. */
 static cl_int rt_clSetEventCallback(cl_event e, cl_int type,
                                     void(CL_CALLBACK *fn)(cl_event, cl_int, void *), void *user) {
@@ -1117,7 +1117,7 @@ static cl_int rt_clSetEventCallback(cl_event e, cl_int type,
     rt_retain(e, RT_EVENT, 0);
     clproj_rcall c;
     rt_init_call(&c, RT_OP_CALLBACK, e);
-    c.u[0] = (uint64_t)(int64_t)type;
+    c.u.callback.type = type;
     c.src = (const void *)fn;
     c.dst = user;
     c.ret = e;

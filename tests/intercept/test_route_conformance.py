@@ -320,3 +320,17 @@ def test_cl_names_match_the_c_headers():
     mine = {k: v for k, v in vars(cl_names).items() if k.startswith("CL_")}
     assert mine == expected
     assert cl_names.CL_DEVICE_TYPE == 0x1000 and cl_names.CL_INVALID_ARG_SIZE == -51
+    # generated, not edited: the file is exactly what the script writes
+    assert (REPO / "clproj" / "cl_names.py").read_text() == gen_cl_names.render(expected)
+    assert gen_cl_names.OUT == REPO / "clproj" / "cl_names.py"
+
+
+def test_route_own_info_query_is_no_opencl_name():
+    """The virtual device's own clGetDeviceInfo query (the cluster's devices) must not
+    answer for any name of cl.h / cl_ext.h (it once was NVIDIA's
+    CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV)."""
+    from clproj import cl_names
+    from intercept.route.device import CLPROJ_DEVICE_CLUSTER_DEVICES
+
+    taken = {v for k, v in vars(cl_names).items() if k.startswith("CL_")}
+    assert CLPROJ_DEVICE_CLUSTER_DEVICES not in taken
