@@ -180,9 +180,9 @@ def remote_numbers(endpoint: str, curve: str, keys: str | None) -> dict[str, dic
     # placement requests over the socket (client -> broker -> client)
     move = {d: 1 << 20 for d in plat.devices}
     for _ in range(50):
-        plat._broker_call("place", key="bench", move=move, remaining=10)
+        plat.requests.broker_call("place", key="bench", move=move, remaining=10)
     place_rtt = _median_us(
-        lambda: plat._broker_call("place", key="bench", move=move, remaining=10), 2000
+        lambda: plat.requests.broker_call("place", key="bench", move=move, remaining=10), 2000
     )
     for p, _, _ in plats.values():
         p.close()

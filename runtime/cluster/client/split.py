@@ -1,8 +1,9 @@
 """One launch of the virtual platform split across devices (route mode ``--split``).
 
 Why a module of its own: the split is a different shape of launch (several sub-launches
-and a merge) that uses the client's building blocks (``_ensure_on``, ``_cmd``, ``_wait``,
-the replay log) without changing the single-device launch path, which stays as it is.
+and a merge) that uses the client's building blocks (``ensure_on``, ``cmd``, ``wait``,
+``logged_launch``, the replay log) without changing the single-device launch path, which
+stays as it is.
 
 How it runs (docs/advisor.md, "Route mode: --split"):
 
@@ -10,7 +11,7 @@ How it runs (docs/advisor.md, "Route mode: --split"):
    a node failure re-runs it **unsplit** on the survivor (kernels are deterministic given
    their inputs; a split and an unsplit run write the same bytes), so the log never needs
    to know about shares.
-2. Every buffer argument is made valid on every device of the split (``_ensure_on``),
+2. Every buffer argument is made valid on every device of the split (``ensure_on``),
    except, on the devices other than the *primary* (the one with the largest share),
    outputs whose share interval the kernel writes densely and never reads: those are only
    allocated there.
@@ -38,19 +39,17 @@ its merge and marks written buffers valid on the survivor only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runtime.cluster.client.platform import (
-    RemoteBuffer,
-    RemoteEvent,
-    RemoteKernel,
-    Request,
-    _launch_fields,
-)
+from runtime.cluster.client.coherence import RemoteBuffer
+from runtime.cluster.client.requests import RemoteEvent, Request
 
 if TYPE_CHECKING:
     from runtime.cluster.client.platform import RemotePlatform
+    from runtime.cluster.client.programs import RemoteKernel
+    from runtime.cluster.client.recovery import LaunchEntry
     from runtime.partition.route_policy import SplitPlan
 
 
@@ -64,11 +63,11 @@ def _sub_range(
     return size, off
 
 
-def _share_fields(entry: tuple[Any, ...], size: list[int], off: list[int]) -> dict[str, Any]:
+def _share_fields(entry: LaunchEntry, size: list[int], off: list[int]) -> dict[str, Any]:
     """The launch command of one share. Its key is the launch's with ``#share``: the node
     learns measured times per key, and a share's time is not the whole launch's."""
-    fields = _launch_fields((*entry[:4], size, entry[5], off, entry[7]))
-    fields["key"] = f"{entry[7]}#share"
+    fields = dataclasses.replace(entry, gsize=size, goff=off).fields()
+    fields["key"] = f"{entry.key}#share"
     if len(fields["key"]) > 256:  # protocol.MAX_ID
         del fields["key"]
     return fields
@@ -79,7 +78,7 @@ def _recovered(p: RemotePlatform, bufs: list[RemoteBuffer]) -> RemoteEvent:
     target = p.default_target()
     for b in bufs:
         if not b.read_only:
-            b.valid, b.host_valid, b.host = {target}, False, None
+            b.written_on(target)
     return RemoteEvent(p, [Request(target, "launch", done=True)])
 
 
@@ -154,7 +153,7 @@ def split_launch(
             p.cmd(primary, "buf_write", {"h": b.h, "off": lo, "n": hi - lo}, got["frame"].buffer)
         )
     for b in {k.args[w.arg] for w in plan.written}:
-        b.valid, b.host_valid, b.host = {primary}, False, None
+        b.written_on(primary)
     p.default_device = primary
     reqs.extend(r for d, r in launches.items() if d != primary)
     reqs.append(launches[primary])
