@@ -1,0 +1,459 @@
+"""The rows of clproj's settings table: every ``CLPROJ_*`` setting's name, type, default,
+scope and meaning.
+
+Why a module of its own: the rows are data (about sixty of them) and change far more often
+than the rules that read them (:mod:`clproj.settings`) or render them into docs/settings.md
+and native/clproj_settings.h (:mod:`clproj.settings_render`). After editing a row, run
+``make settings``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SCOPES = {
+    "cli": "clproj's commands",
+    "app": "inside the intercepted app (shim or its Python side)",
+    "both": "clproj's commands and the app",
+    "bench": "the benchmark host programs",
+    "internal": "set by clproj for its own processes; not a user setting",
+    "test": "tests only",
+}
+"""What each ``scope`` means (docs/settings.md lists it)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the table."""
+
+    name: str
+    type: str  # "bool" | "str" | "list" | "path" | "choice" | "float" | "int"
+    default: Any
+    scope: str  # a key of SCOPES: who reads it
+    description: str
+    choices: tuple[str, ...] = ()
+    bounds: tuple[float, float] | None = None  # "int" / "float": inclusive range
+
+
+TABLE: tuple[Setting, ...] = (
+    # --- the user's settings: clproj's commands and the intercepted app ---
+    Setting(
+        "CLPROJ_CACHE",
+        "path",
+        "~/.cache/clproj",
+        "both",
+        "Folder of the per-user caches: device profiles measured on this machine "
+        "(`profiles/`) and launch projections (`projections/`).",
+    ),
+    Setting(
+        "CLPROJ_CONFIG",
+        "path",
+        "~/.config/clproj/config.toml",
+        "both",
+        "The user config file. Its keys are setting names without `CLPROJ_`, in lower "
+        'case (`cold_profile = "tiny"`); the environment overrides it.',
+    ),
+    Setting(
+        "CLPROJ_FOREIGN_MACHINE",
+        "bool",
+        False,
+        "both",
+        "Act as on a machine nobody profiled: the committed measured profiles never match "
+        "a local device, so every local device takes the cold-start path (cached, measured "
+        "now, or generic). `--devices measured` still lists the committed profiles. Tests "
+        "use it with an empty `CLPROJ_CACHE` to run as a new user's machine would.",
+    ),
+    Setting(
+        "CLPROJ_COLD_PROFILE",
+        "choice",
+        "quick",
+        "cli",
+        "How a local device with no committed or cached profile gets one: `quick` "
+        "microbenchmarks (under a minute on a 2-core CPU), `tiny` (seconds, rough: tests), "
+        "or `off` (no measuring: a spec-sheet or generic profile marked low-confidence).",
+        ("quick", "tiny", "off"),
+    ),
+    Setting(
+        "CLPROJ_EMULATION_NICE",
+        "int",
+        10,
+        "both",
+        "Scheduling priority (nice 0-19) of the Oclgrind emulator processes, so that an "
+        "emulation inside an application never takes its cores (project mode uses 19 in "
+        "the app).",
+        bounds=(0, 19),
+    ),
+    Setting(
+        "CLPROJ_EMULATION_MODE",
+        "choice",
+        "bounded",
+        "both",
+        "How project and route mode emulate a launch in Oclgrind (docs/miniemu.md): "
+        "`bounded` (a budget per launch, heavy work-groups included), `single` (one "
+        "work-group), `quick` (a few work-groups) or `full` (every work-item). The app and "
+        "the post-run completion read the same value, so both sides emulate alike.",
+        ("bounded", "single", "quick", "full"),
+    ),
+    Setting(
+        "CLPROJ_DEVICES",
+        "str",
+        "local",
+        "both",
+        "The devices projections are made for (`--devices`): `local`, `measured`, `all`, "
+        "or a comma list of profile keys and profile files. `clproj run` pins it for the "
+        "app to the resolved profile files (or `cluster` in route mode).",
+    ),
+    Setting(
+        "CLPROJ_MODE",
+        "choice",
+        "observe",
+        "app",
+        "What the shim does in the app (`--mode`, set by `clproj run`): `observe` (count "
+        "and time launches), `project` (also record and emulate them) or `route` (a virtual "
+        "platform whose kernels run on the cluster).",
+        ("observe", "project", "route"),
+    ),
+    Setting(
+        "CLPROJ_DISABLE",
+        "bool",
+        False,
+        "app",
+        "Load the shim but pass every OpenCL call straight to the real driver "
+        "(no counting, timing or recording).",
+    ),
+    Setting(
+        "CLPROJ_TIMING",
+        "choice",
+        "1",
+        "app",
+        "Launch timing in the app: `1` times a sample of the launches (see "
+        "`CLPROJ_TIMING_FIRST` / `CLPROJ_TIMING_EVERY`), `all` times every launch "
+        "(`clproj run --time-all`), `0` times none (no profiling queues).",
+        ("1", "all", "0"),
+    ),
+    Setting(
+        "CLPROJ_TIMING_FIRST",
+        "int",
+        100,
+        "app",
+        "Sampled timing: the first N launches of each kernel are all timed.",
+        bounds=(0, 2**63 - 1),
+    ),
+    Setting(
+        "CLPROJ_TIMING_EVERY",
+        "int",
+        128,
+        "app",
+        "Sampled timing: after the first ones, about 1 launch in K of each kernel is timed "
+        "(chosen by a hash of its ticket; 0 or 1 times every launch).",
+        bounds=(0, 2**63 - 1),
+    ),
+    Setting(
+        "CLPROJ_SUMMARY",
+        "bool",
+        True,
+        "app",
+        "Print the per-kernel table to the app's stderr at exit (when no "
+        "`CLPROJ_SUMMARY_FILE` is given); `0` keeps the app's stderr clean.",
+    ),
+    Setting(
+        "CLPROJ_RECORD_DIR",
+        "path",
+        "",
+        "app",
+        "Record launches (kernel source, arguments, buffer snapshots) into this folder "
+        "(`clproj run --record`); empty: no recording outside project and route mode.",
+    ),
+    Setting(
+        "CLPROJ_RECORD_WHICH",
+        "choice",
+        "first",
+        "app",
+        "Which launches are recorded (`--which`): `first` of each signature, `all`, or "
+        "`none` (recording off).",
+        ("first", "all", "none"),
+    ),
+    Setting(
+        "CLPROJ_RECORD_KERNELS",
+        "list",
+        "",
+        "app",
+        "Record only the kernels with these names (comma list, `--kernels`); empty: all.",
+    ),
+    Setting(
+        "CLPROJ_VERIFY",
+        "bool",
+        False,
+        "app",
+        "Check each recorded launch by replaying it and comparing its outputs "
+        "(`clproj run --verify`).",
+    ),
+    Setting(
+        "CLPROJ_HOOKS",
+        "list",
+        "",
+        "app",
+        "Python functions called with each launch record, as `module:function` (comma "
+        "list). `clproj run --mode project` adds its own.",
+    ),
+    Setting(
+        "CLPROJ_INAPP_EMULATION",
+        "choice",
+        "auto",
+        "app",
+        "Project mode: emulate launches inside the app while it runs (`1`), never (`0`: "
+        "all after it exits), or `auto`: only when the machine has an idle core.",
+        ("auto", "1", "0"),
+    ),
+    # --- route mode and the cluster ---
+    Setting(
+        "CLPROJ_BROKER",
+        "str",
+        "",
+        "app",
+        "Route mode: the cluster's broker address (`clproj run --broker`); empty: an "
+        "embedded broker and a local node start with the app.",
+    ),
+    Setting(
+        "CLPROJ_KEYS",
+        "path",
+        "~/.config/clproj/keys",
+        "both",
+        "Folder of the cluster's CURVE keys (`clproj keys`, `--keys`).",
+    ),
+    Setting(
+        "CLPROJ_DIRECT",
+        "choice",
+        "1",
+        "both",
+        "How a client reaches a node: `1` directly (a Unix socket on the same host, else "
+        "zmq), `zmq` directly but always over zmq, `0` everything through the broker.",
+        ("1", "zmq", "0"),
+    ),
+    Setting(
+        "CLPROJ_FAST_LAUNCH",
+        "bool",
+        True,
+        "both",
+        "A client sends a repeated launch as a 24-byte frame to the node's native link; "
+        "`0` keeps every launch on the command socket (benchmarks compare both).",
+    ),
+    Setting(
+        "CLPROJ_SHM",
+        "bool",
+        True,
+        "both",
+        "Move buffer data between a client and a node on the same host through shared "
+        "memory (`/dev/shm`); `0` sends every byte through the sockets.",
+    ),
+    Setting(
+        "CLPROJ_SHM_MIN",
+        "int",
+        1 << 20,
+        "both",
+        "Smallest transfer (bytes) that goes through shared memory instead of the socket.",
+        bounds=(0, 2**63 - 1),
+    ),
+    Setting(
+        "CLPROJ_NODE_NATIVE",
+        "bool",
+        True,
+        "both",
+        "A node offers its native fast link (C thread) when it is built; `0` offers none "
+        "(benchmarks compare both).",
+    ),
+    Setting(
+        "CLPROJ_NODE_SETTLE_US",
+        "float",
+        150.0,
+        "both",
+        "A node polls a lone command on its serving thread for up to this many "
+        "microseconds before its waiter thread takes it over; `0` turns that off.",
+        bounds=(0, float("inf")),
+    ),
+    Setting(
+        "CLPROJ_ROUTE_WAIT",
+        "float",
+        60.0,
+        "app",
+        "Route mode: seconds the app waits for the cluster's devices to be announced.",
+        bounds=(0, float("inf")),
+    ),
+    Setting(
+        "CLPROJ_ROUTE_LIFETIME",
+        "float",
+        86400.0,
+        "app",
+        "Route mode: seconds the embedded broker and local node live at most (they stop "
+        "with the app in any case).",
+        bounds=(0, float("inf")),
+    ),
+    Setting(
+        "CLPROJ_ROUTE_PRESTART",
+        "bool",
+        True,
+        "app",
+        "Route mode: start the embedded cluster at the app's first `clGetPlatformIDs` "
+        "instead of at its first context.",
+    ),
+    Setting(
+        "CLPROJ_ROUTE_VERBOSE",
+        "bool",
+        False,
+        "app",
+        "Route mode: let the embedded broker's and node's logs reach the app's stderr.",
+    ),
+    Setting(
+        "CLPROJ_ROUTE_REPROJECT_S",
+        "float",
+        0.05,
+        "app",
+        "Route mode: at most one fresh projection per this many seconds for a family of "
+        "launches the reuse cache answers.",
+        bounds=(0, float("inf")),
+    ),
+    Setting(
+        "CLPROJ_SPLIT",
+        "bool",
+        False,
+        "app",
+        "Route mode: split qualifying launches across devices (`clproj run --split`).",
+    ),
+    Setting(
+        "CLPROJ_SPLIT_WAIT_S",
+        "float",
+        0.0,
+        "app",
+        "Route mode with `--split`: seconds a kernel's first launches wait for the split "
+        "decision instead of running unsplit meanwhile.",
+        bounds=(0, float("inf")),
+    ),
+    Setting(
+        "CLPROJ_SPLIT_CHECK",
+        "bool",
+        True,
+        "app",
+        "Route mode with `--split`: check a split against the measured times; `0` trusts "
+        "the projection alone (tests of the split's mechanics).",
+    ),
+    Setting(
+        "CLPROJ_SPLIT_FILE",
+        "path",
+        "",
+        "app",
+        "Route mode with `--split`: append each split decision to this file (JSON lines).",
+    ),
+    # --- benchmark host programs (benchmarks/apps/c_hosts) ---
+    Setting(
+        "CLPROJ_DEVICE",
+        "int",
+        0,
+        "bench",
+        "The benchmark C hosts' device, an index in clproj's order (platforms as the "
+        "loader returns them, devices within each).",
+        bounds=(0, 2**31 - 1),
+    ),
+    Setting(
+        "CLPROJ_KERNEL_DIR",
+        "path",
+        "",
+        "bench",
+        "Where the benchmark C hosts find their `.cl` sources; empty: next to the "
+        "executable (`<exe dir>/..`).",
+    ),
+    # --- internal: set by clproj for its own processes, not by users ---
+    Setting(
+        "CLPROJ_RUN_DIR",
+        "path",
+        "",
+        "internal",
+        "`clproj run`'s temporary folder for this run; the app's helper processes put "
+        "their sockets and files in it.",
+    ),
+    Setting(
+        "CLPROJ_SUMMARY_FILE",
+        "path",
+        "",
+        "internal",
+        "`clproj run`: the app writes its per-kernel summary here (TSV) instead of stderr.",
+    ),
+    Setting(
+        "CLPROJ_PROJECTION_FILE",
+        "path",
+        "",
+        "internal",
+        "`clproj run --mode project`: the app appends the projections it made here.",
+    ),
+    Setting(
+        "CLPROJ_DEFERRED_FILE",
+        "path",
+        "",
+        "internal",
+        "`clproj run --mode project`: the app appends here the launches left for the "
+        "post-run completion.",
+    ),
+    Setting(
+        "CLPROJ_SPLIT_DEVICES",
+        "list",
+        "",
+        "internal",
+        "`clproj run --split`: the device profile files the splitter uses (comma list).",
+    ),
+    Setting(
+        "CLPROJ_STATS_OUT",
+        "path",
+        "",
+        "internal",
+        "The Oclgrind plugin appends its statistics (JSON lines) to this file.",
+    ),
+    Setting(
+        "CLPROJ_STATS_STOP_AFTER_GROUPS",
+        "int",
+        0,
+        "internal",
+        "The Oclgrind plugin ends the emulation after writing this many work-groups (0: never).",
+        bounds=(0, 2**63 - 1),
+    ),
+    Setting(
+        "CLPROJ_STATS_MAX_WORK_ITEMS",
+        "int",
+        0,
+        "internal",
+        "Bounded emulation: the plugin's budget of work-items (0: none).",
+        bounds=(0, 2**63 - 1),
+    ),
+    Setting(
+        "CLPROJ_STATS_MAX_INSTRUCTIONS",
+        "int",
+        0,
+        "internal",
+        "Bounded emulation: the plugin's budget of instructions (0: none).",
+        bounds=(0, 2**63 - 1),
+    ),
+    Setting(
+        "CLPROJ_STATS_BUDGET_S",
+        "float",
+        0.0,
+        "internal",
+        "Bounded emulation: the plugin's wall-time budget in seconds (0: none).",
+        bounds=(0, float("inf")),
+    ),
+    Setting(
+        "CLPROJ_STORE_RANGES",
+        "bool",
+        False,
+        "internal",
+        "The Oclgrind plugin also reports each work-group's stored address ranges "
+        "(the partition safety check).",
+    ),
+    Setting(
+        "CLPROJ_FAULT",
+        "choice",
+        "",
+        "test",
+        "Fault injection for tests: `start` makes the app side's start-up fail, `launch` "
+        "makes every recorded launch raise.",
+        ("", "start", "launch"),
+    ),
+)
