@@ -20,12 +20,12 @@ names from here.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import zmq
 
+from clproj import settings
 from runtime.cluster import protocol
 from runtime.cluster.client.coherence import (
     MEM_READ_ONLY,
@@ -94,19 +94,19 @@ class RemotePlatform:
             keys,
             keys_dir,
             ctx,
-            direct_mode=os.environ.get("CLPROJ_DIRECT", "1"),
+            direct_mode=settings.get("CLPROJ_DIRECT"),
             on_link_closed=lambda: self.fast.drop_all(),
         )
         self.shm_path = ShmPath(
             self.directory,
-            enabled=os.environ.get("CLPROJ_SHM", "1") != "0",
-            min_bytes=int(os.environ.get("CLPROJ_SHM_MIN", 1 << 20)),
+            enabled=settings.get("CLPROJ_SHM"),
+            min_bytes=settings.get("CLPROJ_SHM_MIN"),
         )
         self.requests = Requests(self)
         self.coherence = Coherence(self)
         self.programs = Programs(self)
         self.decisions = Decisions(self)
-        self.fast = FastLaunch(self, os.environ.get("CLPROJ_FAST_LAUNCH", "1") != "0")
+        self.fast = FastLaunch(self, settings.get("CLPROJ_FAST_LAUNCH"))
         self.recovery = Recovery(self, log_limit_bytes, log_limit_ops)
         self._handle = 0
         self.refresh_devices(wait_s=wait_devices_s)
