@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
+from clproj import settings
+
 
 class LocalCluster:
     """The single-machine default of route mode: a broker and a node, each its own process.
@@ -26,7 +28,7 @@ class LocalCluster:
 
         # inside `clproj run`'s run directory, which it removes however the app ends
         self.tmp = tempfile.TemporaryDirectory(
-            prefix="clproj-route-", dir=os.environ.get("CLPROJ_RUN_DIR") or None
+            prefix="clproj-route-", dir=settings.get("CLPROJ_RUN_DIR") or None
         )
         os.chmod(self.tmp.name, 0o700)
         self.endpoint = f"ipc://{self.tmp.name}/broker"
@@ -36,7 +38,7 @@ class LocalCluster:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         life = str(max(1, int(lifetime_s)))
         # their logs would land in the app's stderr; CLPROJ_ROUTE_VERBOSE=1 keeps them
-        quiet = None if os.environ.get("CLPROJ_ROUTE_VERBOSE") == "1" else subprocess.DEVNULL
+        quiet = None if settings.get("CLPROJ_ROUTE_VERBOSE") else subprocess.DEVNULL
         exe = sys.executable
         if not exe or not os.path.basename(exe).startswith("python"):
             exe = os.path.join(sys.base_prefix, "bin", "python3")  # embedded in a C app

@@ -21,21 +21,19 @@ callbacks, summary).
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from clproj import cl_names as C
+from clproj import settings
 from clproj.errors import ClprojError  # a leaf module; imported per call before (~1 us each)
 from intercept.route import buffers, callbacks, enqueue, events, info, programs, transfers
 from intercept.route.errors import CLError, log_once
+from intercept.route.held import Handler
 from intercept.route.local_cluster import LocalCluster
 from intercept.route.objects import VContext, VQueue
 from intercept.route.state import Route, lifetime
-
-Handler = Callable[[Route, Any], int]
 
 _route: Route | None = None
 _start_lock = threading.Lock()
@@ -109,7 +107,7 @@ def prestart(lib: Any) -> None:
     global _prestarted
     if _route is not None or _prestarted is not None or _start_failed:
         return
-    if os.environ.get("CLPROJ_BROKER") or os.environ.get("CLPROJ_ROUTE_PRESTART") == "0":
+    if settings.get("CLPROJ_BROKER") or not settings.get("CLPROJ_ROUTE_PRESTART"):
         return
     with _start_lock:
         if _route is None and _prestarted is None:

@@ -9,13 +9,13 @@ callbacks, summary) carry out the calls on it; intercept/route/platform.py dispa
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from clproj import cl_names as C
+from clproj import settings
 from intercept.route.callbacks import EventCallbacks
 from intercept.route.device import VirtualDevice
 from intercept.route.errors import CLError, log_once
@@ -36,13 +36,11 @@ class Route:
         # a call waiting for a user event waits on this (releasing the lock)
         self.cond = threading.Condition(self.lock)
         self.cluster: LocalCluster | None = None
-        broker = os.environ.get("CLPROJ_BROKER")
+        broker = settings.get("CLPROJ_BROKER")
         if not broker:
             self.cluster = prestarted() or LocalCluster(lifetime())
             broker = self.cluster.endpoint
-        self.p = RemotePlatform(
-            broker, wait_devices_s=float(os.environ.get("CLPROJ_ROUTE_WAIT", 60))
-        )
+        self.p = RemotePlatform(broker, wait_devices_s=settings.get("CLPROJ_ROUTE_WAIT"))
         self.objs: dict[int, Any] = {}
         self.parents: dict[int, Any] = {}  # id -> handle it retains implicitly
         self.next_id = 100
@@ -54,7 +52,7 @@ class Route:
         self.sigs: dict[tuple, tuple[str, str]] = {}  # launch -> (signature, family)
         self.families: dict[tuple, str] = {}  # launch without scalar values -> family
         self.seen_sigs: set[str] = set()
-        self.hooks = bool(os.environ.get("CLPROJ_HOOKS"))
+        self.hooks = bool(settings.get("CLPROJ_HOOKS"))
         self.stats = LaunchStats()
         self.t0 = time.monotonic_ns()
         self.closed = False
@@ -66,7 +64,7 @@ class Route:
         self.bound_event: VEvent | None = None
         self.in_held = False
         self.split: Any = None  # runtime.partition.route_policy.Splitter (CLPROJ_SPLIT=1)
-        if os.environ.get("CLPROJ_SPLIT") == "1":
+        if settings.get("CLPROJ_SPLIT"):
             from runtime.partition.route_policy import Splitter
 
             self.split = Splitter.from_env(
@@ -156,4 +154,4 @@ class Route:
 
 def lifetime() -> float:
     """How long a local cluster started for this app may live (seconds)."""
-    return float(os.environ.get("CLPROJ_ROUTE_LIFETIME", 86400))
+    return float(settings.get("CLPROJ_ROUTE_LIFETIME"))

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+from clproj import settings
+
 HARVEST_EVERY = 4096  # launches kept before the completed ones are folded in
 
 
@@ -47,14 +49,14 @@ class LaunchStats:
     def write_summary(self, p: Any, split: Any) -> None:
         """Print (or write to CLPROJ_SUMMARY_FILE) the summary; ``p``: the client,
         ``split``: the split policy or None."""
-        path = os.environ.get("CLPROJ_SUMMARY_FILE")
+        path = settings.get("CLPROJ_SUMMARY_FILE")
         names = {d.id: f"{d.id} {d.name}" for d in p.devices.values()}
         rows = [(k, names.get(dev, dev), *v) for (k, dev), v in sorted(self.stats.items())]
         if path:
             with open(path, "w") as f:
                 for k, dev, n, timed, total in rows:
                     f.write(f"{k}\t{dev}\t{n}\t{timed}\t{total}\n")
-        elif os.environ.get("CLPROJ_SUMMARY") != "0":
+        elif settings.get("CLPROJ_SUMMARY"):
             for k, dev, n, timed, total in rows:
                 mean = total / timed / 1e3 if timed else 0.0
                 print(
@@ -66,7 +68,7 @@ class LaunchStats:
                 f"clproj: route: recovered from {p.recoveries} node failure(s)",
                 file=sys.stderr,
             )
-        if split is not None and not os.environ.get("CLPROJ_SPLIT_FILE"):
+        if split is not None and not settings.get("CLPROJ_SPLIT_FILE"):
             from runtime.partition.route_policy import (
                 print_summary,  # else `clproj run` prints them
             )
