@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from clproj import settings
 from clproj.errors import ClprojError
 from clproj.untrusted import is_int, read_regular_file
 from intercept import identity
@@ -286,7 +287,7 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
     mode wants each projection as early as possible: later launches migrate by it).
     """
     global _writer
-    if os.environ.get("CLPROJ_MODE") != "project":
+    if settings.get("CLPROJ_MODE") != "project":
         save(record, directory)
         if then is not None:
             then(record)

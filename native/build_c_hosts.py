@@ -17,6 +17,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC_DIR = os.path.join(REPO, "benchmarks", "apps", "c_hosts")
+NATIVE_DIR = os.path.join(REPO, "native")  # clproj_settings.h
 DEFAULT_OUT = os.path.join(REPO, "benchmarks", "apps", "bin")
 CFLAGS = ["-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wno-deprecated-declarations"]
 
@@ -36,7 +37,7 @@ def build(out_dir: str = DEFAULT_OUT, cc: str | None = None) -> list[str]:
     built = []
     for src in sources():
         exe = os.path.join(out_dir, os.path.splitext(os.path.basename(src))[0])
-        cmd = [cc, *CFLAGS, "-I", SRC_DIR, src, "-o", exe, "-lOpenCL", "-lm"]
+        cmd = [cc, *CFLAGS, "-I", SRC_DIR, "-I", NATIVE_DIR, src, "-o", exe, "-lOpenCL", "-lm"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"compiling {src} failed:\n{' '.join(cmd)}\n{proc.stderr}")

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../clproj_settings.h"
 #include "route.h"
 #include "shim.h"
 
@@ -58,8 +59,7 @@ static void rt_log_once(const char *what) {
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
 static void rt_fill_table(void);
 static void rt_init_once(void) {
-    const char *m = getenv("CLPROJ_MODE");
-    rt_mode = m && strcmp(m, "route") == 0;
+    rt_mode = strcmp(clproj_setting_mode(), "route") == 0;
     rt_fill_table();
     clproj_init();
     if (rt_mode) {

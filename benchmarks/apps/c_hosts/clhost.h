@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clproj_settings.h" /* native/: settings read as the rest of clproj reads them */
+
 #define CLH_CHECK(expr)                                                                    \
     do {                                                                                   \
         cl_int clh_err_ = (expr);                                                          \
@@ -62,7 +64,7 @@ static char *clh_read_file(const char *path, size_t *len)
 static char *clh_load_kernel_source(const char *name)
 {
     char path[PATH_MAX + 64];
-    const char *dir = getenv("CLPROJ_KERNEL_DIR");
+    const char *dir = clproj_setting_kernel_dir();
     if (dir && *dir) {
         snprintf(path, sizeof path, "%s/%s", dir, name);
     } else {
@@ -95,8 +97,7 @@ static void clh_init(clh_env *env, const char *cl_file, const char *options)
     if (nplat > 16)
         nplat = 16;
     CLH_CHECK(clGetPlatformIDs(nplat, plats, NULL));
-    const char *want_s = getenv("CLPROJ_DEVICE");
-    int want = want_s ? atoi(want_s) : 0, seen = 0, found = 0;
+    int want = (int)clproj_setting_device(), seen = 0, found = 0;
     for (cl_uint p = 0; p < nplat && !found; ++p) {
         cl_uint ndev = 0;
         if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &ndev) != CL_SUCCESS)
