@@ -26,6 +26,7 @@ from typing import Any
 import zmq
 
 from clproj import settings
+from intercept import identity
 from runtime.cluster import protocol
 from runtime.cluster.client.coherence import (
     MEM_READ_ONLY,
@@ -254,7 +255,7 @@ class RemotePlatform:
 
     def kernel_key(self, kernel: RemoteKernel, gsize: Sequence[int]) -> str:
         """The placement key: program hash + kernel name + global size (see docs/cluster.md)."""
-        return f"{kernel.program.hash[:16]}:{kernel.name}:{'x'.join(str(int(g)) for g in gsize)}"
+        return identity.placement_key(kernel.program.hash, kernel.name, gsize)
 
     def ensure_built(self, prog: RemoteProgram, dev: str) -> None:
         """Build ``prog`` on ``dev`` unless done (blocking: a failure raises here)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from clproj.errors import ClprojError
+from intercept import identity
 from runtime.cluster.client.coherence import RemoteBuffer, SubRegion
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class Programs:
 
     def create(self, h: int, source: str, options: str) -> RemoteProgram:
         """A program from source, not built yet."""
-        digest = hashlib.sha256((source + "\0" + options).encode()).hexdigest()
+        digest = identity.program_hash(source, options)
         return RemoteProgram(h, source, options, digest)
 
     def compile(
