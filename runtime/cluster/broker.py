@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,9 @@ class Broker:
         self.placements: deque[dict[str, Any]] = deque(maxlen=50)
         self.epoch = 1
         self.rejects = 0
+        # called with (sender, reason) for every refused message: a public hook so that
+        # tests and diagnostics can see *why* messages were refused without patching
+        self.on_reject: Callable[[bytes, str], None] | None = None
         self.forwarded = 0
         self.started = time.time()
         self._stop = threading.Event()
@@ -147,6 +150,8 @@ class Broker:
     # ---- inbound ---------------------------------------------------------------------
     def _reject(self, ident: bytes, why: str) -> None:
         self.rejects += 1
+        if self.on_reject is not None:
+            self.on_reject(ident, why)
         if self.rejects <= 20 or self.rejects % 1000 == 0:
             log.warning("rejected message #%d from %s: %s", self.rejects, ident.hex()[:16], why)
 

@@ -9,7 +9,6 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-from _cluster_helpers import ADD_SRC, reference_step, start_node, stop, wait_devices
 
 from runtime.cluster import protocol
 from runtime.cluster.broker import Broker, serve_in_thread
@@ -17,27 +16,15 @@ from runtime.cluster.client.platform import MEM_READ_ONLY, RemotePlatform
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("cluster")
-    endpoint = f"ipc://{tmp}/broker"
-    broker = Broker(endpoint, liveness_s=2.0)
-    th = serve_in_thread(broker, until=time.time() + 150)
-    procs = [
-        start_node(endpoint, "basic", "basic", tmp / "basic.log"),
-        start_node(endpoint, "pthread", "pthread", tmp / "pthread.log"),
-    ]
-    wait_devices(broker, 2)
-    yield {"endpoint": endpoint, "broker": broker, "tmp": tmp, "procs": procs, "thread": th}
-    for p in procs:
-        stop(p)
-    broker.stop()
-    th.join(3)
+def cluster(module_cluster):
+    """The module's cluster (conftest ``module_cluster``): nodes "basic" and "pthread"."""
+    return module_cluster
 
 
-def _run_app(plat, n=4096, launches=6, reps=4):
+def _run_app(plat, src, n=4096, launches=6, reps=4):
     a0 = np.linspace(0, 1, n, dtype=np.float32)
     b0 = np.full(n, 0.5, np.float32)
-    prog = plat.create_program(ADD_SRC)
+    prog = plat.create_program(src)
     plat.build_program(prog)
     k = plat.create_kernel(prog, "advance")
     A = plat.create_buffer(a0.nbytes, hostbuf=a0)
@@ -59,10 +46,12 @@ def test_devices_registered_with_profiles(cluster):
 
 
 @pytest.mark.parametrize("winner", ["basic/0", "pthread/0"])
-def test_kernel_goes_where_the_projection_says_and_results_are_correct(cluster, winner):
+def test_kernel_goes_where_the_projection_says_and_results_are_correct(
+    cluster, winner, add_kernel_source, reference_step
+):
     plat = RemotePlatform(cluster["endpoint"])
     try:
-        a0, b0, k, A = _run_app(plat)
+        a0, b0, k, A = _run_app(plat, add_kernel_source)
         key = plat.kernel_key(k, [a0.size])
         loser = ({"basic/0", "pthread/0"} - {winner}).pop()
         plat.post_projection(key, {winner: 0.001, loser: 0.1})
@@ -78,10 +67,14 @@ def test_kernel_goes_where_the_projection_says_and_results_are_correct(cluster, 
         plat.close()
 
 
-def test_first_launch_runs_at_once_then_migrates_when_projection_arrives(cluster):
+def test_first_launch_runs_at_once_then_migrates_when_projection_arrives(
+    cluster, add_kernel_source, reference_step
+):
     plat = RemotePlatform(cluster["endpoint"])
     try:
-        a0, b0, k, A = _run_app(plat, n=2048)  # a kernel key nobody has projected yet
+        a0, b0, k, A = _run_app(
+            plat, add_kernel_source, n=2048
+        )  # a kernel key nobody has projected yet
         key = plat.kernel_key(k, [a0.size])
         plat.enqueue_launch(k, [a0.size])
         first_dev, reason = plat.placements[-1][1:]
@@ -100,10 +93,10 @@ def test_first_launch_runs_at_once_then_migrates_when_projection_arrives(cluster
         plat.close()
 
 
-def test_nonblocking_reads_writes_events_map_unmap(cluster):
+def test_nonblocking_reads_writes_events_map_unmap(cluster, add_kernel_source, reference_step):
     plat = RemotePlatform(cluster["endpoint"])
     try:
-        a0, b0, k, A = _run_app(plat, n=1024)
+        a0, b0, k, A = _run_app(plat, add_kernel_source, n=1024)
         ev = plat.enqueue_launch(k, [1024])
         ev.wait()
         out, rev = plat.enqueue_read(A, bytearray(a0.nbytes), blocking=False)
@@ -125,7 +118,9 @@ def test_nonblocking_reads_writes_events_map_unmap(cluster):
         plat.close()
 
 
-def test_10000_garbage_messages_rejected_and_cluster_keeps_serving(cluster):
+def test_10000_garbage_messages_rejected_and_cluster_keeps_serving(
+    cluster, add_kernel_source, reference_step
+):
     broker = cluster["broker"]
     before = broker.rejects
     ctx = zmq.Context.instance()
@@ -182,7 +177,9 @@ def test_10000_garbage_messages_rejected_and_cluster_keeps_serving(cluster):
     for g in garbage[:2000]:
         d.send_multipart(g)
     # both the broker and the nodes still serve a real app correctly
-    test_kernel_goes_where_the_projection_says_and_results_are_correct(cluster, "pthread/0")
+    test_kernel_goes_where_the_projection_says_and_results_are_correct(
+        cluster, "pthread/0", add_kernel_source, reference_step
+    )
     d.close(0)
     # 1250 rejects came through the broker; the log's 3000th exists only if the node
     # rejected the direct garbage too (its log is rate-limited: every 1000th)
@@ -192,7 +189,9 @@ def test_10000_garbage_messages_rejected_and_cluster_keeps_serving(cluster):
         time.sleep(0.1)
 
 
-def test_direct_path_skips_the_broker_which_learns_from_heartbeats(cluster, monkeypatch):
+def test_direct_path_skips_the_broker_which_learns_from_heartbeats(
+    cluster, monkeypatch, add_kernel_source, reference_step
+):
     """Commands go straight to the node (the broker forwards none of them), yet the broker
     learns the kernel's measured time and the device's launch time from the heartbeats.
     Same host: the node's Unix socket ("1"), or its zmq socket ("zmq");
@@ -204,7 +203,7 @@ def test_direct_path_skips_the_broker_which_learns_from_heartbeats(cluster, monk
         monkeypatch.setenv("CLPROJ_DIRECT", direct)
         plat = RemotePlatform(cluster["endpoint"])
         try:
-            a0, b0, k, A = _run_app(plat, n=512)
+            a0, b0, k, A = _run_app(plat, add_kernel_source, n=512)
             key = f"direct-test-{direct}"
             before = broker.forwarded
             for _ in range(3):
@@ -214,7 +213,9 @@ def test_direct_path_skips_the_broker_which_learns_from_heartbeats(cluster, monk
             np.testing.assert_allclose(out, reference_step(a0, b0, 0.25, 4, 3), rtol=1e-5)
             forwarded = broker.forwarded - before
             assert forwarded >= 5 if direct == "0" else forwarded == 0
-            assert bool(plat._links) == (direct == "1") and bool(plat._dsocks) == (direct == "zmq")
+            assert bool(plat.transport.links) == (direct == "1") and bool(
+                plat.transport.dsocks
+            ) == (direct == "zmq")
             deadline = time.monotonic() + 5
             while "pthread/0" not in broker.measured.get(key, {}):
                 assert time.monotonic() < deadline, "the broker never learnt the launch time"
@@ -225,10 +226,12 @@ def test_direct_path_skips_the_broker_which_learns_from_heartbeats(cluster, monk
             plat.close()
 
 
-def test_broker_restart_clients_and_nodes_reconnect(cluster):
+def test_broker_restart_clients_and_nodes_reconnect(
+    cluster, add_kernel_source, reference_step, wait_devices
+):
     plat = RemotePlatform(cluster["endpoint"], timeout_s=20)
     try:
-        a0, b0, k, A = _run_app(plat)
+        a0, b0, k, A = _run_app(plat, add_kernel_source)
         plat.enqueue_launch(k, [a0.size], device="pthread/0")
         plat.finish()
         old = cluster["broker"]
@@ -247,7 +250,7 @@ def test_broker_restart_clients_and_nodes_reconnect(cluster):
         plat.close()
 
 
-def test_curve_direct_path_serves_members_and_rejects_others(tmp_path, monkeypatch):
+def test_curve_direct_path_serves_members_and_rejects_others(tmp_path, monkeypatch, wait_devices):
     """With CURVE, a node's direct socket is a CURVE server whose key clients get from
     the broker; a member's commands run there, an unknown key or a plaintext peer gets
     nothing through (the node never sees their messages)."""
@@ -279,7 +282,7 @@ def test_curve_direct_path_serves_members_and_rejects_others(tmp_path, monkeypat
             plat.enqueue_launch(k, [64], device=dev)
             out = np.empty_like(x)
             plat.enqueue_read(X, out)
-            assert (out == 2 * x).all() and broker.forwarded == 0 and plat._dsocks
+            assert (out == 2 * x).all() and broker.forwarded == 0 and plat.transport.dsocks
         finally:
             plat.close()
         time.sleep(0.5)  # the client's closing release_all reaches the node

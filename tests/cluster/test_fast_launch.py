@@ -16,7 +16,6 @@ import time
 import msgpack
 import numpy as np
 import pytest
-from _cluster_helpers import wait_devices
 
 from runtime.cluster import protocol
 from runtime.cluster.broker import Broker
@@ -37,7 +36,8 @@ __kernel void scale(__global int *x, __global const int *y) {
 
 
 @pytest.fixture()
-def cluster(tmp_path, monkeypatch):
+def fast_node(tmp_path, monkeypatch, wait_devices):
+    """A broker thread and an in-process node "fast" (its fast link inspectable)."""
     monkeypatch.setenv("CLPROJ_DIRECT", "1")
     endpoint = f"ipc://{tmp_path}/broker"
     broker = Broker(endpoint, liveness_s=3.0)
@@ -67,8 +67,8 @@ def _inc(plat: RemotePlatform, n: int, by: int) -> tuple[np.ndarray, object, obj
     return x, X, k
 
 
-def test_repeated_launch_goes_fast_and_the_broker_still_learns_its_time(cluster):
-    broker, node, endpoint = cluster
+def test_repeated_launch_goes_fast_and_the_broker_still_learns_its_time(fast_node):
+    broker, node, endpoint = fast_node
     plat, dev = _platform(endpoint)
     try:
         x, X, k = _inc(plat, 4096, 1)
@@ -80,8 +80,8 @@ def test_repeated_launch_goes_fast_and_the_broker_still_learns_its_time(cluster)
         out = np.empty_like(x)
         plat.enqueue_read(X, out)
         assert (out == 350).all()
-        assert node._native is not None and node._native.served >= 340, node._native.served
-        assert plat._slots[dev], "the client never got a slot"
+        assert node.native is not None and node.native.served >= 340, node.native.served
+        assert plat.fast.slots[dev], "the client never got a slot"
         deadline = time.monotonic() + 5
         while dev not in broker.measured.get(key, {}):
             assert time.monotonic() < deadline, "the broker never learnt the fast launches' time"
@@ -90,15 +90,15 @@ def test_repeated_launch_goes_fast_and_the_broker_still_learns_its_time(cluster)
     finally:
         plat.close()
     deadline = time.monotonic() + 5
-    while node._slots:  # release_all at close drops the client's slots
+    while node.slots:  # release_all at close drops the client's slots
         assert time.monotonic() < deadline, "slots outlived their client"
         time.sleep(0.05)
 
 
-def test_fast_launches_keep_order_with_writes_argument_changes_and_new_buffers(cluster):
+def test_fast_launches_keep_order_with_writes_argument_changes_and_new_buffers(fast_node):
     """Every change the client makes between repeated launches must be seen by the next
     fast launch exactly when a plain command stream would see it."""
-    _, node, endpoint = cluster
+    _, node, endpoint = fast_node
     plat, dev = _platform(endpoint)
     try:
         n = 1024
@@ -137,20 +137,20 @@ def test_fast_launches_keep_order_with_writes_argument_changes_and_new_buffers(c
                 Y = Y2
             plat.enqueue_read(X, out)
             np.testing.assert_array_equal(out, ref_x)
-        assert node._native is not None and node._native.served > 20
+        assert node.native is not None and node.native.served > 20
     finally:
         plat.close()
 
 
-def test_a_step_index_changing_every_launch_still_goes_fast(cluster):
+def test_a_step_index_changing_every_launch_still_goes_fast(fast_node):
     """The slot is made for the launch's shape; each fast frame brings the scalar values,
     which the node's C thread sets before the launch (a factorisation's step index)."""
-    _, node, endpoint = cluster
+    _, node, endpoint = fast_node
     plat, dev = _platform(endpoint)
     try:
         n = 512
         x, X, k = _inc(plat, n, 0)
-        served = node._native.served
+        served = node.native.served
         ref = x.copy()
         for t in range(200):
             k.set_args(X, np.int32(t % 7))
@@ -161,7 +161,7 @@ def test_a_step_index_changing_every_launch_still_goes_fast(cluster):
         out = np.empty_like(x)
         plat.enqueue_read(X, out)
         np.testing.assert_array_equal(out, ref)
-        assert node._native.served - served >= 190, node._native.served - served
+        assert node.native.served - served >= 190, node.native.served - served
     finally:
         plat.close()
 
@@ -190,15 +190,15 @@ def _read_msg(s: socket.socket) -> list[bytes]:
         buf += chunk
 
 
-def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(cluster):
-    _, node, endpoint = cluster
+def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(fast_node):
+    _, node, endpoint = fast_node
     plat, dev = _platform(endpoint)
     try:
         x, X, k = _inc(plat, 256, 2)
         for _ in range(3):
             plat.enqueue_launch(k, [256], device=dev).wait()
-        slot, _ = next(iter(plat._slots[dev].values()))
-        rejects = node._native.rejects
+        slot, _ = next(iter(plat.fast.slots[dev].values()))
+        rejects = node.native.rejects
         # a stranger on the same host: its own connection may not use the client's slot
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(node.local + nodelink.SUFFIX)
@@ -220,8 +220,8 @@ def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(cluster):
         assert s.recv(100) == b"", "a framing violation must close the connection"
         s.close()
         deadline = time.monotonic() + 5
-        while node._native.rejects < rejects + 6:
-            assert time.monotonic() < deadline, node._native.rejects - rejects
+        while node.native.rejects < rejects + 6:
+            assert time.monotonic() < deadline, node.native.rejects - rejects
             time.sleep(0.05)
         # the client's own connection is untouched
         for _ in range(5):
@@ -233,7 +233,7 @@ def test_bad_fast_frames_are_refused_and_the_node_keeps_serving(cluster):
         plat.close()
 
 
-def test_without_the_native_link_slots_are_never_granted(tmp_path, monkeypatch):
+def test_without_the_native_link_slots_are_never_granted(tmp_path, monkeypatch, wait_devices):
     """CLPROJ_NODE_NATIVE=0: the Python link serves; slot requests are simply not
     granted and every launch stays a full command (results identical)."""
     monkeypatch.setenv("CLPROJ_NODE_NATIVE", "0")
@@ -245,7 +245,7 @@ def test_without_the_native_link_slots_are_never_granted(tmp_path, monkeypatch):
     nth = node_thread(node, until=time.time() + 60)
     try:
         wait_devices(broker, 1)
-        assert node._native is None and node.local
+        assert node.native is None and node.local
         plat, dev = _platform(endpoint)
         try:
             x, X, k = _inc(plat, 512, 3)
@@ -253,7 +253,7 @@ def test_without_the_native_link_slots_are_never_granted(tmp_path, monkeypatch):
                 plat.enqueue_launch(k, [512], device=dev).wait()
             out = np.empty_like(x)
             plat.enqueue_read(X, out)
-            assert (out == 60).all() and not plat._slots.get(dev)
+            assert (out == 60).all() and not plat.fast.slots.get(dev)
         finally:
             plat.close()
     finally:

@@ -9,7 +9,6 @@ real in the middle of a run.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from _cluster_helpers import REPO, broker_and_two_nodes
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
     not list(REPO.glob("intercept/_shim*.so")), reason="shim not built (make build)"
@@ -71,55 +71,6 @@ APP = textwrap.dedent(
     """
 )
 
-HOOK = textwrap.dedent(
-    """
-    import os, threading, time
-
-    def on_record(rec):
-        from intercept.route import platform as route_runtime
-
-        fast = os.environ["ROUTE_TEST_FAST"]
-        delay = float(os.environ.get("ROUTE_TEST_DELAY", "0"))
-
-        def post():
-            time.sleep(delay)
-            r = route_runtime.route()
-            times = {d.id: (0.0005 if fast in d.id else 0.05) for d in r.p.devices.values()}
-            route_runtime.post_projection(rec.signature, times)
-
-        if delay:
-            threading.Thread(target=post, daemon=True).start()
-        else:
-            post()
-    """
-)
-
-
-@pytest.fixture()
-def cluster(tmp_path):
-    """Broker thread + a ``basic`` node (nb) and a ``pthread`` node (np), as processes."""
-    with broker_and_two_nodes(tmp_path, liveness_s=3.0) as c:
-        yield c
-
-
-def route_env(tmp_path: Path, fast: str | None = None, delay: float = 0.0) -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("POCL_DEVICES", "pthread basic")
-    env.pop("LD_PRELOAD", None)
-    env["PYOPENCL_CTX"] = "0"
-    env["PYOPENCL_NO_CACHE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(tmp_path)])
-    if fast:
-        (tmp_path / "route_test_hook.py").write_text(HOOK)
-        env["CLPROJ_HOOKS"] = "route_test_hook:on_record"
-        env["CLPROJ_RECORD_DIR"] = str(tmp_path / "records")
-        env["ROUTE_TEST_FAST"] = fast
-        env["ROUTE_TEST_DELAY"] = str(delay)
-        # The test's hook is the only projection: the app's own (real) one is made for a
-        # device no node has, so it maps to no cluster device and is not posted.
-        env["CLPROJ_DEVICES"] = "h100-sxm-spec"
-    return env
-
 
 def clproj_run(cmd: list[str], env: dict[str, str], broker: str | None = None, timeout: int = 150):
     args = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--json"]
@@ -134,14 +85,6 @@ def clproj_run(cmd: list[str], env: dict[str, str], broker: str | None = None, t
     )
 
 
-def finish(proc: subprocess.Popen, timeout: int = 150) -> tuple[str, str, dict]:
-    """(the app's output, stderr, the summary) of ``clproj run --json``: the summary is
-    alone on stdout, the app's own stdout went to stderr."""
-    out, err = proc.communicate(timeout=timeout)
-    summary = json.loads(out) if out.strip() else {}
-    return err, err, summary
-
-
 def devices_of(summary: dict, kernel: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for row in summary.get("kernels", []):
@@ -151,7 +94,7 @@ def devices_of(summary: dict, kernel: str) -> dict[str, int]:
     return out
 
 
-def test_pyopencl_vecadd_embedded_cluster(tmp_path):
+def test_pyopencl_vecadd_embedded_cluster(tmp_path, route_env, finish):
     """Without --broker: embedded broker + local node; output correct, launches summarised."""
     (tmp_path / "app.py").write_text(APP)
     env = route_env(tmp_path)
@@ -163,7 +106,7 @@ def test_pyopencl_vecadd_embedded_cluster(tmp_path):
     assert all(d.startswith("local/") for d in devices_of(summary, "advance"))
 
 
-def test_migration_follows_late_projection(tmp_path, cluster):
+def test_migration_follows_late_projection(tmp_path, cluster, route_env, finish):
     """First launches run at once on the default (pthread: higher peak); a projection that
     arrives later says basic is faster, and later launches move there."""
     (tmp_path / "app.py").write_text(APP)
@@ -179,7 +122,7 @@ def test_migration_follows_late_projection(tmp_path, cluster):
     assert sum(devs.values()) == 60
 
 
-def test_c_app_goes_where_projection_says(tmp_path, cluster):
+def test_c_app_goes_where_projection_says(tmp_path, cluster, route_env, finish):
     """An unmodified C app (system ICD loader) on the virtual platform: correct output,
     and with the projection known at the first launch every launch runs on basic."""
     exe = tmp_path / "app_many"
@@ -197,7 +140,7 @@ def test_c_app_goes_where_projection_says(tmp_path, cluster):
     assert devs == {"nb/0": 40}, (devs, err)
 
 
-def test_node_killed_mid_run_is_recovered(tmp_path, cluster):
+def test_node_killed_mid_run_is_recovered(tmp_path, cluster, route_env, finish):
     """Kill the node running the launches while many are in flight: the client replays
     them elsewhere from its last consistent state; the app's output is still correct."""
     (tmp_path / "app.py").write_text(APP)
@@ -221,7 +164,7 @@ def test_node_killed_mid_run_is_recovered(tmp_path, cluster):
     assert any("replayed" in r["device"] for r in rows), rows  # in flight when it died
 
 
-def test_sub_buffers_and_compile_link_match_native(tmp_path):
+def test_sub_buffers_and_compile_link_match_native(tmp_path, route_env, finish):
     """Sub-buffers (a kernel argument, a read) and clCompileProgram + clLinkProgram are
     part of the virtual platform: the C app prints under route mode what it prints on
     PoCL directly (it used to get CL_INVALID_OPERATION)."""
@@ -252,14 +195,13 @@ def test_sub_buffers_and_compile_link_match_native(tmp_path):
     assert "is not supported" not in err
 
 
-def test_same_host_shm_data_path(tmp_path, monkeypatch):
+def test_same_host_shm_data_path(tmp_path, monkeypatch, embedded_cluster):
     """Large writes/reads to a node on this host go through /dev/shm files named in the
     commands (not through the sockets); the bytes arrive intact both ways."""
     import numpy as np
 
     from runtime.cluster.client import platform as client_mod
     from runtime.cluster.client.platform import RemotePlatform
-    from runtime.cluster.embedded import EmbeddedCluster
 
     sent: list[dict] = []
     pack = client_mod.protocol.pack
@@ -270,26 +212,26 @@ def test_same_host_shm_data_path(tmp_path, monkeypatch):
         return pack(t, **fields)
 
     monkeypatch.setattr(client_mod.protocol, "pack", spy)
-    with EmbeddedCluster(node="process", lifetime_s=120) as c:
-        p = RemotePlatform(c.endpoint, wait_devices_s=60)
-        try:
-            dev = next(iter(p.devices))
-            x = np.random.default_rng(3).random(1 << 20).astype(np.float32)  # 4 MiB
-            b = p.create_buffer(x.nbytes)
-            p.enqueue_write(b, x, device=dev)
-            k = p.create_kernel(
-                p.create_program(
-                    "__kernel void dbl(__global float *a) { a[get_global_id(0)] *= 2.0f; }"
-                ),
-                "dbl",
-            )
-            k.set_args(b)
-            p.enqueue_launch(k, [x.size], device=dev)
-            out = np.empty_like(x)
-            p.enqueue_read(b, out)
-            assert np.array_equal(out, x * 2)
-        finally:
-            p.close()
+    c = embedded_cluster(node="process", lifetime_s=120)
+    p = RemotePlatform(c.endpoint, wait_devices_s=60)
+    try:
+        dev = next(iter(p.devices))
+        x = np.random.default_rng(3).random(1 << 20).astype(np.float32)  # 4 MiB
+        b = p.create_buffer(x.nbytes)
+        p.enqueue_write(b, x, device=dev)
+        k = p.create_kernel(
+            p.create_program(
+                "__kernel void dbl(__global float *a) { a[get_global_id(0)] *= 2.0f; }"
+            ),
+            "dbl",
+        )
+        k.set_args(b)
+        p.enqueue_launch(k, [x.size], device=dev)
+        out = np.empty_like(x)
+        p.enqueue_read(b, out)
+        assert np.array_equal(out, x * 2)
+    finally:
+        p.close()
     shm_ops = {s["op"] for s in sent if str(s.get("shm", "")).startswith("/dev/shm/clproj-")}
     assert {"buf_read"} <= shm_ops and shm_ops & {"buf_create", "buf_write"}, sent
 
@@ -321,7 +263,7 @@ EVENTS_APP = textwrap.dedent(
 )
 
 
-def test_released_events_reach_python_without_their_own_callback(tmp_path):
+def test_released_events_reach_python_without_their_own_callback(tmp_path, route_env, finish):
     """Events released in C ride along with the next call into Python (route.c): Python
     drops them in batches (its table stays small, bounded by RT_REL_MAX), an event that
     is kept stays usable, and every launch ran."""
@@ -364,7 +306,7 @@ STEP_APP = textwrap.dedent(
 )
 
 
-def test_new_signature_every_launch_snapshots_only_what_it_emulates(tmp_path):
+def test_new_signature_every_launch_snapshots_only_what_it_emulates(tmp_path, route_env):
     """A step index passed as a scalar makes every launch a new signature. Route mode
     projects them from the reuse cache's anchors: only the launches the cache emulates
     are snapshotted (read back) and recorded, not every one (before: 300 of 300, about

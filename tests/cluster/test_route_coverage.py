@@ -17,9 +17,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _cluster_helpers import REPO
 
-from intercept.route.platform import copy_overlap, rect_rows, runs
+from intercept.route.transfers import copy_overlap, rect_rows, runs
+
+REPO = Path(__file__).resolve().parents[2]
 
 needs_shim = pytest.mark.skipif(
     not list(REPO.glob("intercept/_shim*.so")), reason="shim not built (make build)"

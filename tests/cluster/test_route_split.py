@@ -15,11 +15,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
-from _cluster_helpers import ADD_SRC, REPO, broker_and_two_nodes, reference_step
-from test_route import finish, route_env
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
     not list(REPO.glob("intercept/_shim*.so")), reason="shim not built (make build)"
@@ -91,27 +92,39 @@ APP = textwrap.dedent(
 ARGS = ["6", "16384", "100", "64"]
 
 
-def split_env(tmp_path, wait: bool = True) -> dict[str, str]:
-    env = route_env(tmp_path)
-    env["POCL_MAX_PTHREAD_COUNT"] = "1"  # two one-core devices: the advisor says split
-    # the split's mechanics, not its measured check (tests below), which may revoke a
-    # split on this shared machine
-    env["CLPROJ_SPLIT_CHECK"] = "0"
-    if wait:
-        env["CLPROJ_SPLIT_WAIT_S"] = "90"  # first launches wait for their decision
-    return env
+@pytest.fixture()
+def split_env(route_env):
+    """``split_env(tmp_path, wait=True)``: route_env for the split runs below."""
+
+    def make(tmp_path, wait: bool = True) -> dict[str, str]:
+        env = route_env(tmp_path)
+        env["POCL_MAX_PTHREAD_COUNT"] = "1"  # two one-core devices: the advisor says split
+        # the split's mechanics, not its measured check (tests below), which may revoke a
+        # split on this shared machine
+        env["CLPROJ_SPLIT_CHECK"] = "0"
+        if wait:
+            env["CLPROJ_SPLIT_WAIT_S"] = "90"  # first launches wait for their decision
+        return env
+
+    return make
 
 
-def run_route(cmd: list[str], env: dict[str, str], split: bool) -> tuple[str, str, dict]:
-    args = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--json"]
-    if split:
-        args.append("--split")
-    proc = subprocess.Popen(
-        [*args, "--", *cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    out, err, summary = finish(proc, timeout=240)
-    assert proc.returncode == 0, err[-3000:]
-    return out, err, summary
+@pytest.fixture()
+def run_route(finish):
+    """``run_route(cmd, env, split)``: (output, stderr, summary) of a route-mode run."""
+
+    def run(cmd: list[str], env: dict[str, str], split: bool) -> tuple[str, str, dict]:
+        args = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--json"]
+        if split:
+            args.append("--split")
+        proc = subprocess.Popen(
+            [*args, "--", *cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        out, err, summary = finish(proc, timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+        return out, err, summary
+
+    return run
 
 
 def plain_hash(cmd: list[str], env: dict[str, str]) -> str:
@@ -119,7 +132,7 @@ def plain_hash(cmd: list[str], env: dict[str, str]) -> str:
     return next(ln for ln in out.stdout.splitlines() if ln.startswith("HASH"))
 
 
-def test_split_app_is_bit_identical_and_reported(tmp_path):
+def test_split_app_is_bit_identical_and_reported(tmp_path, split_env, run_route):
     """With --split the qualifying kernels (1-D and 2-D) run as shares on both devices,
     the refused one runs unsplit with its reason, and the app's output is bit-identical to
     a plain run (no shim)."""
@@ -144,7 +157,9 @@ def test_split_app_is_bit_identical_and_reported(tmp_path):
     assert rows and not any("split" in r["device"] for r in rows), rows
 
 
-def test_measured_check_in_a_real_run_keeps_output_and_explains_itself(tmp_path):
+def test_measured_check_in_a_real_run_keeps_output_and_explains_itself(
+    tmp_path, split_env, run_route
+):
     """With the measured check on (the default), each split kernel is timed split and
     whole and then either keeps its split or is revoked with the measured figures; the
     output is bit-identical either way."""
@@ -168,7 +183,7 @@ def test_measured_check_in_a_real_run_keeps_output_and_explains_itself(tmp_path)
             assert whole >= 3, rows
 
 
-def test_without_the_flag_nothing_is_split(tmp_path):
+def test_without_the_flag_nothing_is_split(tmp_path, split_env, run_route):
     """Route mode without --split: no decision, no split row, same output."""
     (tmp_path / "app.py").write_text(APP)
     cmd = [sys.executable, str(tmp_path / "app.py"), "2", "4096", "20", "32"]
@@ -181,7 +196,7 @@ def test_without_the_flag_nothing_is_split(tmp_path):
     assert "clproj: split" not in err
 
 
-def test_c_app_with_group_relative_writes_is_refused(tmp_path):
+def test_c_app_with_group_relative_writes_is_refused(tmp_path, split_env, run_route):
     """An unmodified C app (matmul_lmem host: tiles indexed by get_group_id, which restarts
     at 0 in a sub-launch) under --split: refused with the reason, output still correct."""
     exe = tmp_path / "matmul_lmem"
@@ -201,20 +216,20 @@ def test_c_app_with_group_relative_writes_is_refused(tmp_path):
 
 
 @pytest.fixture()
-def two_nodes(tmp_path):
+def two_nodes(tmp_path, broker_and_two_nodes):
     """Broker thread + a ``basic`` node (nb) and a ``pthread`` node (np), as processes."""
     with broker_and_two_nodes(tmp_path, liveness_s=2.0) as cluster:
         yield cluster
 
 
-def _advance_plan(n: int, local: int, devices: list[str], counts: list[int]):
-    """The plan for ADD_SRC's ``advance`` from the real safety check of its record."""
+def _advance_plan(src: str, n: int, local: int, devices: list[str], counts: list[int]):
+    """The plan for ``src``'s ``advance`` from the real safety check of its record."""
     from intercept.record import from_arrays
     from runtime.partition import safety as partition_safety
     from runtime.partition.route_policy import SplitPlan
 
     args = [np.ones(n, np.float32), np.ones(n, np.float32), np.float32(0.5), np.int32(3)]
-    rec = from_arrays(ADD_SRC, "advance", args, [n], [local])
+    rec = from_arrays(src, "advance", args, [n], [local])
     s = partition_safety.check(rec)
     assert s.ok, s.reason
     (w,) = s.written
@@ -223,7 +238,9 @@ def _advance_plan(n: int, local: int, devices: list[str], counts: list[int]):
     return SplitPlan(devices, firsts, counts, s.dim, s.slab_items, s.written, set(), {0: n * 4})
 
 
-def test_split_launches_merge_bookkeeping_and_survive_node_loss(tmp_path, two_nodes):
+def test_split_launches_merge_bookkeeping_and_survive_node_loss(
+    tmp_path, two_nodes, add_kernel_source, reference_step
+):
     """Split launches of an in-place kernel on two nodes: after each, the written buffer
     is valid on the primary only and reads give the merged result; an unsplit launch on
     the other device afterwards sees it; then the secondary's node is killed while split
@@ -235,12 +252,14 @@ def test_split_launches_merge_bookkeeping_and_survive_node_loss(tmp_path, two_no
     try:
         devs = sorted(p.devices)
         assert devs == ["nb/0", "np/0"], devs
-        plan = _advance_plan(n, local, devs, [40, 24])  # primary: nb/0 (larger share)
+        plan = _advance_plan(
+            add_kernel_source, n, local, devs, [40, 24]
+        )  # primary: nb/0 (larger share)
         rng = np.random.default_rng(4)
         a0, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
         da = p.create_buffer(a0.nbytes, hostbuf=a0)
         db = p.create_buffer(b.nbytes, hostbuf=b)  # READ_WRITE, but the kernel only reads it
-        k = p.create_kernel(p.create_program(ADD_SRC), "advance")
+        k = p.create_kernel(p.create_program(add_kernel_source), "advance")
         k.set_args(da, db, np.float32(0.5), np.int32(3))
         out = np.empty_like(a0)
         p.enqueue_split_launch(k, [n], [local], None, plan, key="adv").wait()

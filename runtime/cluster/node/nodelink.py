@@ -35,6 +35,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from clproj import settings
 from runtime.cluster import protocol, unixlink
 
 FAST = struct.Struct("<BBBBIQQ")  # 0xC1, version 1, flags, scalars, slot, request id, after
@@ -46,10 +47,10 @@ SUFFIX = ".fast"  # the fast socket's path = the node's command socket path + th
 
 def available() -> bool:
     """The native link is built and not switched off (CLPROJ_NODE_NATIVE=0)."""
-    if os.environ.get("CLPROJ_NODE_NATIVE", "1") == "0":
+    if not settings.get("CLPROJ_NODE_NATIVE"):
         return False
     try:
-        from runtime import _nodelink  # noqa: F401
+        from runtime.cluster.node import _nodelink  # noqa: F401
     except ImportError:
         return False
     return True
