@@ -57,7 +57,7 @@ def _pocl() -> str:
     raise RuntimeError("PoCL platform not visible")
 
 
-def _oclgrind() -> str:
+def probe_oclgrind() -> str:
     exe = shutil.which("oclgrind")
     if exe is None:
         raise RuntimeError("oclgrind not on PATH")
@@ -98,7 +98,7 @@ CHECKS = [
     ),
     Check("OpenCL platforms", True, _opencl_platforms, APT.format("pocl-opencl-icd")),
     Check("PoCL CPU device", True, _pocl, APT.format("pocl-opencl-icd")),
-    Check("Oclgrind", True, _oclgrind, APT.format("oclgrind")),
+    Check("Oclgrind", True, probe_oclgrind, APT.format("oclgrind")),
     Check(
         "Oclgrind headers",
         True,

@@ -59,7 +59,11 @@ def build(output: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     newest_source = max(
         os.path.getmtime(s)
-        for s in SOURCES + glob.glob(os.path.join(HERE, "oclgrind_plugin", "*.h"))
+        for s in [
+            *SOURCES,
+            *glob.glob(os.path.join(HERE, "oclgrind_plugin", "*.h")),
+            os.path.join(HERE, "clproj_settings.h"),  # the plugin reads settings through it
+        ]
     )
     if os.path.exists(output) and os.path.getmtime(output) >= newest_source:
         return

@@ -61,7 +61,7 @@ ffibuilder.set_source(
     define_macros=[("CL_TARGET_OPENCL_VERSION", "300"), ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"')],
 )
 # cffi adds -lpython for embedding modules; the shim loads libpython itself.
-ffibuilder._apply_embedding_fix = lambda kwds: None
+ffibuilder._apply_embedding_fix = lambda kwds: None  # noqa: SLF001  (cffi has no public switch)
 
 if __name__ == "__main__":
     ffibuilder.compile(verbose=True)

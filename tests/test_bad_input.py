@@ -540,13 +540,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("broker")
     b = Broker(f"ipc://{tmp}/broker", liveness_s=120.0)
     reasons: list[str] = []
-    original = b._reject
-
-    def record_reject(ident: bytes, why: str) -> None:
-        reasons.append(why)
-        original(ident, why)
-
-    b._reject = record_reject  # type: ignore[method-assign]
+    b.on_reject = lambda ident, why: reasons.append(why)
     th = serve_in_thread(b, until=time.time() + 120)
     ctx = zmq.Context.instance()
     node = ctx.socket(zmq.DEALER)

@@ -76,9 +76,11 @@ def test_doctor_reports_fix_for_missing_dependency(monkeypatch):
     from clproj import doctor
 
     monkeypatch.setattr(
-        doctor, "_oclgrind", lambda: (_ for _ in ()).throw(RuntimeError("oclgrind not on PATH"))
+        doctor,
+        "probe_oclgrind",
+        lambda: (_ for _ in ()).throw(RuntimeError("oclgrind not on PATH")),
     )
-    monkeypatch.setattr(doctor.CHECKS[4], "probe", doctor._oclgrind)
+    monkeypatch.setattr(doctor.CHECKS[4], "probe", doctor.probe_oclgrind)
     result = {r["check"]: r for r in doctor.run_checks()}["Oclgrind"]
     assert not result["ok"] and "apt-get install -y oclgrind" in result["fix"]
 

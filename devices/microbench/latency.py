@@ -40,7 +40,7 @@ ILP = 4  # independent chains per warp in the departure sweep
 NODE_MIN_BYTES = 128
 
 
-def _source(ilp: int) -> str:
+def chase_source(ilp: int) -> str:
     """Chase kernel with ``ilp`` independent chains per work-item (unrolled by hand)."""
     decl = "\n".join(f"    uint p{j} = state[(gw * {ilp} + {j}) * W + lane];" for j in range(ilp))
     hop = " ".join(f"p{j} = nxt[p{j} + lane];" for j in range(ilp))
@@ -98,7 +98,7 @@ class Chase:
         start = self.starts(chains)
         state_host = np.repeat((start * self.node_words).astype(np.uint32), W)
         state = b.buffer(state_host.nbytes, state_host)
-        kern = b.kernel(_source(ilp), "chase", f"-DW={W}")
+        kern = b.kernel(chase_source(ilp), "chase", f"-DW={W}")
         local = 1 if single else warps * W
         # Never let a chain walk into the next one's segment (that would hit the cache).
         budget = (1 << 30) if wrap else self.n // chains - 1  # hops per chain in total

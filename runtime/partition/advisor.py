@@ -99,7 +99,7 @@ def upload_args(record: LaunchRecord, safety: Safety) -> list[int]:
     return [a.index for a in record.args if a.kind == "buffer" and a.index not in skip]
 
 
-class _ShareCost:
+class ShareCost:
     """Projected time of ``n`` slabs on one device, cached (the solver asks repeatedly)."""
 
     def __init__(
@@ -154,7 +154,7 @@ class _ShareCost:
         return lo
 
 
-def solve(costs: list[_ShareCost], slabs: int) -> list[int]:
+def solve(costs: list[ShareCost], slabs: int) -> list[int]:
     """Slab counts (summing to ``slabs``) that minimise the slowest device's time."""
     hi = min(c.time(slabs) for c in costs)
     lo = 0.0
@@ -206,11 +206,11 @@ def advise(
         profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
     if safety is None:
         safety = partition_safety.check(record, timeout_s=timeout_s)
-    alone = [_ShareCost(profile, d, record, safety) for d in devices]
+    alone = [ShareCost(profile, d, record, safety) for d in devices]
     single = {d.key: c.time(safety.slabs) for d, c in zip(devices, alone, strict=True)}
     slowdowns = core_sharing(devices)
     costs = [
-        _ShareCost(profile, d, record, safety, f) for d, f in zip(devices, slowdowns, strict=True)
+        ShareCost(profile, d, record, safety, f) for d, f in zip(devices, slowdowns, strict=True)
     ]
     best = min(single, key=lambda k: single[k])
     advice = Advice(

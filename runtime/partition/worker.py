@@ -31,7 +31,7 @@ def attach(name: str) -> shared_memory.SharedMemory:
     """Attach to the parent's block without letting this process's tracker unlink it."""
     shm = shared_memory.SharedMemory(name=name)
     # Python 3.11 registers attached blocks too (no track=False yet).
-    resource_tracker.unregister(shm._name, "shared_memory")
+    resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001  (the tracked name)
     return shm
 
 

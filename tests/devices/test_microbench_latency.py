@@ -46,12 +46,12 @@ def test_measure_gives_sane_latencies(bench: Bench) -> None:
 
 def test_wrong_chase_is_rejected(bench: Bench, monkeypatch) -> None:
     # A kernel that hops twice per step walks the cycle too fast: its end nodes are wrong.
-    bad = latency._source
+    bad = latency.chase_source
 
     def skip(ilp: int) -> str:
         return bad(ilp).replace("p0 = nxt[p0 + lane];", "p0 = nxt[nxt[p0 + lane] + lane];")
 
-    monkeypatch.setattr(latency, "_source", skip)
+    monkeypatch.setattr(latency, "chase_source", skip)
     c = latency.Chase(bench, 64 << 10, lanes=8, seed=3)
     with pytest.raises(GarbageResult, match="latency"):
         c.run(1, 1, 0.001, 1, single=True)

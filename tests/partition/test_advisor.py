@@ -183,7 +183,7 @@ def test_solver_balances_and_core_sharing():
         def time(self, n: int) -> float:
             return 0.0 if n == 0 else self.fixed + self.per * n
 
-        max_slabs = advisor._ShareCost.max_slabs
+        max_slabs = advisor.ShareCost.max_slabs
 
     counts = advisor.solve([Lin(1.0, 0.0), Lin(2.0, 0.0)], 300)
     assert counts == [200, 100]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from intercept import identity
 from runtime.cluster import unixlink
 from runtime.cluster.client.requests import Request
 from runtime.cluster.node import nodelink
@@ -64,7 +65,7 @@ class FastLaunch:
         args = entry.args
         if any(a[0] == "s" and len(a[1]) > FAST_MAX_SCALAR for a in args):
             return p.cmd(dev, "launch", fields)  # the fast frame carries <= 256 bytes
-        sig = nodelink.launch_shape(
+        sig = identity.launch_shape(
             entry.prog.h, entry.kernel, args, entry.gsize, entry.lsize, entry.goff
         )
         slots = self.slots.setdefault(dev, {})

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from intercept import identity
 from runtime.cluster import introspect, unixlink
 from runtime.cluster.node.completions import Completions, Dev, reply
 from runtime.cluster.node.slots import Slots
@@ -66,7 +67,7 @@ def build_exactly(prog: Any, opts: bytes, device: Any) -> None:
     one that appends every device's build log to the error and warns with the compiler's
     output on success; the node reports the driver's own error and log itself. No public
     pyopencl call builds without that."""
-    prog._build(options=opts, devices=[device])  # noqa: SLF001, RUF100
+    prog._build(options=opts, devices=[device])  # noqa: SLF001
 
 
 class Executor:
@@ -192,11 +193,13 @@ def program(ex: Executor, cmd: Command) -> None:
     if op == "prog_link":
         parts = [ex.store.program(client, dev, h) for h in a["parts"]]
         ident = "link\0" + a["opts"] + "\0" + ",".join(str(id(p)) for p in parts)
+        digest = hashlib.sha256(ident.encode()).hexdigest()
     elif op == "prog_compile":
         ident = "compile\0" + a["src"] + "\0" + a["opts"] + "\0" + repr(a.get("hdrs"))
-    else:
-        ident = a["src"] + "\0" + a["opts"]
-    key = (dev.index, hashlib.sha256(ident.encode()).hexdigest())
+        digest = hashlib.sha256(ident.encode()).hexdigest()
+    else:  # a plain build is cached under the program's own identity (intercept.identity)
+        digest = identity.program_hash(a["src"], a["opts"])
+    key = (dev.index, digest)
     got = ex.store.prog_cache.get(key) if op != "prog_link" else None
     if got is None:
         prog = None

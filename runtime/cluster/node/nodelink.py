@@ -33,7 +33,6 @@ import contextlib
 import os
 import struct
 from collections.abc import Sequence
-from typing import Any
 
 from clproj import settings
 from runtime.cluster import protocol, unixlink
@@ -54,28 +53,6 @@ def available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def launch_shape(
-    prog: int,
-    kernel: str,
-    args: Sequence[Sequence[Any]],
-    gsize: Sequence[int],
-    lsize: Sequence[int] | None,
-    goff: Sequence[int] | None,
-) -> tuple[Any, ...]:
-    """What a slot fixes of a launch (wire-format arguments): program handle, kernel,
-    buffer / local / null arguments, the sizes of the scalars (their values come with each
-    fast frame), NDRange. The client asks for a slot per shape and the node grants one per
-    shape: both use this, so they agree on what "the same launch" is."""
-    return (
-        prog,
-        kernel,
-        tuple(("s", len(a[1])) if a[0] == "s" else tuple(a) for a in args),
-        tuple(gsize),
-        tuple(lsize or ()),
-        tuple(goff or ()),
-    )
 
 
 def fast_frame(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from intercept import identity
 from runtime.cluster.node import nodelink
 from runtime.cluster.node.completions import Dev
 from runtime.cluster.node.store import ObjectStore
@@ -62,7 +63,7 @@ class Slots:
         native = self.native
         if native is None:
             return None
-        shape = nodelink.launch_shape(
+        shape = identity.launch_shape(
             a["prog"], a["kernel"], a["args"], a["gsize"], a.get("lsize"), a.get("goff")
         )
         sig = (client, dev.index, *shape)

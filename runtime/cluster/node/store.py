@@ -23,7 +23,7 @@ def raw_program_class(cl: Any) -> type:
     default options and include path to every build and compile, serves builds from its
     binary cache, and rewrites build errors; ``cl.link_program`` re-splits the options.
     No public pyopencl API creates, compiles or links a program without those changes."""
-    return cl._cl._Program  # noqa: SLF001, RUF100
+    return cl._cl._Program  # noqa: SLF001
 
 
 class ObjectStore:
