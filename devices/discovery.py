@@ -53,11 +53,16 @@ def _type_name(cl_type: int) -> str:
     return "OTHER"
 
 
+# cl_nv_device_attribute_query names newer than the cl_ext.h clproj/cl_names.py is made from.
+CL_DEVICE_PCI_BUS_ID_NV = 0x4008
+CL_DEVICE_PCI_SLOT_ID_NV = 0x4009
+
+
 def _pci_bus_id(dev: Any) -> str | None:
     """The PCI address of an NVIDIA device (cl_nv_device_attribute_query), if exposed."""
     try:
-        bus = dev.get_info(0x4008)  # CL_DEVICE_PCI_BUS_ID_NV
-        slot = dev.get_info(0x4009)  # CL_DEVICE_PCI_SLOT_ID_NV
+        bus = dev.get_info(CL_DEVICE_PCI_BUS_ID_NV)
+        slot = dev.get_info(CL_DEVICE_PCI_SLOT_ID_NV)
     except Exception:
         return None
     return f"{int(bus):02x}:{int(slot) >> 3:02x}.{int(slot) & 7}"

@@ -139,7 +139,6 @@ extern uint64_t clproj_table_gen;
 
 void prog_unref(prog_info *p); /* under lock */
 void kern_free(kern_info *k);
-uint64_t fnv(uint64_t h, const void *data, size_t n);
 int stats_index(const char *kernel, cl_device_id device); /* under lock */
 /* Sampled timing (observe mode): stats_ticket counts the launch (its only atomic operation)
  * and says whether it is to be timed; `rest` (out) is 1 for launches after the first

@@ -108,12 +108,6 @@ static void pm_free_all(ptrmap *m, void (*fn)(void *)) {
 ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *clproj_samplers,
     *clproj_signatures, *clproj_twins;
 
-uint64_t fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
-    return h;
-}
-
 void prog_unref(prog_info *p) {
     if (p && --p->refs == 0) {
         free(p->source);
