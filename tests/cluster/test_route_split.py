@@ -202,7 +202,8 @@ def test_c_app_with_group_relative_writes_is_refused(tmp_path, split_env, run_ro
     exe = tmp_path / "matmul_lmem"
     hosts = REPO / "benchmarks" / "apps" / "c_hosts"
     src = str(hosts / "matmul_lmem.c")
-    subprocess.run(["gcc", "-O1", "-o", str(exe), src, f"-I{hosts}", "-lOpenCL", "-lm"], check=True)
+    inc = [f"-I{hosts}", f"-I{REPO / 'native'}"]  # clhost.h reads settings via native/
+    subprocess.run(["gcc", "-O1", "-o", str(exe), src, *inc, "-lOpenCL", "-lm"], check=True)
     env = split_env(tmp_path)
     env["CLPROJ_KERNEL_DIR"] = str(REPO / "benchmarks" / "apps")
     out, err, summary = run_route([str(exe), "64"], env, split=True)
