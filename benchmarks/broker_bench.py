@@ -513,7 +513,10 @@ def main() -> int:
 
 API_SCRIPT = """
 import statistics, sys, time
-from runtime.cluster.client.platform import RemotePlatform
+try:
+    from runtime.cluster.client.platform import RemotePlatform
+except ImportError:  # a tree from before runtime/ was split by subsystem
+    from runtime.client import RemotePlatform
 plat = RemotePlatform(sys.argv[1], curve="off", wait_devices_s=60)
 dev = next(iter(plat.devices))
 k = plat.create_kernel(plat.create_program(sys.argv[2]), "inc")
@@ -549,7 +552,9 @@ def compare(ref: str, rounds: int = 6) -> int:
     """launch+wait of ``ref`` vs the working tree: RemotePlatform API (median of N_LAUNCH,
     same-host Unix path) and the unmodified app under ``clproj run --mode route --broker``,
     each tree with its own broker + node processes; rounds interleaved, medians."""
-    trees = {ref: _tree_of(ref), "working tree": REPO}
+    # ref: a git revision (exported and its shim built here), or the path of a checkout
+    # whose native parts are already built (e.g. a `git worktree` after `make build`)
+    trees = {ref: Path(ref) if os.path.isdir(ref) else _tree_of(ref), "working tree": REPO}
     tmp = tempfile.mkdtemp(prefix="clproj-bench-cmp-")
     app = Path(tmp) / "launch_heavy.py"
     app.write_text(LAUNCH_APP)

@@ -14,7 +14,8 @@ observe rows also give the kernel's mean device time from the shim's summary (me
 the runs), to show what sampling changes in the measurement itself.
 
     .venv/bin/python -m benchmarks.intercept_overhead [--launches 20000 100000] [--reps 7]
-        [--compare-shim OTHER_SHIM.so --compare-label "observe, shim of <commit>"]
+        [--compare-shim OTHER_SHIM.so | --compare-tree OTHER_CHECKOUT]
+        [--compare-label "observe, shim of <commit>"]
 
 ``--compare-shim`` adds an observe configuration preloading another build of the shim (for
 example one built from an earlier commit), interleaved with the others: before/after
@@ -27,6 +28,7 @@ Writes benchmarks/results/intercept_overhead.md; anything below the line
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import statistics
 import subprocess
@@ -70,9 +72,12 @@ def run_once(cmd: list[str], kw: dict | None, tmp: str) -> tuple[float, float | 
         if kw.pop("record", False):
             kw["record"] = os.path.join(tmp, "rec")
         other = kw.pop("shim", None)
+        tree = kw.pop("tree", None)
         env = shim_environment(summary_file=summary, **kw)
         if other:
             env["LD_PRELOAD"] = other
+        if tree:  # that checkout's Python side too: its shim imports its own modules
+            env["PYTHONPATH"] = tree
     t0 = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, capture_output=True)
     wall = time.perf_counter() - t0
@@ -88,11 +93,23 @@ def main() -> int:
     ap.add_argument("--launches", type=int, nargs="+", default=[20000, 100000])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--compare-shim", metavar="SO", help="another shim build to run in observe")
+    ap.add_argument(
+        "--compare-tree",
+        metavar="DIR",
+        help="another checkout with its native parts built (e.g. a git worktree of an earlier "
+        "commit): observe with its shim and its Python modules",
+    )
     ap.add_argument("--compare-label", default="observe, other shim build")
     args = ap.parse_args()
     configs = dict(CONFIGS)
     if args.compare_shim:
         configs[args.compare_label] = {"shim": os.path.abspath(args.compare_shim)}
+    if args.compare_tree:
+        tree = os.path.abspath(args.compare_tree)
+        shim = next(iter(sorted(glob.glob(os.path.join(tree, "intercept", "_shim*.so")))), None)
+        if shim is None:
+            ap.error(f"{tree}/intercept has no built shim (build it there first)")
+        configs[args.compare_label] = {"shim": shim, "tree": tree}
     tmp = tempfile.mkdtemp(prefix="clproj-bench-")
     exe = os.path.join(tmp, "app_many")
     subprocess.run(
