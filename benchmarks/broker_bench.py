@@ -513,10 +513,10 @@ def main() -> int:
 
 API_SCRIPT = """
 import statistics, sys, time
-try:
+try:  # a tree from before runtime/ was split by subsystem (tried first: an editable
+    from runtime.client import RemotePlatform  # install resolves missing modules elsewhere)
+except ImportError:
     from runtime.cluster.client.platform import RemotePlatform
-except ImportError:  # a tree from before runtime/ was split by subsystem
-    from runtime.client import RemotePlatform
 plat = RemotePlatform(sys.argv[1], curve="off", wait_devices_s=60)
 dev = next(iter(plat.devices))
 k = plat.create_kernel(plat.create_program(sys.argv[2]), "inc")
