@@ -598,7 +598,9 @@ def compare(ref: str, rounds: int = 6) -> int:
 
     def run(cmd: list[str], root: Path, tag: str) -> float:
         p = subprocess.run(cmd, cwd=root, env=env_of(root), capture_output=True, text=True)
-        line = next((ln for ln in p.stdout.splitlines() if ln.startswith(tag)), None)
+        # under `clproj run --json` the app's own output goes to stderr
+        out = p.stdout + "\n" + p.stderr
+        line = next((ln for ln in out.splitlines() if ln.startswith(tag)), None)
         if p.returncode != 0 or line is None:
             raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-2000:]}")
         return float(line.split()[-1])
