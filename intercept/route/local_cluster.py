@@ -16,7 +16,7 @@ from clproj import settings
 class LocalCluster:
     """The single-machine default of route mode: a broker and a node, each its own process.
 
-    Why not :class:`runtime.cluster.embedded.EmbeddedCluster` (broker on a thread of the caller):
+    Why not a broker on a thread of the caller (as the cluster tests' EmbeddedCluster does):
     inside the application a broker thread competes with the app for the GIL, and every
     message it forwards stalls the app's next OpenCL call (measured: ~165 us per send).
     Both processes run without LD_PRELOAD, on a private ipc:// endpoint in a 0700 temp
