@@ -35,7 +35,11 @@ Steps (docs/miniemu.md, "Bounded emulation"):
    knob also changes how many work-items reach the loop (loop entries per probe, counted:
    header executions / trip count, must agree): PolyBench's ``if (i < n) for (j < n)``
    probed at n = 16..48 runs the loop in 16..48 of the 128 sampled work-items, and the
-   fit extrapolated that shrinkage (0.37x the instructions).
+   fit extrapolated that shrinkage (0.37x the instructions). The probes' trip counts reach
+   ``probe_trips`` (128), so that the smallest is >= 32: a knob that is also a row stride
+   (``A[i*n + j]``) then keeps rows of 4-byte elements >= 128 B apart, the largest segment
+   counted, and the probes coalesce as the real launch does (at 16..48, PolyBench
+   atax_kernel1's 128-byte transactions came out 1.41x those of the whole work-group).
 3. **Budget extrapolation** (trip count not derivable from arguments): the partial
    statistics of the attempt are scaled by the ratio of the loop's trip count (exact
    constant -> ``medium``; symbolic maximum -> ``low``; none -> a lower bound, ``low``)
@@ -73,7 +77,8 @@ class Budget:
     Counted (the bound; the same on any machine): ``instructions`` per emulator run (the
     plugin counts them); ``work_items`` sampled per group when the kernel has no barrier
     (two warps of the widest warp width, 64); ``probe_trips``: largest trip count of the
-    heaviest loop in a probe run (probes also stay under half the instruction budget).
+    heaviest loop in a probe run (probes also stay under half the instruction budget;
+    128 keeps the smallest of the d + 2 probes >= 32 trips, module docstring).
     ``wall_s``: a safety backstop in wall seconds per emulator run, timed by the plugin
     from the kernel's start (loading the record is not emulation: a 256 MB PolyBench
     record takes seconds to load under load), ten times what the counted budget costs
@@ -85,11 +90,11 @@ class Budget:
     wall_s: float = 30.0
     instructions: int = 2_000_000
     work_items: int = 128
-    probe_trips: int = 48
+    probe_trips: int = 128
 
     @classmethod
     def parse(cls, text: str | float | Budget | None) -> Budget:
-        """``"30"`` (backstop seconds) or ``"wall=30,instructions=2e6,work_items=128,probe_trips=48"``."""
+        """``"30"`` (backstop seconds) or ``"wall=30,instructions=2e6,work_items=128,probe_trips=128"``."""
         if text is None:
             return cls()
         if isinstance(text, Budget):

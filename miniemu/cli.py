@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="B",
         help="bounded mode: backstop seconds, or wall=S,instructions=N,work_items=N,probe_trips=N "
-        "(default instructions=2e6,work_items=128,probe_trips=48; wall=30 is only a backstop)",
+        "(default instructions=2e6,work_items=128,probe_trips=128; wall=30 is only a backstop)",
     )
     p.add_argument(
         "--json", action="store_true", help="print the kernel profile (docs/formats.md section 2)"
