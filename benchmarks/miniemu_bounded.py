@@ -12,8 +12,17 @@
    emulations (in the app / after it), reuses, post-run time; accuracy of reused launches
    (profile and projection) against direct emulation. Appended to the results file as a
    dated section.
+5. Determinism (``--determinism [--before REV] [--repeats N]``): the same heavy launch
+   records (heavy apps, nbody, and PolyBench gemver's matrix-vector kernels when the
+   validation suite is there) emulated in bounded mode ``N`` times on the machine as it
+   is and ``N`` times beside two busy loops, by the code at ``REV`` (checked out and its
+   plugin built in a temporary folder) and by this tree, interleaved: distinct profiles
+   (digest of every counter of ``total``), spread of the key counters, projected H100
+   time, and the emulation cost (wall and CPU seconds of the emulating process and its
+   workers) side by side. Appended to the results file as a dated section.
 
-``python -m benchmarks.miniemu_bounded [--quick] [--project [--repeats N]]``
+``python -m benchmarks.miniemu_bounded [--quick] [--project [--repeats N]]
+[--determinism [--before REV] [--repeats N] [--polybench DIR]]``
 """
 
 from __future__ import annotations
@@ -358,12 +367,263 @@ def _reuse_accuracy(doc: dict, rec_dir: str, size: str) -> list[str]:
     ]
 
 
+# ------------------------------------------------------------------ determinism
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The last commit whose bounded emulation stopped on a wall-clock budget (3 s).
+BEFORE_REV = "a13f2c1"
+DETERMINISM_APPS = [
+    ("heavy_lcg", "default"),
+    ("heavy_gather", "default"),
+    ("heavy_lmem", "default"),
+    ("nbody", "small"),
+]
+POLYBENCH_KERNELS = ("gemver_kernel2", "gemver_kernel3")
+
+# Run in a subprocess with PYTHONPATH=<tree>: one bounded emulation, what came of it.
+_EMULATE_ONE = r"""
+import hashlib, json, resource, sys, time
+import miniemu
+from intercept.record import load
+from miniemu.bounded import _key_metrics
+from runtime.projection import device_set
+from runtime.projection.model import rank, record_footprint
+rec = load(sys.argv[1])
+t = time.perf_counter()
+p = miniemu.emulate(rec, mode="bounded")
+wall = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+me = resource.getrusage(resource.RUSAGE_SELF)
+em = p.emulation
+h100 = [d for d in device_set.resolve("measured") if d.key.startswith("nvidia-h100")]
+ranked = rank(p.to_dict(), h100, record_footprint(rec)) if h100 else []
+print(json.dumps({
+    "wall": wall,
+    "cpu": ru.ru_utime + ru.ru_stime + me.ru_utime + me.ru_stime,
+    "method": em.get("method"),
+    "stop": em.get("stop_reason"),
+    "budget": em.get("budget") if isinstance(em.get("budget"), str) else "-",
+    "confidence": em["confidence"],
+    "runs": em.get("emulator_runs"),
+    "work_items": em.get("work_items_emulated"),
+    "metrics": _key_metrics(p.total),
+    "chain": p.total.get("dependence", {}).get("chain"),
+    "h100_s": ranked[0].time_s if ranked else None,
+    "digest": hashlib.sha256(json.dumps(p.total, sort_keys=True).encode()).hexdigest()[:12],
+}))
+"""
+
+
+def _checkout(rev: str, dest: str) -> str:
+    """``rev`` of this repository in ``dest`` with its Oclgrind plugin built there."""
+    os.makedirs(dest, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", REPO, "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
+    build = (
+        "import build_plugin; build_plugin.build("
+        + repr(os.path.join(dest, "miniemu", ""))
+        + " + build_plugin.PLUGIN_FILENAME)"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.join(dest, "native"))
+    subprocess.run([sys.executable, "-c", build], env=env, check=True, capture_output=True)
+    return dest
+
+
+def _polybench_records(suite: str, tmp: str) -> list[tuple[str, str]]:
+    """Build the suite's gemver and record its matrix-vector launches with this tree."""
+    out = os.path.join(tmp, "pb")
+    subprocess.run(["bash", os.path.join(suite, "build.sh"), out], check=True, capture_output=True)
+    rec_dir = os.path.join(tmp, "pb-records")
+    env = dict(os.environ, POCL_DEVICES="pthread", PYTHONPATH=REPO)
+    kernels = [a for k in POLYBENCH_KERNELS for a in ("--kernel", k)]
+    subprocess.run(
+        [sys.executable, "-m", "clproj.cli", "run", "--record", rec_dir, *kernels, "--", "./app"],
+        cwd=os.path.join(out, "gemver"),
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    from intercept.record import list_records, load
+
+    got = {load(p).kernel: p for p in list_records(rec_dir)}
+    return [(f"{k} (PolyBench gemver, LARGE)", got[k]) for k in POLYBENCH_KERNELS if k in got]
+
+
+def _truth_h100(suite: str | None) -> dict[str, float]:
+    """Measured H100 seconds per gemver kernel (the suite's truth file)."""
+    path = os.path.join(suite or "", "truth", "h100.tsv")
+    if not suite or not os.path.exists(path):
+        return {}
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            f = line.rstrip("\n").split("\t")
+            if f[0] == "gemver":
+                out[f[2]] = float(f[8]) * 1e-9
+    return out
+
+
+def _emulate_in(tree: str, record_path: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=tree)
+    for k in ("CLPROJ_EMULATION_MODE", "CLPROJ_EMULATION_NICE"):
+        env.pop(k, None)
+    p = subprocess.run(
+        [sys.executable, "-c", _EMULATE_ONE, record_path],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1][:200]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _busy_loops(n: int) -> list[subprocess.Popen]:
+    """``n`` shell busy loops (each ends by itself after 30 min; killed by pid before)."""
+    loop = "while :; do :; done"
+    return [
+        subprocess.Popen(["timeout", "1800", "sh", "-c", loop], start_new_session=True)
+        for _ in range(n)
+    ]
+
+
+def determinism(before: str, repeats: int, suite: str | None) -> list[str]:
+    from intercept.record import save
+
+    tmp = tempfile.mkdtemp(prefix="clproj-determinism-")
+    try:
+        trees = {"before": _checkout(before, os.path.join(tmp, "before")), "after": REPO}
+        records: list[tuple[str, str]] = []
+        for name, size in DETERMINISM_APPS:
+            rec = record_of(get_app(name).plan(size))
+            label = f"{rec.kernel} ({name}, {size})" if rec.kernel != name else f"{name} ({size})"
+            records.append((label, save(rec, os.path.join(tmp, "records"))))
+        if suite and os.path.exists(os.path.join(suite, "build.sh")):
+            records += _polybench_records(suite, tmp)
+        truth = _truth_h100(suite)
+        runs: dict[tuple[str, str, str], list[dict]] = {}
+        loads: dict[str, list[float]] = {"as is": [], "2 busy loops": []}
+        for condition in loads:
+            busy = _busy_loops(2) if condition != "as is" else []
+            try:
+                time.sleep(3 if busy else 0)
+                for rep in range(repeats):
+                    for version in ("before", "after"):
+                        for label, path in records:
+                            r = _emulate_in(trees[version], path)
+                            runs.setdefault((label, version, condition), []).append(r)
+                            loads[condition].append(_loadavg())
+                            print(condition, rep, version, label, json.dumps(r), flush=True)
+            finally:
+                for b in busy:
+                    os.killpg(b.pid, 9)
+                    b.wait()
+    finally:
+        subprocess.run(["rm", "-rf", tmp], check=False)
+    return _determinism_report(before, repeats, records, runs, loads, truth)
+
+
+def _spread(values: list[float]) -> float:
+    hi = max(values)
+    return (hi - min(values)) / hi if hi else 0.0
+
+
+def _determinism_report(before, repeats, records, runs, loads, truth) -> list[str]:
+    out = [
+        f"`python -m benchmarks.miniemu_bounded --determinism --before {before} --repeats "
+        f"{repeats}`: each record emulated in bounded mode (default `Budget()`) {repeats} "
+        "times on the machine as it is (shared 2-core VM, other engineers' jobs running) "
+        "and {0} times beside two `sh -c 'while :; do :; done'` busy loops, by the code at "
+        f"`{before}` (wall-clock budget 3 s) and by this tree (counted budget, 30 s wall "
+        "backstop), interleaved run by run. 1-min load average: as is "
+        f"{min(loads['as is']):.1f}-{max(loads['as is']):.1f}, with the busy loops "
+        f"{min(loads['2 busy loops']):.1f}-{max(loads['2 busy loops']):.1f}.".replace(
+            "{0}", str(repeats)
+        ),
+        "",
+        "Distinct = distinct profiles (digest of every counter of `total`) among all "
+        f"{2 * repeats} runs; spread = (max - min) / max over them; H100 = projected time on "
+        "the measured H100 profile (/ measured, for the PolyBench kernels); cost = median "
+        "wall / CPU seconds of one bounded emulation (the process that emulates, its "
+        "Oclgrind workers included), as is / busy.",
+        "",
+        "| kernel | code | distinct | methods (stopped by) | instructions | spread | transactions spread | dependence chain spread | H100 ms | cost wall s | cost CPU s |",
+        "|" + "---|" * 11,
+    ]
+    for label, _ in records:
+        for version in ("before", "after"):
+            rs = [r for c in loads for r in runs.get((label, version, c), []) if "error" not in r]
+            errors = [
+                r["error"] for c in loads for r in runs.get((label, version, c), []) if "error" in r
+            ]
+            if not rs:
+                out.append(f"| {label} | {version} | errors: {errors[:1]} |" + " |" * 8)
+                continue
+            methods: dict[str, int] = {}
+            for r in rs:
+                key = f"{r['method']} ({r['budget'] if r['budget'] != '-' else r['stop']})"
+                methods[key] = methods.get(key, 0) + 1
+            ins = [r["metrics"]["instructions"] for r in rs]
+            txs = [r["metrics"]["transactions"] for r in rs]
+            chains = [r["chain"] or 0 for r in rs]
+            h = [r["h100_s"] for r in rs if r.get("h100_s")]
+            kernel = label.split(" ")[0]
+            if h and kernel in truth:
+                hs = (
+                    f"{min(h) * 1e3:.3g}-{max(h) * 1e3:.3g} "
+                    f"({min(h) / truth[kernel]:.2f}-{max(h) / truth[kernel]:.2f}x)"
+                )
+            elif h:
+                hs = f"{min(h) * 1e3:.3g}-{max(h) * 1e3:.3g}"
+            else:
+                hs = "-"
+            cost = []
+            for key in ("wall", "cpu"):
+                cost.append(
+                    " / ".join(
+                        f"{statistics.median(r[key] for r in runs[(label, version, c)] if key in r):.1f}"
+                        for c in loads
+                    )
+                )
+            out.append(
+                f"| {label} | {version} | {len({r['digest'] for r in rs})} | "
+                + ", ".join(f"{k} x{v}" for k, v in sorted(methods.items()))
+                + f" | {min(ins):.4g}-{max(ins):.4g} | {_spread(ins):.1%} | {_spread(txs):.1%} | "
+                f"{_spread(chains):.1%} | {hs} | {cost[0]} | {cost[1]} |"
+                + (f" errors: {len(errors)}" if errors else "")
+            )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--project", action="store_true", help="only the project-mode section")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--determinism", action="store_true", help="only the determinism section")
+    ap.add_argument("--before", default=BEFORE_REV, help="commit to compare with (determinism)")
+    ap.add_argument(
+        "--polybench",
+        default=os.path.join(REPO, "..", "shared", "validation", "polybench"),
+        help="PolyBench validation suite (determinism; skipped when missing)",
+    )
     args = ap.parse_args()
+    if args.determinism:
+        suite = os.path.abspath(args.polybench) if os.path.isdir(args.polybench) else None
+        section = [
+            f"## Determinism: counted budget vs wall-clock budget ({time.strftime('%Y-%m-%d')})",
+            "",
+            *determinism(args.before, args.repeats, suite),
+            "",
+        ]
+        print("\n".join(section))
+        with open(OUT, "a", encoding="utf-8") as fh:
+            fh.write("\n" + "\n".join(section))
+        return
     if args.project:
         section = [
             f"## Launch-heavy app under `clproj run --mode project` ({time.strftime('%Y-%m-%d')})",

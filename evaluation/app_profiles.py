@@ -45,6 +45,14 @@ def load_cached(
         doc = json.load(fh)
     if doc.get("format") != CACHE_FORMAT or doc.get("version") != CACHE_VERSION:
         return None
+    # A bounded emulation cut short by the wall-clock backstop depends on the load of the
+    # machine that made it: such a file is recomputed, never served as the launch's profile.
+    if any(
+        ((v.get("profile") or {}).get("emulation") or {}).get("budget") == "wall"
+        for g in doc.get("groups", [])
+        for v in g.get("variants", [])
+    ):
+        return None
     return doc
 
 

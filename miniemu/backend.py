@@ -49,6 +49,8 @@ class RawEmulation:
     stop_reason: str = ""
     loops: list[dict[str, Any]] = field(default_factory=list)
     has_barrier: bool = True
+    # Instructions the plugin counted in this run (what its instruction budget bounds).
+    instructions_executed: int = 0
 
 
 class EmulatorBackend(Protocol):

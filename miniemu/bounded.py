@@ -2,13 +2,26 @@
 
 The paper's premise, "one work-group is cheap to emulate", fails for kernels whose
 work-items loop millions of times. ``emulate_bounded`` keeps every emulation inside a
-:class:`Budget` (wall time, instructions per emulator run, sampled work-items) and says
-how each profile was obtained (``emulation.method``) and how far to trust it
-(``emulation.confidence``). Steps (docs/miniemu.md, "Bounded emulation"):
+:class:`Budget` (instructions per emulator run, sampled work-items; wall time only as a
+backstop) and says how each profile was obtained (``emulation.method``), what stopped it
+(``emulation.budget``) and how far to trust it (``emulation.confidence``).
+
+The bound is *counted*, never timed: the plugin counts instructions and work-items and
+stops at the same instruction on an idle and on a loaded machine, and every decision and
+extrapolation below uses counted quantities only (instructions, work-items, loop
+iterations, ScalarEvolution trip counts), so a profile is a function of the kernel and its
+inputs. Until 2026-11-24 the wall-clock budget (3 s) stopped runs and decided whether
+there was time left for the probes, so the same launch got different profiles run to run
+(PolyBench gemver_kernel2: 0.34x or 0.93x of measured on the GPUs). The wall clock is now
+only a backstop (``Budget.wall_s``, 30 s of emulation per run): where it cuts a run short
+the profile says ``budget: "wall"``, gets confidence ``low`` and is not written to the
+projection cache.
+
+Steps (docs/miniemu.md, "Bounded emulation"):
 
 1. **Attempt**: group 0 in quick mode; without barriers the plugin stops after
    ``budget.work_items`` work-items (whole warps of consecutive local ids) and writes its
-   statistics (``sampled-work-items``); any run stops at the instruction or time budget.
+   statistics (``sampled-work-items``); any run stops at the instruction budget.
    A run that finishes is the profile (``full-group`` or ``sampled-work-items``).
 2. **Loop extrapolation**: when the attempt hit the budget, the plugin's ScalarEvolution
    analysis (``loops``: backedge-taken counts as expressions over kernel arguments) picks
@@ -18,7 +31,15 @@ how each profile was obtained (``emulation.method``) and how far to trust it
    as a degree-``d`` polynomial of the loop's trip count on ``d + 1`` probes, checked on
    the last one, and evaluated at the trip count of the launch's real argument values.
    All work-items take part in the probes, so warp-level statistics (transactions,
-   divergence, bank conflicts) are real, not guessed.
+   divergence, bank conflicts) are real, not guessed. The probes are rejected when the
+   knob also changes how many work-items reach the loop (loop entries per probe, counted:
+   header executions / trip count, must agree): PolyBench's ``if (i < n) for (j < n)``
+   probed at n = 16..48 runs the loop in 16..48 of the 128 sampled work-items, and the
+   fit extrapolated that shrinkage (0.37x the instructions). The probes' trip counts reach
+   ``probe_trips`` (128), so that the smallest is >= 32: a knob that is also a row stride
+   (``A[i*n + j]``) then keeps rows of 4-byte elements >= 128 B apart, the largest segment
+   counted, and the probes coalesce as the real launch does (at 16..48, PolyBench
+   atax_kernel1's 128-byte transactions came out 1.41x those of the whole work-group).
 3. **Budget extrapolation** (trip count not derivable from arguments): the partial
    statistics of the attempt are scaled by the ratio of the loop's trip count (exact
    constant -> ``medium``; symbolic maximum -> ``low``; none -> a lower bound, ``low``)
@@ -51,22 +72,29 @@ STARTUP_S = 0.7
 
 @dataclass
 class Budget:
-    """Cost limits of one bounded emulation (all emulator runs of one profile together).
+    """Cost limits of one bounded emulation.
 
-    ``wall_s``: wall time in seconds; ``instructions``: instructions per emulator run;
-    ``work_items``: work-items sampled per group when the kernel has no barrier (two warps
-    of the widest warp width, 64); ``probe_trips``: largest trip count of the heaviest loop
-    in a probe run.
+    Counted (the bound; the same on any machine): ``instructions`` per emulator run (the
+    plugin counts them); ``work_items`` sampled per group when the kernel has no barrier
+    (two warps of the widest warp width, 64); ``probe_trips``: largest trip count of the
+    heaviest loop in a probe run (probes also stay under half the instruction budget;
+    128 keeps the smallest of the d + 2 probes >= 32 trips, module docstring).
+    ``wall_s``: a safety backstop in wall seconds per emulator run, timed by the plugin
+    from the kernel's start (loading the record is not emulation: a 256 MB PolyBench
+    record takes seconds to load under load), ten times what the counted budget costs
+    there on the loaded 2-core VM; where it fires, the profile is marked
+    ``budget: "wall"`` (until 2026-11-24 it was the budget itself, 3 s for all runs of a
+    profile, and made profiles depend on the machine's load).
     """
 
-    wall_s: float = 3.0
+    wall_s: float = 30.0
     instructions: int = 2_000_000
     work_items: int = 128
-    probe_trips: int = 48
+    probe_trips: int = 128
 
     @classmethod
     def parse(cls, text: str | float | Budget | None) -> Budget:
-        """``"3"`` (seconds) or ``"wall=3,instructions=2e6,work_items=128,probe_trips=48"``."""
+        """``"30"`` (backstop seconds) or ``"wall=30,instructions=2e6,work_items=128,probe_trips=128"``."""
         if text is None:
             return cls()
         if isinstance(text, Budget):
@@ -234,29 +262,45 @@ def _lower(conf: str, other: str) -> str:
 
 
 class _Runner:
-    """Runs emulator attempts of one record (and modified copies) against a wall budget."""
+    """Runs emulator attempts of one record (and modified copies).
+
+    Each run is bounded by the counted budget (instructions, sampled work-items); the
+    wall-clock backstop (``budget.wall_s`` of emulation, in the plugin; the worker is
+    killed at twice that plus its start-up) only catches a run that would otherwise not
+    end. ``wall_stops`` counts the runs it stopped: a profile with any is marked
+    ``budget: "wall"``.
+    """
 
     def __init__(self, record: LaunchRecord, budget: Budget, backend: Any, tmp: str) -> None:
         self.record, self.budget, self.backend, self.tmp = record, budget, backend, tmp
         self.start = time.perf_counter()
         self.runs = 0
+        self.instructions = 0  # counted by the plugin, all runs
+        self.wall_stops = 0
 
-    def remaining(self) -> float:
-        return self.budget.wall_s - (time.perf_counter() - self.start)
-
-    def run(self, record: LaunchRecord, wall_s: float | None = None) -> Any:
+    def run(self, record: LaunchRecord) -> Any:
         from intercept.record import save
 
         path = save(copy.copy(record), os.path.join(self.tmp, f"r{id(record)}"))
-        wall = max(0.2, (wall_s if wall_s is not None else self.remaining()) - STARTUP_S)
+        wall = self.budget.wall_s
         limits = {
             "CLPROJ_STATS_MAX_WORK_ITEMS": str(self.budget.work_items),
             "CLPROJ_STATS_MAX_INSTRUCTIONS": str(self.budget.instructions),
             "CLPROJ_STATS_BUDGET_S": f"{wall:.3f}",
         }
         self.runs += 1
-        # The plugin stops itself at the budget; the kill is the backstop for a hang.
-        return self.backend.run(path, "bounded", wall + STARTUP_S + 5.0, limits=limits)
+        # The plugin stops itself at the budget; the kill is the backstop for a hang
+        # outside the kernel (start-up, loading the record, writing the statistics).
+        try:
+            raw = self.backend.run(path, "bounded", 2 * wall + STARTUP_S + 10.0, limits=limits)
+        except ClprojError as exc:
+            if "exceeded its time budget" in exc.cause:
+                self.wall_stops += 1
+            raise
+        self.instructions += raw.instructions_executed
+        if raw.stop_reason == "time-budget":
+            self.wall_stops += 1
+        return raw
 
 
 def _profile(raw: Any, record: LaunchRecord) -> KernelProfile:
@@ -324,15 +368,29 @@ def _probe_value(lp: dict, args: dict[int, int], knob: int, target: int) -> int 
     return lo
 
 
+def _loop_entries(raw: Any, lp: dict, loops: list[dict], knob: int, args: dict[int, int]) -> float:
+    """Entries into ``lp`` in a run, counted: its header executions over the trips per entry
+    that the knob sets (the product over ``lp`` and its ancestors whose trip count reads it)."""
+    by_id = {x["id"]: x for x in loops}
+    per_entry, cur = 1, lp
+    while cur is not None:
+        if knob in scev_args(cur.get("exact")):
+            per_entry *= trip_count(cur, args)
+        cur = by_id.get(cur.get("parent", -1))
+    h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in raw.groups)
+    return h / max(1, per_entry)
+
+
 def _loop_extrapolate(
     runner: _Runner, first: Any, args: dict[int, int]
-) -> tuple[KernelProfile, dict] | None:
+) -> tuple[KernelProfile, dict] | str:
+    """The loop-extrapolated profile, or why there is none ("" when no loop qualifies)."""
     choice = _choose_knob(first, args)
     if choice is None:
-        return None
+        return ""
     lp, knob, degree = choice
     if degree > 2:
-        return None
+        return f"loop {lp['id']} nests {degree} loops on argument {knob} (probes fit degree <= 2)"
     rec = runner.record
     # Trips per probe: keep each probe well inside the instruction budget.
     h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in first.groups) or 1
@@ -344,17 +402,33 @@ def _loop_extrapolate(
     t_max = int(max(4, min(runner.budget.probe_trips, cap)))
     targets = sorted({max(2, round(t_max * (j + 1) / (degree + 2))) for j in range(degree + 2)})
     if len(targets) < degree + 2:
-        return None
+        return f"too few distinct probe trip counts for loop {lp['id']}"
     values = [_probe_value(lp, args, knob, t) for t in targets]
     if any(v is None for v in values) or len(set(values)) < len(values):
-        return None
+        return f"argument {knob} cannot set loop {lp['id']} to {targets} trips"
     xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
     x_actual = float(trip_count(lp, args))
-    wall_each = runner.remaining()
     with ThreadPoolExecutor(max_workers=len(values)) as pool:
-        raws = list(pool.map(lambda v: runner.run(_with_scalar(rec, knob, v), wall_each), values))
-    if any(r.stop_reason in ("instruction-budget", "time-budget") for r in raws):
-        return None
+        raws = list(pool.map(lambda v: runner.run(_with_scalar(rec, knob, v)), values))
+    if any(r.stop_reason == "time-budget" for r in raws):
+        return "the wall-clock backstop stopped a probe"
+    if any(r.stop_reason == "instruction-budget" for r in raws):
+        return "a probe exceeded the instruction budget"
+    # The probes must change the loop's trip count and nothing else: counted entries into
+    # the loop (the work-items that reach it) must agree, or the fit extrapolates the
+    # change in entries too (PolyBench's `if (i < n) for (j < n)`, probed at small n).
+    try:
+        entries = [
+            _loop_entries(r, lp, first.loops, knob, {**args, knob: v})
+            for r, v in zip(raws, values, strict=True)
+        ]
+    except NotEvaluable:
+        return f"trip counts of loop {lp['id']}'s nest not evaluable at the probes"
+    if max(entries) - min(entries) > FIT_HIGH * max(entries):
+        return (
+            f"argument {knob} also changes how many work-items reach loop {lp['id']} "
+            f"(entries {', '.join(f'{e:g}' for e in entries)} at {knob} = {values})"
+        )
     probes = [_profile(r, rec) for r in raws]
     import numpy as np
 
@@ -387,6 +461,7 @@ def _loop_extrapolate(
         "degree": degree,
         "check_error": round(err, 4),
         "check_error_in": what,
+        "loop_entries": entries[0],
     }
     prof = KernelProfile(
         rec.kernel, rec.signature, base.launch, dict(base.emulation), per_group, total
@@ -464,6 +539,7 @@ def emulate_bounded(
         method = {"": "full-group", "sampled-work-items": "sampled-work-items"}.get(
             first.stop_reason
         )
+        not_probed = ""
         if method is not None:
             prof = _profile(first, record)
             if method == "sampled-work-items":
@@ -472,35 +548,57 @@ def emulate_bounded(
                     f"{prof.launch['group_size']} work-items of group 0 (no barrier)"
                 )
         else:
-            result = None
-            if runner.remaining() > STARTUP_S + 0.2:
+            result: tuple[KernelProfile, dict] | str = ""
+            if first.stop_reason == "instruction-budget":
                 try:
                     result = _loop_extrapolate(runner, first, args)
-                except ClprojError:
-                    result = None
-            if result is not None:
+                except ClprojError as exc:
+                    result = f"a probe failed: {exc.cause[:200]}"
+            if isinstance(result, tuple):
                 prof, _ = result
                 method = "loop-extrapolated"
             else:
+                not_probed = result
                 prof = _profile(first, record)
                 factor, confidence, flags = _budget_extrapolate(first, args)
                 wi, gwi = prof.total.get("work_items"), prof.per_group.get("work_items")
                 prof.total = scale_stats(prof.total, factor)
                 prof.per_group = scale_stats(prof.per_group, factor)
                 prof.total["work_items"], prof.per_group["work_items"] = wi, gwi
+                if not_probed:
+                    flags.append(f"no loop extrapolation: {not_probed}")
                 prof.emulation["flags"] += flags
                 prof.emulation["confidence"] = _lower(confidence, prof.emulation["confidence"])
                 method = "budget-extrapolated"
+        # What bounded the emulation: counted budgets give the same profile on any
+        # machine; the wall-clock backstop does not, so its profiles say so.
+        stopped_by = {
+            "": "none",
+            "sampled-work-items": "work-items",
+            "instruction-budget": "instructions",
+            "time-budget": "wall",
+        }.get(first.stop_reason, "wall")
+        if runner.wall_stops:
+            stopped_by = "wall"
+            prof.emulation["flags"].append(
+                f"wall-clock backstop ({budget.wall_s:g} s of emulation per run) stopped "
+                f"{runner.wall_stops} of {runner.runs} runs: the statistics depend on this "
+                "machine's speed and load (not cached)"
+            )
+            prof.emulation["confidence"] = "low"
         prof.emulation.update(
             mode="bounded",
             method=method,
             wall_s=round(time.perf_counter() - runner.start, 4),
             emulator_runs=runner.runs,
+            instructions_emulated=runner.instructions,
             stop_reason=first.stop_reason,
-            budget={
-                "wall_s": budget.wall_s,
+            budget=stopped_by,
+            budget_limits={
                 "instructions": budget.instructions,
                 "work_items": budget.work_items,
+                "probe_trips": budget.probe_trips,
+                "wall_s_backstop": budget.wall_s,
             },
             loops=first.loops,
         )

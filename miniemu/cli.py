@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--budget",
         default=None,
         metavar="B",
-        help="bounded mode: seconds, or wall=S,instructions=N,work_items=N,probe_trips=N "
-        "(default wall=3,instructions=2e6,work_items=128)",
+        help="bounded mode: backstop seconds, or wall=S,instructions=N,work_items=N,probe_trips=N "
+        "(default instructions=2e6,work_items=128,probe_trips=128; wall=30 is only a backstop)",
     )
     p.add_argument(
         "--json", action="store_true", help="print the kernel profile (docs/formats.md section 2)"
@@ -76,6 +76,11 @@ def show(profile) -> None:
                 f"{em['mode']} ({em['groups_emulated']} groups emulated, {em['wall_s']:.2f} s)",
             ),
             ("confidence", em["confidence"]),
+            *(
+                [("method (stopped by)", f"{em['method']} ({em.get('budget', '-')})")]
+                if em.get("method")
+                else []
+            ),
             ("local bytes / group", pg["local"]["bytes_per_group"]),
             ("private bytes / work-item (est.)", pg["private_bytes_per_work_item"]),
         ],

@@ -206,4 +206,5 @@ def parse_plugin_output(lines: list[dict], mode: str, wall_s: float, log: str = 
         stop_reason=str(kernel.get("stop_reason", "")),
         loops=list(kernel.get("loops", [])),
         has_barrier=bool(kernel.get("has_barrier", True)),
+        instructions_executed=int(kernel.get("instructions_executed", 0)),
     )

@@ -234,8 +234,11 @@ void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
   WorkerState &st = state();
   const InstInfo &info = infoFor(st, instruction);
   if (info.loop >= 0) st.loop_iters[info.loop]++;
-  if ((max_instructions_ || budget_s_ > 0) && ++st.since_check >= 4096) {
+  if (++st.since_check >= 4096 && (max_instructions_ || budget_s_ > 0)) {
     // Budget check (bounded modes run one worker thread): stop with partial statistics.
+    // The instruction budget is the bound: it stops at the same instruction on any
+    // machine. The wall-clock budget is only a backstop for a run that would otherwise
+    // hang; where it fires, the statistics depend on the machine's speed and load.
     uint64_t total = instructions_.fetch_add(st.since_check) + st.since_check;
     st.since_check = 0;
     const char *why = nullptr;
@@ -360,6 +363,7 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
     st.cache.clear();
     st.deps.reset();
     st.generation = gen;
+    st.since_check = 0;  // the budget counts this launch's instructions from zero
   }
   oclgrind::Size3 gs = group->getGroupSize();
   st.gsx = gs.x;
@@ -512,6 +516,8 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
     if (st.loop_iters[i]) line << (n++ ? "," : "") << '"' << i << "\":" << st.loop_iters[i];
   line << "},\"stats\":" << s.json() << storeRangesGroupJson() << "}\n";
 
+  instructions_.fetch_add(st.since_check);  // exact count for the kernel line
+  st.since_check = 0;
   std::lock_guard<std::mutex> lock(m_mutex);
   sum_.add(s);
   for (int i = 0; i < kMaxLoops; ++i) loop_sum_[i] += st.loop_iters[i];
@@ -531,11 +537,13 @@ void StatsPlugin::flush(bool stopped_early) {
   std::fprintf(f,
                "{\"type\":\"kernel\",\"format\":\"clproj.plugin-stats\",\"version\":1,%s,"
                "\"groups_emulated\":%llu,\"stopped_early\":%s,\"local_bytes_per_group\":%llu,%s,"
-               "\"has_barrier\":%s,\"stop_reason\":\"%s\",\"loops\":%s,\"sum\":%s}\n",
+               "\"has_barrier\":%s,\"stop_reason\":\"%s\",\"instructions_executed\":%llu,"
+               "\"loops\":%s,\"sum\":%s}\n",
                launch_json_.c_str(), static_cast<unsigned long long>(groups_),
                stopped_early ? "true" : "false", static_cast<unsigned long long>(local_bytes_),
                private_json_.c_str(), has_barrier_ ? "true" : "false", stop_reason_.c_str(),
-               loops_json_.c_str(), sum_.json().c_str());
+               static_cast<unsigned long long>(instructions_.load()), loops_json_.c_str(),
+               sum_.json().c_str());
   std::fclose(f);
   group_lines_.clear();
 }

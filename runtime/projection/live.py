@@ -177,6 +177,10 @@ def _project_record(
     if reused:
         return doc
     doc["profile"] = profile
+    if profile["emulation"].get("budget") == "wall":
+        # Bounded emulation cut short by the wall-clock backstop: its statistics depend on
+        # the machine's load, not only on the launch, so they are not cached as its own.
+        return doc
     tmp = path + f".{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 import miniemu
@@ -145,3 +147,94 @@ def test_reused_launches_are_interpolated_between_anchors():
     one = ReuseCache(mode="bounded")
     one.seed(full(32), miniemu.emulate(full(32), mode="bounded"))
     assert abs(instr(one.scaled(lu_meta(64, 48))) - instr(direct)) > 0.2 * instr(direct)
+
+
+GATED_SRC = """
+__kernel void gated(__global const float *a, __global float *x, __global const float *y, int n) {
+  int i = get_global_id(0);
+  if (i < n)
+    for (int j = 0; j < n; j++) x[i] += a[j * n + i] * y[j];
+}
+"""
+
+
+def test_counted_budget_gives_the_same_profile_on_any_machine():
+    """The plugin stops at the instruction budget, counted: two runs give one profile, and
+    a wall-clock backstop that does not fire changes nothing (until 2026-11-24 the 3 s wall
+    budget stopped the run at a load-dependent point)."""
+    seeds = np.full(256, 8, np.uint32)
+    r = from_arrays(SRC, "spin", [seeds, np.zeros(256, np.uint32)], [256], [256])
+    a = miniemu.emulate(r, mode="bounded", budget="instructions=200000")
+    b = miniemu.emulate(r, mode="bounded", budget="wall=45,instructions=200000")
+    assert a.emulation["budget"] == b.emulation["budget"] == "instructions"
+    assert a.total == b.total
+    assert 200_000 <= a.emulation["instructions_emulated"] < 200_000 + 4096 * 2
+    assert a.emulation["budget_limits"]["instructions"] == 200_000
+
+
+def test_wall_backstop_marks_the_profile_and_is_not_cached(tmp_path, monkeypatch):
+    seeds = np.full(256, 8, np.uint32)
+    r = from_arrays(SRC, "spin", [seeds, np.zeros(256, np.uint32)], [256], [256])
+    p = miniemu.emulate(r, mode="bounded", budget="wall=0.05,instructions=1e12")
+    assert p.emulation["budget"] == "wall" and p.emulation["stop_reason"] == "time-budget"
+    assert p.emulation["confidence"] == "low"
+    assert any("wall-clock backstop" in f for f in p.emulation["flags"])
+
+    from devices.profile import known_profiles
+    from runtime.projection import live
+
+    monkeypatch.setenv("CLPROJ_CACHE", str(tmp_path))
+    devices = [d for d in known_profiles() if d.source_kind != "spec"][:1]
+    doc = live.project_record(r, devices, "bounded", profile=p.to_dict())
+    assert doc["projections"] and doc["profile"]["emulation"]["budget"] == "wall"
+    assert not os.listdir(live.cache_dir())  # a load-dependent profile is not cached
+
+
+def test_probes_that_change_the_active_work_items_are_rejected():
+    """`if (i < n) for (j < n)`: probing n = 16..48 also runs the loop in only 16..48 of
+    the sampled work-items; the counted loop entries differ, so the probes are not used
+    (their fit gave 0.37x the instructions of PolyBench gemver_kernel2)."""
+    n = 1500
+    a = np.ones(n * n, np.float32)
+    r = from_arrays(
+        GATED_SRC,
+        "gated",
+        [a, np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)],
+        [256],
+        [256],
+    )
+    p = miniemu.emulate(r, mode="bounded", budget="instructions=300000")
+    assert p.emulation["method"] == "budget-extrapolated"
+    assert any("how many work-items reach loop" in f for f in p.emulation["flags"])
+    ref = miniemu.emulate(r, mode="single", timeout_s=300)
+    assert abs(instr(p) - instr(ref)) <= 0.02 * instr(ref)
+    again = miniemu.emulate(r, mode="bounded", budget="instructions=300000")
+    assert again.total == p.total
+
+
+STRIDED_SRC = """
+__kernel void rows(__global const float *a, __global const float *x, __global float *t,
+                   int nx, int ny) {
+  int i = get_global_id(0);
+  if (i < nx)
+    for (int j = 0; j < ny; j++) t[i] += a[i * ny + j] * x[j];
+}
+"""
+
+
+def test_probes_keep_a_row_stride_knob_coalescing_like_the_launch():
+    """PolyBench atax_kernel1: the knob ny is also the row stride of the warp's accesses.
+    Probes >= 32 trips keep rows >= 128 B apart, so the transactions agree with the whole
+    group; probed at 16..48 the 128-byte ones came out 1.41x (atax at 8192)."""
+    nx, ny = 64, 3000
+    a, x, t = np.ones(nx * ny, np.float32), np.ones(ny, np.float32), np.zeros(nx, np.float32)
+    r = from_arrays(STRIDED_SRC, "rows", [a, x, t, np.int32(nx), np.int32(ny)], [nx], [32])
+    p = miniemu.emulate(r, mode="bounded", budget="instructions=300000")
+    assert p.emulation["method"] == "loop-extrapolated"
+    assert min(p.emulation["loop_extrapolation"]["probe_trips"]) >= 32
+    ref = miniemu.emulate(r, mode="single", timeout_s=300)
+    got, want = p.total["global"]["transactions"], ref.total["global"]["transactions"]
+    for d in want:
+        for w in want[d]:
+            for s in want[d][w]:
+                assert abs(got[d][w][s] - want[d][w][s]) <= 0.02 * want[d][w][s], (d, w, s)
