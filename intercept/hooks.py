@@ -44,6 +44,28 @@ def _load_env_hooks() -> None:
             print(f"clproj: cannot load hook {spec}: {exc!r}", file=sys.stderr)
 
 
+Admit = Callable[[LaunchRecord], bool]
+_admitters: dict[str, Admit] = {}
+
+
+def register_admission(mode: str, fn: Admit) -> Admit:
+    """Let ``fn(record)`` decide, in ``mode`` (``project`` or ``route``), whether a launch is
+    snapshotted and recorded (True) or answered without its buffers (False: e.g. from a
+    reuse cache). Why here: the shim and route mode ask this registry, never the projection
+    package itself, so intercept/ depends on runtime/ only through the hooks it loads."""
+    _admitters[mode] = fn
+    return fn
+
+
+def admit(mode: str, record: LaunchRecord) -> bool:
+    """Whether to snapshot and record this launch (metadata only in ``record``): the
+    admission registered for ``mode`` by a hook module, else always (every launch of a new
+    signature is recorded when no hook answers launches from a cache)."""
+    _load_env_hooks()
+    fn = _admitters.get(mode)
+    return True if fn is None else fn(record)
+
+
 def notify(record: LaunchRecord) -> None:
     """Run every hook on ``record``; failures are logged once per hook."""
     _load_env_hooks()

@@ -136,9 +136,9 @@ def pre_launch(ffi, lib, L):
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
     rec = _metadata(ffi, L)
     if settings.get("CLPROJ_MODE") == "project" and rec.emulatable:
-        from runtime.projection.app_hook import admit
+        from intercept import hooks
 
-        if not admit(rec):
+        if not hooks.admit("project", rec):
             return 0  # answered from the reuse cache: no snapshot, no record
     for arg in rec.args:
         if arg.kind == "buffer":

@@ -185,14 +185,13 @@ def _notify_hooks(
     """The first launch of a signature, for the hooks (projection in route mode).
 
     Its buffers are read back and a full record saved only when the reuse cache will
-    emulate it (runtime.projection.app_hook.route_admit, as project mode's admit); otherwise
+    emulate it (the admission the projection hook registers, as in project mode); otherwise
     the hook projects its metadata from the cache's anchors (at most every few
     tens of milliseconds per kernel family)."""
     from intercept import hooks
     from intercept.record import ArgRecord, LaunchRecord, new_id, save, sha256
     from intercept.shim_runtime import record_dir
     from runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
-    from runtime.projection.app_hook import route_admit
 
     args, bufs = [], {}
     for i in range(max(k.remote.args, default=-1) + 1):
@@ -221,7 +220,7 @@ def _notify_hooks(
         device={"name": "clproj virtual device"},
         created=time.time(),
     )
-    if not route_admit(rec):
+    if not hooks.admit("route", rec):
         return
     for a in args:
         if a.index in bufs:

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from clproj import settings
+from intercept import hooks
 
 _queue: queue.Queue[Any] = queue.Queue()
 _worker: threading.Thread | None = None
@@ -124,10 +125,8 @@ def admit(record: Any) -> bool:
         with _lock:
             global _deferred
             if _deferred is None:
-                from intercept.hooks import at_exit
-
                 _deferred = open(out, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
-                at_exit(_deferred.close)
+                hooks.at_exit(_deferred.close)
             _deferred.write(line)
     return False
 
@@ -139,9 +138,8 @@ def route_admit(record: Any) -> bool:
     metadata only, and at most one per family every ``CLPROJ_ROUTE_REPROJECT_S`` is projected from
     the cache's anchors and posted to the broker. Why: before, route mode snapshotted
     (read back every buffer of) and projected every new signature, ~1.4 ms per launch for
-    a kernel whose scalar argument changes every launch (tests/test_route.py measures it).
+    a kernel whose scalar argument changes every launch (tests/cluster/test_route.py measures it).
     """
-    from intercept.hooks import exiting
     from intercept.identity import reuse_family
     from miniemu.reuse import default_cache
 
@@ -155,7 +153,7 @@ def route_admit(record: Any) -> bool:
         if len(_reprojected) >= 10_000:
             _reprojected.clear()
         _reprojected[fam] = now
-    if not exiting():
+    if not hooks.exiting():
         _start_worker()
         _queue.put(_Reused(record))
     return False
@@ -309,9 +307,13 @@ def on_record(record: Any) -> None:
     interpreter shutdown would be killed inside native code; ``clproj run`` completes
     these records after the app.
     """
-    from intercept.hooks import exiting
-
-    if exiting():
+    if hooks.exiting():
         return
     _start_worker()
     _queue.put(record)
+
+
+# Loaded by the shim as a hook (CLPROJ_HOOKS), this module also answers the shim's and route
+# mode's question "snapshot this launch?": intercept/ asks its hooks registry, never us.
+hooks.register_admission("project", admit)
+hooks.register_admission("route", route_admit)
