@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 import sysconfig
 
 import cffi
@@ -58,7 +59,12 @@ ffibuilder.set_source(
         *("-include", os.path.join(SHIM_DIR, "lazy_python.h")),
         *("-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"),
     ],
-    define_macros=[("CL_TARGET_OPENCL_VERSION", "300"), ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"')],
+    define_macros=[
+        ("CL_TARGET_OPENCL_VERSION", "300"),
+        ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"'),
+        # the build interpreter's home: track.c pin_python_home() says why
+        ("CLPROJ_PYTHONHOME", f'"{sys.base_prefix}"'),
+    ],
 )
 # cffi adds -lpython for embedding modules; the shim loads libpython itself.
 ffibuilder._apply_embedding_fix = lambda kwds: None  # noqa: SLF001  (cffi has no public switch)

@@ -2,10 +2,12 @@
  * One global mutex guards every table; it is never held while calling OpenCL or Python. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include "shim.h"
 #include "../clproj_settings.h"
@@ -327,6 +329,23 @@ uint64_t clproj_device_type(void *device) {
 #define CLPROJ_LIBPYTHON "libpython3.so"
 #endif
 static int py_loaded = 0; /* 1 loaded, -1 failed */
+/* An interpreter embedded in a C app finds its standard library from the `python3` on
+ * PATH (the app itself is not Python). Where that is another build than the libpython the
+ * shim was built for (pyenv or conda beside /usr/bin/python3), it mixes that build's
+ * standard library with this libpython and fails to start (`No module named 'math'`), and
+ * the app runs unrecorded. So the home is pinned to the build's own prefix, unless the
+ * user set PYTHONHOME. */
+static void pin_python_home(void) {
+#ifdef CLPROJ_PYTHONHOME
+    static wchar_t home[PATH_MAX];
+    void (*set_home)(const wchar_t *);
+    if (getenv("PYTHONHOME"))
+        return;
+    *(void **)(&set_home) = dlsym(RTLD_DEFAULT, "Py_SetPythonHome");
+    if (set_home && mbstowcs(home, CLPROJ_PYTHONHOME, PATH_MAX - 1) != (size_t)-1)
+        set_home(home);
+#endif
+}
 static pthread_once_t py_once = PTHREAD_ONCE_INIT;
 static void python_load_once(void) {
     char msg[512];
@@ -345,6 +364,7 @@ static void python_load_once(void) {
         return;
     }
     if (dlopen(CLPROJ_LIBPYTHON, RTLD_NOW | RTLD_GLOBAL) != NULL) {
+        pin_python_home();
         py_loaded = 1;
         return;
     }

@@ -13,7 +13,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_project(cmd: list[str], tmp_path) -> dict:
+def run_project(cmd: list[str], tmp_path, path: str | None = None) -> dict:
     """``clproj run --mode project --json`` with a projection cache of this test's own
     (the session's device profiles are copied in, so a device is measured once a session)."""
     cache = tmp_path / "cache"
@@ -21,6 +21,8 @@ def run_project(cmd: list[str], tmp_path) -> dict:
     if os.path.isdir(session_profiles) and not (cache / "profiles").exists():
         shutil.copytree(session_profiles, cache / "profiles")
     env = dict(os.environ, CLPROJ_CACHE=str(cache))
+    if path is not None:
+        env["PATH"] = path
     out = subprocess.run(
         [
             sys.executable,
@@ -76,6 +78,22 @@ def test_unmodified_c_binary_under_project_mode(tmp_path):
     doc = run_project([os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem"), "64"], tmp_path)
     check_projections(doc, {"matmul_lmem"})
     assert doc["exit_code"] == 0
+
+
+@pytest.mark.skipif(
+    not os.path.exists(os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem")),
+    reason="C hosts not built",
+)
+def test_c_binary_recorded_whatever_python3_is_on_path(tmp_path):
+    """The interpreter the shim embeds in a C app must be the one it was built for, not the
+    `python3` PATH finds (with pyenv/conda beside /usr/bin/python3 the app ran unrecorded:
+    "No module named 'math'")."""
+    doc = run_project(
+        [os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem"), "64"],
+        tmp_path,
+        path="/usr/bin:/bin",
+    )
+    check_projections(doc, {"matmul_lmem"})
 
 
 def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monkeypatch):
