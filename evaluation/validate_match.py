@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation import metrics
-from evaluation.validate_truth import ShapeKey, TruthDevice, fmt_dims, shape_key
+from evaluation.validate_truth import TruthDevice, fmt_dims
+from intercept.identity import ShapeKey, shape_key
 
 
 @dataclass

@@ -17,7 +17,8 @@ from typing import Any
 from clproj.errors import ClprojError
 from evaluation.validate_match import KernelResult, ShapeProjection
 from evaluation.validate_scores import summarize
-from evaluation.validate_truth import ShapeKey, pad_dims, shape_key
+from evaluation.validate_truth import pad_dims
+from intercept.identity import ShapeKey, shape_key
 
 
 def check_model_names(names: Sequence[str]) -> list[str]:

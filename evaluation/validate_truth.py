@@ -13,42 +13,25 @@ import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from clproj.errors import ClprojError
+from intercept import identity
+from intercept.identity import ShapeKey
 
 TRUTH_COLUMNS = ("app", "device", "kernel", "global", "local", "launches", "mean_ns")
 
 Dims = tuple[int, int, int]
-ShapeKey = tuple[str, Dims, Dims | None]  # (kernel, global, local or None for NULL)
 
 
 def pad_dims(values: Sequence[int] | str | None) -> Dims | None:
-    """Three-entry NDRange, padded with 1s; None for a NULL / all-zero local size.
-
-    Truth files write ``2048,2048,1`` whatever the launch's work_dim, projections a list of
-    work_dim entries: padding both to three makes ``[2048, 2048]`` and ``2048,2048,1`` equal.
-    """
-    if values is None:
-        return None
+    """:func:`intercept.identity.pad_ndrange` of a list or of a truth file's text
+    (``2048,2048,1``; ``NULL``, ``NONE``, ``-`` or empty for a NULL local size)."""
     if isinstance(values, str):
         text = values.strip()
         if not text or text.upper() in ("NULL", "NONE", "-"):
             return None
         values = [int(v) for v in text.split(",") if v.strip()]
-    dims = [int(v) for v in values]
-    if not dims or all(v == 0 for v in dims):
-        return None
-    if len(dims) > 3:
-        raise ValueError(f"an NDRange has at most 3 dimensions, got {dims}")
-    return (*dims, *([1] * (3 - len(dims))))  # type: ignore[return-value]
-
-
-def shape_key(kernel: str, global_size: Any, local_size: Any) -> ShapeKey:
-    glob = pad_dims(global_size)
-    if glob is None:
-        raise ValueError(f"{kernel}: empty global size")
-    return (kernel, glob, pad_dims(local_size))
+    return identity.pad_ndrange(values)
 
 
 def fmt_dims(dims: Dims | None) -> str:

@@ -24,6 +24,7 @@ from evaluation import validate_models as vmodels
 from evaluation import validate_scores as vscores
 from evaluation import validate_suite as vsuite
 from evaluation import validate_truth as vtruth
+from intercept import identity
 
 H100 = "NVIDIA H100 80GB HBM3"
 EPYC = "pthread-skylake-avx512-AMD EPYC"
@@ -68,8 +69,8 @@ def test_padding_makes_truth_strings_and_projection_lists_equal():
         and vtruth.pad_dims("0,0,0") is None
         and vtruth.pad_dims([]) is None
     )
-    assert vtruth.shape_key("k", [64, 64], [16, 4]) == ("k", (64, 64, 1), (16, 4, 1))
-    assert vtruth.shape_key("k", [64], [16]) != vtruth.shape_key("k", [64], [32])
+    assert identity.shape_key("k", [64, 64], [16, 4]) == ("k", (64, 64, 1), (16, 4, 1))
+    assert identity.shape_key("k", [64], [16]) != identity.shape_key("k", [64], [32])
 
 
 def test_truth_file_rows_merge_launch_weighted(tmp_path):
