@@ -9,13 +9,13 @@ its profiles.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from typing import Any
 
 from clproj.errors import ClprojError
+from intercept import identity
 
 PROFILES_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -32,7 +32,9 @@ def cache_path(app: str, size: str, mode: str, directory: str = PROFILES_DIR) ->
 
 
 def source_hash(plan: Any) -> str:
-    return hashlib.sha256((plan.source + "\0" + plan.options).encode()).hexdigest()[:16]
+    """The program's identity (intercept.identity.program_hash), short: a cached profile is
+    stale once the app's kernel source or build options change."""
+    return identity.program_hash(plan.source, plan.options)[:16]
 
 
 def load_cached(
