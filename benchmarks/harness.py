@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 
 FORMAT = "clproj.bench-results"
@@ -285,11 +286,7 @@ def output_path(template: str, key: str, size: str) -> str:
 def write_results(result: dict[str, Any], path: str) -> None:
     validate_results(result)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(result, indent=1) + "\n").encode())
 
 
 def load_results(path: str) -> dict[str, Any]:

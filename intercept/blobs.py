@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 
+from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 from clproj.untrusted import read_regular_file
 
@@ -51,17 +51,8 @@ class BlobStore:
         if os.path.exists(target):
             return sha
         os.makedirs(self.path, exist_ok=True)
-        # Write to a temporary file then rename: concurrent writers (threads of the
-        # recorded app) never expose a half-written blob under its final name.
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # concurrent writers (threads of the recorded app) never expose half a blob
+        write_atomic(target, data, private=True)
         return sha
 
     def get(self, sha: str, size: int | None = None) -> bytes:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from clproj import settings
+from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 from clproj.untrusted import is_int, read_regular_file
 from intercept import identity
@@ -261,16 +261,7 @@ def save(record: LaunchRecord, directory: str) -> str:
     rdir = os.path.join(directory, RECORDS_SUBDIR)
     os.makedirs(rdir, exist_ok=True)
     path = os.path.join(rdir, record.id + SUFFIX)
-    payload = msgpack.packb(record.to_map(), use_bin_type=True)
-    fd, tmp = tempfile.mkstemp(dir=rdir, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, msgpack.packb(record.to_map(), use_bin_type=True), private=True)
     record.store_dir = directory
     record.path = path
     return path

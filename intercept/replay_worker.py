@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+
+from clproj.atomic import write_atomic
 
 
 def main(argv: list[str]) -> int:
@@ -48,10 +49,7 @@ def main(argv: list[str]) -> int:
         }
     except ClprojError as exc:
         doc = {"ok": False, "cause": exc.cause, "fix": exc.fix}
-    tmp = args.out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, args.out)  # whole or absent: a killed worker leaves no torn result
+    write_atomic(args.out, json.dumps(doc).encode())  # a killed worker leaves no torn result
     return 0
 
 

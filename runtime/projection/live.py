@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from clproj import paths, settings
+from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 
 FORMAT = "clproj.launch-projection"
@@ -181,10 +182,7 @@ def _project_record(
         # Bounded emulation cut short by the wall-clock backstop: its statistics depend on
         # the machine's load, not only on the launch, so they are not cached as its own.
         return doc
-    tmp = path + f".{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(doc).encode())
     return doc
 
 
