@@ -893,6 +893,20 @@ static cl_int rt_rect_shape(const size_t *region, size_t *arp, size_t *asp, size
         return CL_INVALID_VALUE;
     return CL_SUCCESS;
 }
+/* The queue and the two sides (a: the buffer or copy source, b: the host or copy
+ * destination) of a rect transfer, as the read/write and copy entry points share them. */
+static void rt_set_rect(clproj_rcall *c, cl_command_queue q, const size_t *region,
+                        const size_t *a_origin, size_t a_row, size_t a_slice,
+                        const size_t *b_origin, size_t b_row, size_t b_slice) {
+    c->queue = OBJ(q)->id;
+    c->u.rect.region = region;
+    c->u.rect.a_origin = a_origin;
+    c->u.rect.a_row = a_row;
+    c->u.rect.a_slice = a_slice;
+    c->u.rect.b_origin = b_origin;
+    c->u.rect.b_row = b_row;
+    c->u.rect.b_slice = b_slice;
+}
 static cl_int rt_rect(int op, cl_command_queue q, cl_mem b, cl_bool blocking, const size_t *bo,
                       const size_t *ho, const size_t *region, size_t brp, size_t bsp, size_t hrp,
                       size_t hsp, const void *src, void *dst, cl_uint nw, const cl_event *wl,
@@ -906,14 +920,7 @@ static cl_int rt_rect(int op, cl_command_queue q, cl_mem b, cl_bool blocking, co
     clproj_rcall c;
     rt_init_call(&c, op, b);
     c.u.rect.blocking = blocking;
-    c.u.rect.a_row = brp;
-    c.u.rect.a_slice = bsp;
-    c.u.rect.b_row = hrp;
-    c.u.rect.b_slice = hsp;
-    c.queue = OBJ(q)->id;
-    c.u.rect.region = region;
-    c.u.rect.a_origin = bo;
-    c.u.rect.b_origin = ho;
+    rt_set_rect(&c, q, region, bo, brp, bsp, ho, hrp, hsp);
     c.src = src;
     c.dst = dst;
     c.want_event = ev != NULL;
@@ -947,14 +954,7 @@ static cl_int rt_clEnqueueCopyBufferRect(cl_command_queue q, cl_mem s, cl_mem d,
     clproj_rcall c;
     rt_init_call(&c, RT_OP_COPY_RECT, s);
     c.id2 = OBJ(d)->id;
-    c.u.rect.a_row = srp;
-    c.u.rect.a_slice = ssp;
-    c.u.rect.b_row = drp;
-    c.u.rect.b_slice = dsp;
-    c.queue = OBJ(q)->id;
-    c.u.rect.region = region;
-    c.u.rect.a_origin = so;
-    c.u.rect.b_origin = dof;
+    rt_set_rect(&c, q, region, so, srp, ssp, dof, drp, dsp);
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
