@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from evaluation.validate_scores import BAND_2X, BAND_25
-from evaluation.validate_tables import pct, ratio_text, worst_rows
+from evaluation.validate_tables import device_metrics, pct, ratio_text, worst_rows
 
 
 def write_report(val: Any, directory: str) -> str:
@@ -83,19 +83,7 @@ def write_report(val: Any, directory: str) -> str:
         )
         return f"<table><tr>{head}</tr>{body}</table>"
 
-    dev_rows = [
-        [
-            d,
-            val.device_names[d],
-            m["kernels"],
-            ratio_text(m["median_ratio"]),
-            f"{m['within_25']}/{m['kernels']}",
-            f"{m['within_2x']}/{m['kernels']}",
-            pct(m["mape"]),
-            ratio_text(m["max_off_factor"]),
-        ]
-        for d, m in s["per_device"].items()
-    ]
+    dev_rows = [[d, val.device_names[d], *device_metrics(m)] for d, m in s["per_device"].items()]
     kernel_rows = [
         [
             k.app,

@@ -43,6 +43,19 @@ def methods_text(counts: dict[str, int]) -> str:
     )
 
 
+def device_metrics(m: dict[str, Any]) -> list[Any]:
+    """One device's metrics as table cells (kernels, median ratio, within 25% and 2x, MAPE,
+    max off-factor): the same columns in the text table and the HTML report."""
+    return [
+        m["kernels"],
+        ratio_text(m["median_ratio"]),
+        f"{m['within_25']}/{m['kernels']}",
+        f"{m['within_2x']}/{m['kernels']}",
+        pct(m["mape"]),
+        ratio_text(m["max_off_factor"]),
+    ]
+
+
 def worst_rows(val: Any, with_confidence: bool) -> list[list[str]]:
     """The worst kernels, one row per (kernel, device): the table and the HTML report."""
     return [
@@ -140,19 +153,7 @@ def print_validation(val: Any) -> None:
             "max off-factor",
             "worst kernel",
         ],
-        [
-            (
-                d,
-                m["kernels"],
-                ratio_text(m["median_ratio"]),
-                f"{m['within_25']}/{m['kernels']}",
-                f"{m['within_2x']}/{m['kernels']}",
-                pct(m["mape"]),
-                ratio_text(m["max_off_factor"]),
-                m["worst_kernel"] or "-",
-            )
-            for d, m in s["per_device"].items()
-        ],
+        [(d, *device_metrics(m), m["worst_kernel"] or "-") for d, m in s["per_device"].items()],
         title="per device",
     )
     print(
