@@ -231,6 +231,14 @@ def validate(doc: dict[str, Any]) -> None:
             _fail(
                 f"provenance.{path}", f"expected measured, spec or 'derived: <rule>', got {how!r}"
             )
+    detail = doc.get("detail")
+    if detail is not None and not isinstance(detail, dict):
+        _fail("detail", f"expected an object, got {type(detail).__name__}")
+    launch = (detail or {}).get("launch")
+    if launch is not None and not isinstance(launch, dict):
+        _fail("detail.launch", f"expected an object, got {type(launch).__name__}")
+    if launch and "groups" in launch:
+        _points("detail.launch.groups", launch["groups"])
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):
         _fail("nvml", f"expected an object or null, got {type(nv).__name__}")
@@ -342,6 +350,20 @@ class DeviceProfile:
         if pts:
             return _interp_loglinear(pts, ways)
         return self.peak("local") / (ways if self.has_bank_conflicts else 1.0)
+
+    def launch_floor(self, groups: int) -> float | None:
+        """Measured device time of an empty launch of ``groups`` work-groups, or None.
+
+        From ``detail.launch.groups`` (devices/microbench/overhead.py), interpolated in
+        log2(groups) and clamped at both ends: past the largest count measured, more groups
+        are work, which the bandwidth and throughput curves (measured with many groups)
+        already price. None when the profile has no such curve (spec sheets, GPU profiles
+        measured before it existed).
+        """
+        pts = (self.data.get("detail") or {}).get("launch", {}).get("groups")
+        if not pts:
+            return None
+        return _interp_loglinear(pts, max(1.0, float(groups)))
 
     def provenance(self, path: str) -> str:
         """How a field was obtained; a path not listed inherits from its parent, else source.kind."""

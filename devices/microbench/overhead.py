@@ -8,6 +8,17 @@ adds to a stream) and ``sync_s`` (enqueue + wait of a single launch, the latency
 kernel the host waits on). The model's ``launch_overhead_s`` is ``wall_s``: kernels of an
 application run back to back, and that is what each one adds.
 
+``groups`` is the device-side floor as a function of the number of work-groups: the same
+empty kernel launched with 1, 2, 4, ... groups of ``GROUPS_WG`` work-items, each launch
+waited for alone (as applications that wait on their kernels, and the validation truth,
+run them). On PoCL every group is a task handed to a worker thread, and a launch that
+spreads over more cores first wakes more sleeping threads: the floor of an 8192-item
+launch is several times that of a one-group launch (measured on the 2-core EPYC: 0.23 us
+for one group, about 1 us for 32), which a single empty-kernel time cannot express.
+Each point keeps the lowest mean over ``reps`` batches: the mean, because an
+application's time is the sum of its launches, tail included; the lowest batch, so that
+another process on the machine does not inflate it.
+
 Transfers copy pageable numpy arrays (what applications usually do) with blocking
 ``enqueue_copy``; the device-to-host copy is compared with the data sent.
 """
@@ -63,6 +74,48 @@ def launch(bench: Bench) -> dict[str, float]:
         "wall_s": wall_s,
         "sync_s": sync_s,
     }
+
+
+# Work-items per group of the group-count sweep: small enough that the empty work-items'
+# own loop is negligible next to the dispatch cost being measured.
+GROUPS_WG = 64
+
+
+def group_counts(cus: int) -> list[int]:
+    """1, 2, 4, ... up to twice the compute units (at least 32), plus the CU count itself."""
+    top = max(32, 2 * cus)
+    counts = {1 << i for i in range(top.bit_length()) if 1 << i <= top}
+    return sorted(counts | {max(1, cus), top})
+
+
+def launch_groups(bench: Bench) -> list[list[float]]:
+    """Mean device time of an empty kernel waited for alone, per number of work-groups."""
+    b = bench
+    kern = b.kernel(EMPTY_SRC, "empty")
+    buf = b.buffer(4)
+    wg = max(1, min(GROUPS_WG, b.max_wg))
+    n = 60 if b.mode.name == "full" else 20
+    counts = group_counts(b.cus)
+    best = dict.fromkeys(counts, float("inf"))
+    v = 0
+    # Sweeps interleave the group counts, so a burst of other load on the machine inflates
+    # one batch of each count at most, and the lowest batch mean survives it.
+    for _ in range(max(3, b.mode.reps)):
+        for groups in counts:
+            for _ in range(3):  # warm-up: JIT for this size, threads in their steady state
+                kern(b.queue, (groups * wg,), (wg,), buf, np.uint32(v)).wait()
+            durs = []
+            for _ in range(n):
+                v += 1
+                e = kern(b.queue, (groups * wg,), (wg,), buf, np.uint32(v))
+                e.wait()
+                durs.append((e.profile.end - e.profile.start) * 1e-9)
+            best[groups] = min(best[groups], float(np.mean(durs)))
+    got = b.read(buf, np.empty(1, np.uint32))
+    if int(got[0]) != v:
+        raise GarbageResult("launch groups", f"empty kernel wrote {int(got[0])}, expected {v}")
+    points = [[float(g), best[g]] for g in counts]
+    return points
 
 
 def transfer(bench: Bench) -> dict[str, float]:

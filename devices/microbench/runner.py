@@ -254,7 +254,12 @@ def profile_device(
     def transfer() -> None:
         extra["transfer"] = overhead.transfer(bench)
 
+    def launch_groups() -> None:
+        # after launch(): the floor per group count goes into the same detail.launch
+        extra.setdefault("launch_groups", overhead.launch_groups(bench))
+
     steps.append(("launch overhead", guarded(launch)))
+    steps.append(("launch floor per group count", guarded(launch_groups)))
     steps.append(("transfer", guarded(transfer)))
 
     def lat() -> None:  # MWP-CWP's memory latency and departure delay (runtime/models)
@@ -379,7 +384,11 @@ def _assemble(
     prov["identity"] = "measured"
     prov["compute_units"] = "measured"
     prov["clock_mhz"] = "measured"
-    launch = extra["launch"]
+    launch = dict(extra["launch"])
+    if extra.get("launch_groups"):
+        launch["groups"] = extra["launch_groups"]
+        launch["groups_wg"] = overhead.GROUPS_WG
+        prov["detail.launch.groups"] = "measured"
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,

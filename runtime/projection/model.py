@@ -133,16 +133,26 @@ def special_time(by_family: dict[str, int], device: Any) -> float:
     return t
 
 
-def device_launch_time(device: Any) -> float:
+def device_launch_time(device: Any, num_groups: int | None = None) -> float:
     """Device-side time of an (almost) empty kernel: the floor of every launch.
 
     Bench results and event-based measurements are device times, so the measured
     empty-kernel event duration is the right floor; the host wall-clock launch overhead
-    (``launch_overhead_s``) is what routing adds on top, not part of device time. The
-    profile measures it twice, launched alone (``event_s``) and back to back
-    (``event_b2b_s``); both measure the same floor and timing noise only adds to it, so
-    the smaller is the estimate (H100: 5.23 / 5.31 us, H200: 5.34 / 5.09 us).
+    (``launch_overhead_s``) is what routing adds on top, not part of device time.
+
+    Where the profile measured the floor per number of work-groups
+    (``detail.launch.groups``), the launch's own group count reads it: on PoCL a launch
+    over more groups wakes more worker threads and hands out more tasks, and its floor
+    grows with them (2-core EPYC: 0.23 us for one group, about 1 us for 32; the 16-core
+    Xeon: 22 us for one, 45 us for 16). Otherwise the profile's one-group time, measured
+    launched alone (``event_s``) and back to back (``event_b2b_s``); both measure the same
+    floor and timing noise only adds to it, so the smaller is the estimate (H100: 5.23 /
+    5.31 us, H200: 5.34 / 5.09 us).
     """
+    if num_groups is not None:
+        floor = device.launch_floor(num_groups)
+        if floor is not None:
+            return floor
     launch = device.data.get("detail", {}).get("launch", {})
     measured = [float(launch[k]) for k in ("event_b2b_s", "event_s") if launch.get(k)]
     if measured:
@@ -439,7 +449,7 @@ def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> 
     # The latency term counts whole waves already: the tail does not stretch it again.
     terms = {"C": t_c * tail, "G": t_g * tail, "L": t_l * tail, "D": t_d}
     bound = max(terms, key=lambda k: terms[k])
-    t_launch = device_launch_time(device)
+    t_launch = device_launch_time(device, int(doc["launch"].get("num_groups") or 1))
     return Projection(
         device_key=device.key,
         device_name=device.name,

@@ -44,6 +44,11 @@ def h100() -> dict:
         (lambda d: d.update(launch_overhead_s=float("nan")), "launch_overhead_s"),
         (lambda d: d["transfer"].pop("d2h_bytes_per_s"), "transfer.d2h_bytes_per_s"),
         (lambda d: d["provenance"].update({"clock_mhz": "guessed"}), "provenance.clock_mhz"),
+        (lambda d: d.update(detail=[1]), "detail"),
+        (
+            lambda d: d.update(detail={"launch": {"groups": [[2, 1e-6], [1, 2e-6]]}}),
+            "detail.launch.groups[1]",
+        ),
     ],
 )
 def test_validator_names_the_field(h100: dict, mutate, field: str) -> None:

@@ -59,6 +59,12 @@ def test_tiny_run_gives_a_valid_sane_profile(tiny_doc, pocl_device) -> None:
     assert 1e-7 < p.launch_overhead_s < 0.05
     assert 1e7 < p.h2d_bytes_per_s < 1e12 and 1e7 < p.d2h_bytes_per_s < 1e12
     assert set(tiny_doc["detail"]["global_by_word"]) == {"4", "16"}
+    # the launch floor per group count: 1 .. at least 32 groups, each a real device time
+    groups = tiny_doc["detail"]["launch"]["groups"]
+    assert groups[0][0] == 1 and groups[-1][0] >= 32
+    assert all(1e-8 < t < 0.05 for _, t in groups)
+    assert tiny_doc["provenance"]["detail.launch.groups"] == "measured"
+    assert p.launch_floor(1) == groups[0][1] and p.launch_floor(10_000) == groups[-1][1]
 
 
 @pytest.fixture

@@ -343,3 +343,19 @@ def test_l1_counts_one_wavefront_per_line():
     prof = gmem_kernel(items, 256, loads=items, stores=0, transactions=tx, unique_sector_bytes=32)
     p = project(prof, h100, footprint_bytes=1 << 20)
     assert p.details["t_l1"] == pytest.approx(128 * items / h100.peak("local"))
+
+
+def test_cpu_launch_floor_follows_the_launch_group_count():
+    """A launch over more groups wakes more PoCL worker threads: its floor is the
+    profile's measured floor at its own group count; profiles without the curve keep the
+    one-group empty-kernel time."""
+    epyc = measured("pocl-pthread-amd-epyc")
+    curve = epyc.data["detail"]["launch"]["groups"]
+    one = project(kernel(num_groups=1, group_size=64), epyc)
+    many = project(kernel(num_groups=int(curve[-1][0]), group_size=64), epyc)
+    assert one.t_launch == pytest.approx(curve[0][1])
+    assert many.t_launch == pytest.approx(curve[-1][1]) and many.t_launch > one.t_launch
+    h100 = measured("nvidia-h100-opencl")  # measured before the curve existed
+    launch = h100.data["detail"]["launch"]
+    floor = min(launch["event_s"], launch["event_b2b_s"])
+    assert project(kernel(num_groups=5000), h100).t_launch == pytest.approx(floor)

@@ -1,0 +1,95 @@
+"""Add the launch floor per group count (``detail.launch.groups``) to a committed profile.
+
+``clproj profile-device`` measures this curve (devices/microbench/overhead.py) on every
+new profile. Profiles committed before it existed get it here, their other fields
+unchanged (so the other projections stay comparable):
+
+* ``measure PROFILE.json --device SUBSTRING``: run the microbenchmark on a local OpenCL
+  device (the one the profile describes) and write the curve in, provenance ``measured``.
+* ``derive PROFILE.json --bench RESULTS.json --kernel APP/KERNEL``: for a device that is
+  not here (the 16-core Xeon), read the curve off committed bench results of a kernel whose
+  work is negligible next to its launch floor and that was run at 1, 2, ... groups
+  (lu_factor's ``lu_column``: one division per work-item, launched at 1..16 groups of 64).
+  Those are per-launch medians, so the curve is, if anything, low; provenance says so.
+
+Run from the repository root, e.g.::
+
+    POCL_DEVICES=pthread .venv/bin/python scripts/profile_curves.py measure \\
+        devices/profiles/measured/pocl-pthread-amd-epyc.json --device pthread
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from devices.microbench import overhead
+from devices.profile import validate
+
+
+def _write(path: Path, doc: dict, points: list[list[float]], wg: int, how: str) -> None:
+    doc.setdefault("detail", {}).setdefault("launch", {})
+    doc["detail"]["launch"]["groups"] = points
+    doc["detail"]["launch"]["groups_wg"] = wg
+    doc["provenance"]["detail.launch.groups"] = how
+    validate(doc)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    for g, t in points:
+        print(f"{int(g):5d} groups  {t * 1e6:8.2f} us")
+
+
+def measure(path: Path, device: str, mode: str) -> None:
+    import pyopencl as cl
+
+    from devices.microbench.common import MODES, Bench
+
+    devs = [d for p in cl.get_platforms() for d in p.get_devices() if device in d.name]
+    if not devs:
+        raise SystemExit(f"no OpenCL device whose name contains {device!r}")
+    points = overhead.launch_groups(Bench(devs[0], MODES[mode]))
+    _write(path, json.loads(path.read_text()), points, overhead.GROUPS_WG, "measured")
+
+
+def derive(path: Path, bench: Path, kernel: str) -> None:
+    app, name = kernel.split("/")
+    res = json.loads(bench.read_text())
+    rows = [k for k in res["apps"][app]["kernels"] if k["kernel"] == name]
+    by_groups: dict[int, float] = {}
+    wg = 0
+    for k in rows:
+        wg = int(k["local"][0])
+        groups = int(k["global"][0]) // wg
+        by_groups[groups] = k["median_ns"] * 1e-9
+    points = [[float(g), by_groups[g]] for g in sorted(by_groups)]
+    how = (
+        f"derived: {bench.as_posix()} {kernel} per-launch medians at 1..{max(by_groups)} "
+        f"groups of {wg} (work negligible; medians, so if anything low); "
+        "re-measure with `clproj profile-device` on the device"
+    )
+    _write(path, json.loads(path.read_text()), points, wg, how)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("profile", type=Path)
+    m.add_argument("--device", required=True)
+    m.add_argument("--mode", default="full", choices=["quick", "full"])
+    d = sub.add_parser("derive")
+    d.add_argument("profile", type=Path)
+    d.add_argument("--bench", type=Path, required=True)
+    d.add_argument("--kernel", required=True, help="APP/KERNEL in the bench results")
+    a = ap.parse_args()
+    if a.cmd == "measure":
+        measure(a.profile, a.device, a.mode)
+    else:
+        derive(a.profile, a.bench, a.kernel)
+
+
+if __name__ == "__main__":
+    main()
