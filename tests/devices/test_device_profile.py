@@ -177,3 +177,34 @@ def test_devices_profiles_command(repo_root: str, python_exe: str) -> None:
         check=True,
     ).stdout
     assert "c1060-spec" in cmp and "c2050-spec" in cmp and "fp32_fma" in cmp
+
+
+def test_xeon_launch_floor_curve_is_what_the_script_derives(tmp_path) -> None:
+    """The Xeon's ``detail.launch.groups`` (no Xeon here to measure it) is reproducible
+    from the committed bench results by ``scripts/profile_curves.py derive``."""
+    import shutil
+    import subprocess
+    import sys
+
+    committed = "devices/profiles/measured/pocl-xeon16-h100-host.json"
+    copy = tmp_path / "xeon.json"
+    shutil.copy(committed, copy)
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/profile_curves.py",
+            "derive",
+            str(copy),
+            "--bench",
+            "benchmarks/results/bench-pocl-cpu-xeon16-paper.json",
+            "--kernel",
+            "lu_factor/lu_column",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    derived = json.loads(copy.read_text())["detail"]["launch"]
+    with open(committed) as fh:
+        want = json.load(fh)["detail"]["launch"]
+    assert derived["groups"] == want["groups"] and len(want["groups"]) == 16
+    assert want["groups"][0][1] < want["groups"][-1][1]  # more groups, a higher floor

@@ -194,7 +194,7 @@ class MwpCwpModel:
             synch_insts=synch,
             blocks_per_cu=blocks_per_cu,
         )
-        t_launch = device_launch_time(device)
+        t_launch = device_launch_time(device, int(launch.get("num_groups") or 1))
         detail.update(
             {
                 "comp_s_per_warp": comp_s,
