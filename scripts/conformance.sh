@@ -11,8 +11,9 @@
 #                          [-k EXPR] [--array-k EXPR] [--out DIR] [--suite DIR]
 #                          [--timeout S] [--warm] [-- extra pytest args]
 #
-#   --files    test files in the suite (default: test_wrapper.py test_array.py
-#              test_algorithm.py test_enqueue_copy.py)
+#   --files    test files in the suite (default: all seven: test_wrapper.py test_array.py
+#              test_algorithm.py test_enqueue_copy.py test_arrays_in_structs.py
+#              test_clmath.py test_clrandom.py)
 #   -k EXPR    pytest -k for every file
 #   --array-k  pytest -k for test_array.py only (it takes ~90+ s plainly), e.g.
 #              --array-k "not random and not sort and not scan"
@@ -27,7 +28,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MODES="plain observe route"
-FILES="test_wrapper.py test_array.py test_algorithm.py test_enqueue_copy.py"
+FILES="test_wrapper.py test_array.py test_algorithm.py test_enqueue_copy.py test_arrays_in_structs.py test_clmath.py test_clrandom.py"
 SUITE="$ROOT/../shared/validation/pyopencl/test"
 KEXPR=""
 ARRAYK=""
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT="$2"; shift 2 ;;
         --warm) WARM=1; shift ;;
         --) shift; EXTRA=("$@"); break ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "conformance.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
