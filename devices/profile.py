@@ -239,6 +239,12 @@ def validate(doc: dict[str, Any]) -> None:
         _fail("detail.launch", f"expected an object, got {type(launch).__name__}")
     if launch and "groups" in launch:
         _points("detail.launch.groups", launch["groups"])
+    rounds = (detail or {}).get("raw_loop")
+    if rounds is not None:
+        if not isinstance(rounds, dict):
+            _fail("detail.raw_loop", f"expected an object, got {type(rounds).__name__}")
+        for f in ("raw_round_s", "reg_round_s"):
+            _num(doc, f"detail.raw_loop.{f}")
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):
         _fail("nvml", f"expected an object or null, got {type(nv).__name__}")

@@ -1,11 +1,13 @@
-"""Add the launch floor per group count (``detail.launch.groups``) to a committed profile.
+"""Add measurements newer than a committed profile to it, without re-measuring the rest.
 
-``clproj profile-device`` measures this curve (devices/microbench/overhead.py) on every
-new profile. Profiles committed before it existed get it here, their other fields
-unchanged (so the other projections stay comparable):
+``clproj profile-device`` measures these on every new profile: the launch floor per group
+count (``detail.launch.groups``, devices/microbench/overhead.py) and, on CPUs, the round
+of a loop-carried accumulation (``detail.raw_loop``, devices/microbench/raw_loop.py).
+Profiles committed before they existed get them here, their other fields unchanged (so
+the other projections stay comparable):
 
-* ``measure PROFILE.json --device SUBSTRING``: run the microbenchmark on a local OpenCL
-  device (the one the profile describes) and write the curve in, provenance ``measured``.
+* ``measure PROFILE.json --device SUBSTRING``: run both microbenchmarks on a local OpenCL
+  device (the one the profile describes) and write them in, provenance ``measured``.
 * ``derive PROFILE.json --bench RESULTS.json --kernel APP/KERNEL``: for a device that is
   not here (the 16-core Xeon), read the curve off committed bench results of a kernel whose
   work is negligible next to its launch floor and that was run at 1, 2, ... groups
@@ -27,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from devices.microbench import overhead
+from devices.microbench import overhead, raw_loop
 from devices.profile import validate
 
 
@@ -50,8 +52,15 @@ def measure(path: Path, device: str, mode: str) -> None:
     devs = [d for p in cl.get_platforms() for d in p.get_devices() if device in d.name]
     if not devs:
         raise SystemExit(f"no OpenCL device whose name contains {device!r}")
-    points = overhead.launch_groups(Bench(devs[0], MODES[mode]))
-    _write(path, json.loads(path.read_text()), points, overhead.GROUPS_WG, "measured")
+    bench = Bench(devs[0], MODES[mode])
+    doc = json.loads(path.read_text())
+    if bench.is_cpu:
+        doc.setdefault("detail", {})["raw_loop"] = raw_loop.measure(bench)
+        doc["provenance"]["detail.raw_loop"] = "measured"
+        for k, v in doc["detail"]["raw_loop"].items():
+            print(f"raw_loop {k}: {v * 1e9:.3f} ns" if k.endswith("_s") else f"raw_loop {k}: {v}")
+    points = overhead.launch_groups(bench)
+    _write(path, doc, points, overhead.GROUPS_WG, "measured")
 
 
 def derive(path: Path, bench: Path, kernel: str) -> None:

@@ -19,7 +19,17 @@ import numpy as np
 
 from clproj.errors import ClprojError
 from devices import specs
-from devices.microbench import atomics, compute, gmem, latency, lmem, overhead, stream, sync
+from devices.microbench import (
+    atomics,
+    compute,
+    gmem,
+    latency,
+    lmem,
+    overhead,
+    raw_loop,
+    stream,
+    sync,
+)
 from devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
 from devices.profile import FORMAT, VERSION, validate
 
@@ -267,6 +277,13 @@ def profile_device(
 
     steps.append(("memory latency", guarded(lat)))
 
+    if bench.is_cpu:  # a looping work-item's accumulator: one dependent add per trip
+
+        def recurrence() -> None:
+            extra["raw_loop"] = raw_loop.measure(bench)
+
+        steps.append(("loop recurrence", guarded(recurrence)))
+
     if bench.is_cpu:  # PoCL streams loop-free kernels faster than the grid-stride curves
 
         def straight() -> None:
@@ -452,6 +469,9 @@ def _assemble(
     if "latency" in extra:
         doc["detail"]["latency"] = extra["latency"]
         prov["detail.latency"] = "measured"
+    if "raw_loop" in extra:
+        doc["detail"]["raw_loop"] = extra["raw_loop"]
+        prov["detail.raw_loop"] = "measured"
     if "atomics" in extra:
         doc["detail"]["atomics_same_address_per_s"] = extra["atomics"]
         prov["detail.atomics_same_address_per_s"] = "measured"

@@ -33,6 +33,14 @@
 // Simplifications (documented in docs/miniemu.md): local/private memory and atomics
 // neither add rounds nor carry chains through memory; a value is tracked by its LLVM
 // instruction, so a value that lives in memory between work-items is not followed.
+//
+// The same propagation counts the work-item's longest chain of dependent floating-point
+// operations (`fp`): through registers (a loop's accumulator phi) and through stored
+// words (`tmp[i] += ...` reloaded every trip), not through mere store->load ordering (a
+// load behind a store waits for the store's address, not for the value being computed).
+// A loop that accumulates runs no faster than one such operation per trip, whatever the
+// throughput (the recurrence bound of a loop): on a CPU core that runs a work-item's
+// loop to its end, this chain is its time.
 #include <algorithm>
 
 #include <llvm/Analysis/ValueTracking.h>
@@ -48,6 +56,7 @@ void Dep::merge(const Dep &o) {
   cold = std::max(cold, o.cold);
   raw = std::max(raw, o.raw);
   ptr = std::max(ptr, o.ptr);
+  fp = std::max(fp, o.fp);
 }
 
 namespace {
@@ -181,7 +190,11 @@ void DependenceTracker::load(uint32_t lid, uint32_t id, uint64_t addr, size_t si
     }
   }
   for (const auto &fence : l.fences)  // earlier stores this load may not pass
-    if (id < objects_.size() && mayAlias(id, fence.first)) l.pending.merge(fence.second);
+    if (id < objects_.size() && mayAlias(id, fence.first)) {
+      Dep ordered = fence.second;
+      ordered.fp = 0;  // ordering, not data: the loaded value does not carry the store's ops
+      l.pending.merge(ordered);
+    }
   l.pending_cold = l.pending_cold || cold;
   l.has_pending = true;
 }
@@ -203,7 +216,7 @@ void DependenceTracker::store(uint32_t lid, const llvm::Instruction *inst, uint3
 }
 
 void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
-                                 const llvm::BasicBlock *previous) {
+                                 const llvm::BasicBlock *previous, bool fp_op) {
   LaneDeps &l = lane(lid);
   Dep d = operandDep(l, inst, id, previous);
   if (l.has_pending) {  // this instruction loaded global memory (memoryLoad came first)
@@ -220,12 +233,16 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
       raw_loads_ += raw ? 1 : 0;
       pointer_loads_ += pointer ? 1 : 0;
     } else {
-      d = Dep{1, l.pending_cold ? 1u : 0u, 0, 0};
+      d = Dep{1, l.pending_cold ? 1u : 0u, 0, 0, 0};
       l.cold_since = l.cold_since || l.pending_cold;
     }
     l.longest.merge(d);
     l.pending = Dep();
     l.has_pending = l.pending_raw = l.pending_cold = false;
+  }
+  if (fp_op) {
+    d.fp += 1;
+    l.longest.fp = std::max(l.longest.fp, d.fp);
   }
   if (id < l.val.size()) l.val[id] = d;
 }
@@ -236,6 +253,7 @@ void DependenceTracker::finish(Stats &s) const {
     s.dep_cold += l.longest.cold;
     s.dep_raw += l.longest.raw;
     s.dep_ptr += l.longest.ptr;
+    s.dep_fp += l.longest.fp;
   }
   s.dep_raw_loads = raw_loads_;
   s.dep_ptr_loads = pointer_loads_;

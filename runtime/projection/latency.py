@@ -6,6 +6,8 @@ latency per link of the chain (counted per work-item by the plugin's dependence 
 device overlaps the chains of the work-items it keeps in flight (GPU: resident warps; PoCL
 CPU: the work-items of a core run one after another, gathers overlap up to the measured
 memory-level parallelism), so the term is chain x latency x the waves that cannot overlap.
+On CPUs a loop's floating-point recurrence (an accumulator) is such a chain too, each link
+one dependent operation (:func:`recurrence_time`).
 Latencies come from the device profile's measured pointer chases (``detail.latency``),
 else its spec sheet.
 """
@@ -87,6 +89,38 @@ def memory_level_parallelism(device: Any) -> float:
     return 1.0
 
 
+def recurrence_time(
+    total: dict[str, Any], device: Any, occ: Occupancy
+) -> tuple[float, dict[str, float]]:
+    """Seconds a CPU needs for its work-items' loop-carried floating-point chains.
+
+    A loop that accumulates (``sum += a[k] * b[k]``, or ``tmp[i] += ...`` reloaded from
+    memory every trip) runs no faster than one dependent operation per trip, however
+    many units are free: the plugin counts each work-item's longest chain of dependent
+    floating-point operations (``dependence.fp_chain``, through registers and stored
+    words). PoCL runs a work-item's loop to its end before the next work-item, so a core
+    spends ``chain x round`` per work-item, one work-item after another; the round is
+    measured on the device in that very form (``detail.raw_loop``,
+    devices/microbench/raw_loop.py: 1.13 ns on the 2-core EPYC, the latency of one add),
+    through memory for the read-after-write rounds and through a register for the rest.
+    Only kernels whose work-items loop: a loop-free kernel's short chains overlap across
+    the work-items a core interleaves. 0 without the measurement (GPUs hide the chain
+    behind other warps; profiles measured before it existed).
+    """
+    rounds = device.data.get("detail", {}).get("raw_loop") or {}
+    items = float(total.get("work_items") or 0)
+    dep = total.get("dependence") or {}
+    fp = float(dep.get("fp_chain", 0) or 0) / items if items else 0.0
+    if device.kind == "GPU" or not rounds or not fp or not kernel_loops(total):
+        return 0.0, {}
+    via_memory = min(fp, float(dep.get("raw_chain", 0) or 0) / items)
+    per_item = via_memory * float(rounds["raw_round_s"]) + (fp - via_memory) * float(
+        rounds["reg_round_s"]
+    )
+    serial = occ.waves * occ.group_size  # work-items on the busiest core, one by one
+    return per_item * serial, {"fp_chain_per_item": fp, "t_recurrence": per_item * serial}
+
+
 def latency_time(
     total: dict[str, Any], device: Any, occ: Occupancy, footprint_bytes: float | None = None
 ) -> tuple[float, dict[str, float]]:
@@ -148,9 +182,11 @@ def latency_time(
         if not kernel_loops(total):
             serial /= max(1, int(device.warp_width))
         t = per_chain * serial / overlap
+        t_rec, rec_detail = recurrence_time(total, device, occ)
+        t = max(t, t_rec)
         detail |= {
             "pointer_rounds_per_item": pointer,
             "pointer_overlap": overlap,
             "serial_items_per_core": float(serial),
-        }
+        } | rec_detail
     return t, detail | {"latency_source_measured": 1.0 if source == "measured" else 0.0}

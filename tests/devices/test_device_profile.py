@@ -46,6 +46,10 @@ def h100() -> dict:
         (lambda d: d["provenance"].update({"clock_mhz": "guessed"}), "provenance.clock_mhz"),
         (lambda d: d.update(detail=[1]), "detail"),
         (
+            lambda d: d.update(detail={"raw_loop": {"raw_round_s": 0, "reg_round_s": 1e-9}}),
+            "detail.raw_loop.raw_round_s",
+        ),
+        (
             lambda d: d.update(detail={"launch": {"groups": [[2, 1e-6], [1, 2e-6]]}}),
             "detail.launch.groups[1]",
         ),

@@ -387,6 +387,22 @@ def test_pointer_chase_chain():
     assert dep["pointer_loads"] == DN - 1 and dep["raw_chain"] == 0
 
 
+def test_floating_point_recurrence_chain():
+    """One dependent operation per trip, through memory (y[j] reloaded: the multiply-add
+    is one fused operation) or a register (a sum); a store only orders later loads (their
+    values do not carry its chain); integer work (a pointer chase) has none."""
+    rmw, _ = dependence("rmw", [*mats(), np.int32(DN)])
+    assert rmw["fp_chain"] == DN
+    reg, _ = dependence("regsum", [*mats(), np.int32(DN)])
+    assert reg["fp_chain"] == DN
+    args = [np.zeros(DN, np.float32), np.ones(DN * DN, np.float32), np.int32(DN)]
+    ordered, _ = dependence("ordered", args)
+    assert ordered["fp_chain"] == DN  # not 2 DN: the ordering adds no data dependence
+    nxt = np.roll(np.arange(DN, dtype=np.int32), -1)
+    chase, _ = dependence("chase", [nxt, np.zeros(DN, np.int32), np.int32(DN)])
+    assert chase["fp_chain"] == 0
+
+
 def test_store_orders_later_loads_unless_restrict():
     args = [np.zeros(DN, np.float32), np.ones(DN * DN, np.float32), np.int32(DN)]
     ordered, _ = dependence("ordered", args)
