@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from clproj import paths, settings
+from clproj import native, paths, settings
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 
@@ -44,7 +44,9 @@ _model_version: str | None = None
 
 
 def model_version() -> str:
-    """A hash of the bound model's code (the files in ``_MODEL_FILES``) and this format."""
+    """A hash of the bound model's code (the files in ``_MODEL_FILES``), the Oclgrind
+    plugin that counts its inputs (a rebuilt plugin may count new statistics, e.g.
+    ``dependence.fp_chain``) and this format."""
     global _model_version
     if _model_version is None:
         h = hashlib.sha256(f"{FORMAT}/{VERSION}".encode())
@@ -52,6 +54,11 @@ def model_version() -> str:
         for name in _MODEL_FILES:
             with open(os.path.join(here, name), "rb") as fh:
                 h.update(fh.read())
+        try:
+            with open(native.oclgrind_plugin(), "rb") as fh:
+                h.update(fh.read())
+        except ClprojError:
+            pass  # not built: nothing is emulated, nothing cached from it
         _model_version = h.hexdigest()[:12]
     return _model_version
 

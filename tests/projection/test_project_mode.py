@@ -110,6 +110,13 @@ def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monke
     monkeypatch.setattr(live_projection, "_model_version", None)
     monkeypatch.setattr(live_projection, "_MODEL_FILES", ("model.py",))
     assert live_projection.model_version() != version
+    # a rebuilt plugin (new statistics) also retires cached projections
+    fake = tmp_path / "libclproj_oclgrind.so"
+    fake.write_bytes(b"another build")
+    before = live_projection.model_version()
+    monkeypatch.setattr(live_projection, "_model_version", None)
+    monkeypatch.setattr(live_projection.native, "oclgrind_plugin", lambda: str(fake))
+    assert live_projection.model_version() != before
 
 
 def test_a_launch_waiting_for_a_user_event_does_not_hang(tmp_path, monkeypatch):
