@@ -243,7 +243,7 @@ def validate(doc: dict[str, Any]) -> None:
     if rounds is not None:
         if not isinstance(rounds, dict):
             _fail("detail.raw_loop", f"expected an object, got {type(rounds).__name__}")
-        for f in ("raw_round_s", "reg_round_s"):
+        for f in ("raw_round_s", "fma_round_s", "add_round_s"):
             _num(doc, f"detail.raw_loop.{f}")
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):

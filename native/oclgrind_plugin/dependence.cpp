@@ -35,7 +35,8 @@
 // instruction, so a value that lives in memory between work-items is not followed.
 //
 // The same propagation counts the work-item's longest chain of dependent floating-point
-// operations (`fp`): through registers (a loop's accumulator phi) and through stored
+// operations (`fp`, and how many of them are fused multiply-adds, `fma`, whose latency
+// is longer than an add's): through registers (a loop's accumulator phi) and through stored
 // words (`tmp[i] += ...` reloaded every trip), not through mere store->load ordering (a
 // load behind a store waits for the store's address, not for the value being computed).
 // A loop that accumulates runs no faster than one such operation per trip, whatever the
@@ -56,7 +57,10 @@ void Dep::merge(const Dep &o) {
   cold = std::max(cold, o.cold);
   raw = std::max(raw, o.raw);
   ptr = std::max(ptr, o.ptr);
-  fp = std::max(fp, o.fp);
+  if (o.fp > fp || (o.fp == fp && o.fma > fma)) {  // the longer floating-point path
+    fp = o.fp;
+    fma = o.fma;
+  }
 }
 
 namespace {
@@ -192,7 +196,7 @@ void DependenceTracker::load(uint32_t lid, uint32_t id, uint64_t addr, size_t si
   for (const auto &fence : l.fences)  // earlier stores this load may not pass
     if (id < objects_.size() && mayAlias(id, fence.first)) {
       Dep ordered = fence.second;
-      ordered.fp = 0;  // ordering, not data: the loaded value does not carry the store's ops
+      ordered.fp = ordered.fma = 0;  // ordering, not data: the value carries none of its ops
       l.pending.merge(ordered);
     }
   l.pending_cold = l.pending_cold || cold;
@@ -216,7 +220,7 @@ void DependenceTracker::store(uint32_t lid, const llvm::Instruction *inst, uint3
 }
 
 void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
-                                 const llvm::BasicBlock *previous, bool fp_op) {
+                                 const llvm::BasicBlock *previous, bool fp_op, bool fma_op) {
   LaneDeps &l = lane(lid);
   Dep d = operandDep(l, inst, id, previous);
   if (l.has_pending) {  // this instruction loaded global memory (memoryLoad came first)
@@ -233,7 +237,7 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
       raw_loads_ += raw ? 1 : 0;
       pointer_loads_ += pointer ? 1 : 0;
     } else {
-      d = Dep{1, l.pending_cold ? 1u : 0u, 0, 0, 0};
+      d = Dep{1, l.pending_cold ? 1u : 0u, 0, 0, 0, 0};
       l.cold_since = l.cold_since || l.pending_cold;
     }
     l.longest.merge(d);
@@ -242,7 +246,11 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
   }
   if (fp_op) {
     d.fp += 1;
-    l.longest.fp = std::max(l.longest.fp, d.fp);
+    d.fma += fma_op ? 1 : 0;
+    if (d.fp > l.longest.fp) {
+      l.longest.fp = d.fp;
+      l.longest.fma = d.fma;
+    }
   }
   if (id < l.val.size()) l.val[id] = d;
 }
@@ -254,6 +262,7 @@ void DependenceTracker::finish(Stats &s) const {
     s.dep_raw += l.longest.raw;
     s.dep_ptr += l.longest.ptr;
     s.dep_fp += l.longest.fp;
+    s.dep_fma += l.longest.fma;
   }
   s.dep_raw_loads = raw_loads_;
   s.dep_ptr_loads = pointer_loads_;

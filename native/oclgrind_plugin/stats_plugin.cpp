@@ -145,6 +145,7 @@ void Stats::add(const Stats &o) {
   dep_raw += o.dep_raw;
   dep_ptr += o.dep_ptr;
   dep_fp += o.dep_fp;
+  dep_fma += o.dep_fma;
   dep_raw_loads += o.dep_raw_loads;
   dep_ptr_loads += o.dep_ptr_loads;
   for (int d = 0; d < 2; ++d)
@@ -194,7 +195,8 @@ std::string Stats::json() const {
     << ",\"local_same_address_max\":" << atom_local_hot << "},\"dependence\":{\"chain\":" << dep_chain
     << ",\"cold_chain\":" << dep_cold << ",\"raw_chain\":" << dep_raw
     << ",\"pointer_chain\":" << dep_ptr << ",\"raw_loads\":" << dep_raw_loads
-    << ",\"pointer_loads\":" << dep_ptr_loads << ",\"fp_chain\":" << dep_fp << "}}";
+    << ",\"pointer_loads\":" << dep_ptr_loads << ",\"fp_chain\":" << dep_fp
+    << ",\"fma_chain\":" << dep_fma << "}}";
   return o.str();
 }
 
@@ -252,7 +254,7 @@ void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
   }
   if (info.cls == IGNORED) return;
   st.deps.executed(laneOf(st, workItem), instruction, info.id, workItem->getPreviousBlock(),
-                   info.cls <= FP64_DIV);
+                   info.cls <= FP64_DIV, info.cls == FP32_FMA || info.cls == FP64_FMA);
   st.stats.inst[info.cls] += info.lanes;
   if (info.cls == SPECIAL) st.stats.special[info.special] += info.lanes;
   if (info.cls == BARRIER) st.stats.barriers++;

@@ -87,7 +87,7 @@ struct Stats {
   // Dependence (dependence.cpp), sums over work-items of each work-item's longest chain:
   // dependent global round trips, the cold ones among them, read-after-write steps and
   // pointer-chasing steps; plus the number of dependent loads of each kind.
-  uint64_t dep_chain = 0, dep_cold = 0, dep_raw = 0, dep_ptr = 0, dep_fp = 0;
+  uint64_t dep_chain = 0, dep_cold = 0, dep_raw = 0, dep_ptr = 0, dep_fp = 0, dep_fma = 0;
   uint64_t dep_raw_loads = 0, dep_ptr_loads = 0;
   // Per-work-item transactions: accesses touching another segment than the previous
   // access of the same instruction by the same work-item ([load/store][segment]).
@@ -120,6 +120,7 @@ struct Dep {
   uint32_t raw = 0;   // steps that read back a word the work-item stored
   uint32_t ptr = 0;   // steps whose address came from a loaded value
   uint32_t fp = 0;    // floating-point operations on its longest data-dependence path
+  uint32_t fma = 0;   // of those, fused multiply-adds (a longer latency than an add)
   void merge(const Dep &o);  // element-wise max
 };
 
@@ -150,7 +151,7 @@ class DependenceTracker {
   void store(uint32_t lid, const llvm::Instruction *inst, uint32_t id, uint64_t addr, size_t size,
              const llvm::BasicBlock *previous);
   void executed(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
-                const llvm::BasicBlock *previous, bool fp_op);
+                const llvm::BasicBlock *previous, bool fp_op, bool fma_op);
   void finish(Stats &s) const;  // the group's sums into s
 
  private:

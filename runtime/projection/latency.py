@@ -98,14 +98,16 @@ def recurrence_time(
     memory every trip) runs no faster than one dependent operation per trip, however
     many units are free: the plugin counts each work-item's longest chain of dependent
     floating-point operations (``dependence.fp_chain``, through registers and stored
-    words). PoCL runs a work-item's loop to its end before the next work-item, so a core
-    spends ``chain x round`` per work-item, one work-item after another; the round is
-    measured on the device in that very form (``detail.raw_loop``,
-    devices/microbench/raw_loop.py: 1.13 ns on the 2-core EPYC, the latency of one add),
-    through memory for the read-after-write rounds and through a register for the rest.
-    Only kernels whose work-items loop: a loop-free kernel's short chains overlap across
-    the work-items a core interleaves. 0 without the measurement (GPUs hide the chain
-    behind other warps; profiles measured before it existed).
+    words) and the fused multiply-adds on it (``fma_chain``). PoCL runs a work-item's loop
+    to its end before the next work-item, so a core spends ``chain x round`` per
+    work-item, one work-item after another; the rounds are measured on the device in that
+    very form (``detail.raw_loop``, devices/microbench/raw_loop.py; 2-core EPYC: 1.2 ns a
+    multiply-add, 0.8 ns an add), a read-after-write link paying what going through
+    memory adds to a multiply-add. Only kernels whose work-items loop, and have no
+    work-group barrier: a loop-free kernel's short chains overlap across the work-items a
+    core interleaves, and so do the loops of a kernel with barriers, which PoCL runs
+    trip by trip across the group. 0 without the measurement (GPUs hide the chain behind
+    other warps; profiles measured before it).
     """
     rounds = device.data.get("detail", {}).get("raw_loop") or {}
     items = float(total.get("work_items") or 0)
@@ -113,12 +115,23 @@ def recurrence_time(
     fp = float(dep.get("fp_chain", 0) or 0) / items if items else 0.0
     if device.kind == "GPU" or not rounds or not fp or not kernel_loops(total):
         return 0.0, {}
+    if total.get("barriers"):
+        # PoCL adds implicit barriers to the uniform inner loops of a kernel that has
+        # work-group barriers (its ImplicitLoopBarriers pass): the work-items then run
+        # each trip side by side, and their chains overlap (measured on the EPYC: a
+        # 256-trip add chain after a barrier at 0.56 ns a trip, 0.79 ns without it).
+        return 0.0, {}
+    fma = min(fp, float(dep.get("fma_chain", 0) or 0) / items)
     via_memory = min(fp, float(dep.get("raw_chain", 0) or 0) / items)
-    per_item = via_memory * float(rounds["raw_round_s"]) + (fp - via_memory) * float(
-        rounds["reg_round_s"]
-    )
+    fma_round, add_round = float(rounds["fma_round_s"]), float(rounds["add_round_s"])
+    memory_extra = max(0.0, float(rounds["raw_round_s"]) - fma_round)
+    per_item = fma * fma_round + (fp - fma) * add_round + via_memory * memory_extra
     serial = occ.waves * occ.group_size  # work-items on the busiest core, one by one
-    return per_item * serial, {"fp_chain_per_item": fp, "t_recurrence": per_item * serial}
+    return per_item * serial, {
+        "fp_chain_per_item": fp,
+        "fma_chain_per_item": fma,
+        "t_recurrence": per_item * serial,
+    }
 
 
 def latency_time(

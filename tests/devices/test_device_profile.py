@@ -46,7 +46,7 @@ def h100() -> dict:
         (lambda d: d["provenance"].update({"clock_mhz": "guessed"}), "provenance.clock_mhz"),
         (lambda d: d.update(detail=[1]), "detail"),
         (
-            lambda d: d.update(detail={"raw_loop": {"raw_round_s": 0, "reg_round_s": 1e-9}}),
+            lambda d: d.update(detail={"raw_loop": {"raw_round_s": 0, "fma_round_s": 1e-9}}),
             "detail.raw_loop.raw_round_s",
         ),
         (

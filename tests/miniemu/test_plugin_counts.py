@@ -392,9 +392,9 @@ def test_floating_point_recurrence_chain():
     is one fused operation) or a register (a sum); a store only orders later loads (their
     values do not carry its chain); integer work (a pointer chase) has none."""
     rmw, _ = dependence("rmw", [*mats(), np.int32(DN)])
-    assert rmw["fp_chain"] == DN
+    assert rmw["fp_chain"] == rmw["fma_chain"] == DN  # fused multiply-adds
     reg, _ = dependence("regsum", [*mats(), np.int32(DN)])
-    assert reg["fp_chain"] == DN
+    assert reg["fp_chain"] == DN and reg["fma_chain"] == 0  # plain adds
     args = [np.zeros(DN, np.float32), np.ones(DN * DN, np.float32), np.int32(DN)]
     ordered, _ = dependence("ordered", args)
     assert ordered["fp_chain"] == DN  # not 2 DN: the ordering adds no data dependence

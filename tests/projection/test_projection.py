@@ -363,20 +363,25 @@ def test_cpu_launch_floor_follows_the_launch_group_count():
 
 def test_cpu_loop_recurrence_costs_one_measured_round_per_link():
     """atax kernel 1 on the 2-core EPYC: each of 8192 work-items runs an 8192-trip loop
-    whose accumulator (reloaded from memory) is one dependent add per trip; a core runs
-    its 4096 work-items one after another, each link one measured round."""
+    whose accumulator (reloaded from memory) is one dependent multiply-add per trip; a
+    core runs its 4096 work-items one after another, each link one measured round."""
     epyc = measured("pocl-pthread-amd-epyc")
     rounds = epyc.data["detail"]["raw_loop"]
     items, trips = 8192, 8192
     prof = dep_kernel(items, 32, chain=trips, cold=trips / 16, raw=trips - 1)
     total = prof["total"]
     total["dependence"]["fp_chain"] = trips * items
+    total["dependence"]["fma_chain"] = trips * items  # tmp[i] += A[i][j] * x[j]: fused
     total["branches"]["total"] = trips * items  # the loop's back edge: the work-items loop
     p = project(prof, epyc)
-    per_item = (trips - 1) * rounds["raw_round_s"] + rounds["reg_round_s"]
+    extra = max(0.0, rounds["raw_round_s"] - rounds["fma_round_s"])
+    per_item = trips * rounds["fma_round_s"] + (trips - 1) * extra
     assert p.details["t_recurrence"] == pytest.approx(per_item * items / 2)
     assert p.bound == "D" and p.t_latency == pytest.approx(p.details["t_recurrence"])
     # a GPU hides the chain behind other warps; a loop-free kernel's chains overlap
     assert "t_recurrence" not in project(prof, measured("nvidia-h100-opencl")).details
+    total["barriers"] = 4 * items  # with barriers PoCL runs the loop trip by trip
+    assert "t_recurrence" not in project(prof, epyc).details
+    total["barriers"] = 0
     total["branches"]["total"] = 0
     assert "t_recurrence" not in project(prof, epyc).details
