@@ -102,7 +102,7 @@ def recurrence_time(
     to its end before the next work-item, so a core spends ``chain x round`` per
     work-item, one work-item after another; the rounds are measured on the device in that
     very form (``detail.raw_loop``, devices/microbench/raw_loop.py; 2-core EPYC: 1.2 ns a
-    multiply-add, 0.8 ns an add), a read-after-write link paying what going through
+    multiply-add, 0.87 ns an add), a read-after-write link paying what going through
     memory adds to a multiply-add. Only kernels whose work-items loop, and have no
     work-group barrier: a loop-free kernel's short chains overlap across the work-items a
     core interleaves, and so do the loops of a kernel with barriers, which PoCL runs
@@ -119,7 +119,7 @@ def recurrence_time(
         # PoCL adds implicit barriers to the uniform inner loops of a kernel that has
         # work-group barriers (its ImplicitLoopBarriers pass): the work-items then run
         # each trip side by side, and their chains overlap (measured on the EPYC: a
-        # 256-trip add chain after a barrier at 0.56 ns a trip, 0.79 ns without it).
+        # 256-trip add chain after a barrier at 0.44 ns a trip, 0.72 ns without it).
         return 0.0, {}
     fma = min(fp, float(dep.get("fma_chain", 0) or 0) / items)
     via_memory = min(fp, float(dep.get("raw_chain", 0) or 0) / items)
