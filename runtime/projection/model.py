@@ -228,10 +228,22 @@ def cache_resident_bytes(device: Any) -> float:
     return float(device.data.get("detail", {}).get("cache", {}).get("buffer_bytes") or 0.0)
 
 
-def straight_bandwidth(device: Any) -> float:
-    """Bytes/s (read + written) of loop-free streaming kernels, where measured (CPUs)."""
+def straight_bandwidth(device: Any, reads: float = 0.0, writes: float = 0.0) -> float:
+    """Bytes/s (read + written) of loop-free streaming kernels, where measured (CPUs).
+
+    The microbenchmark measures three forms (devices/microbench/stream.py): ``copy`` and
+    ``scale`` read one stream and write one, ``add`` reads two and writes one. A kernel is
+    priced at the form of its own useful read:write ratio (one to one: the better of copy
+    and scale; two or more to one: add; in between, interpolated); without a ratio (or
+    rates per form), the best of the three.
+    """
     sb = device.data.get("detail", {}).get("straight_bandwidth") or {}
-    return float(sb.get("global_copy") or 0.0)
+    rates = sb.get("rates") or {}
+    one, two = max(rates.get("copy", 0.0), rates.get("scale", 0.0)), rates.get("add", 0.0)
+    if not (reads and writes and one and two):
+        return float(sb.get("global_copy") or 0.0)
+    f = min(1.0, max(0.0, reads / writes - 1.0))  # 0 at one read per write, 1 at two
+    return float(one + f * (two - one))
 
 
 def cpu_loop_form(total: dict[str, Any], device: Any) -> bool:
@@ -290,9 +302,10 @@ def global_time(
         copy_bw = device.curve("global_copy", x) * cu_fraction
     except (KeyError, ValueError):
         copy_bw = 0.0
-    straight = straight_bandwidth(device)
-    if straight and device.kind != "GPU" and not cpu_loop_form(total, device):
-        # A loop-free kernel streams at the rate of the loop-free benchmark
+    straight = straight_bandwidth(device, g.get("load_bytes", 0), g.get("store_bytes", 0))
+    straight_form = bool(straight) and device.kind != "GPU" and not cpu_loop_form(total, device)
+    if straight_form:
+        # A loop-free kernel streams at the rate of the loop-free benchmark of its form
         # (devices/microbench/stream.py), reads and writes alike.
         read_bw = write_bw = copy_bw = straight * cu_fraction
 
@@ -333,7 +346,10 @@ def global_time(
     if unique and u_load is not None and u_store is not None:
         # DRAM reads what the groups read (a CPU also reads the lines it only writes:
         # write-allocate) and takes back every sector written, once.
-        read_base = float(unique) if device.kind != "GPU" else float(u_load)
+        # (The loop-free rate is measured in useful bytes of kernels that write, so the
+        # write-allocate reads are already in it.)
+        allocate = device.kind != "GPU" and not straight_form
+        read_base = float(unique) if allocate else float(u_load)
         dram_read = 0.0 if warm else dram_bytes(read_base, footprint_bytes, cache_bytes)
         dram_write = 0.0 if warm else float(u_store)
         dram_total = dram_read + dram_write
