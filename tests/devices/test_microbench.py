@@ -65,10 +65,12 @@ def test_tiny_run_gives_a_valid_sane_profile(tiny_doc, pocl_device) -> None:
     assert all(1e-8 < t < 0.05 for _, t in groups)
     assert tiny_doc["provenance"]["detail.launch.groups"] == "measured"
     assert p.launch_floor(1) == groups[0][1] and p.launch_floor(10_000) == groups[-1][1]
-    # a loop's accumulator round: at least a cycle, at most a microsecond
+    # a loop's accumulator round per work-item: at most a microsecond, at least a cycle
+    # shared by 64 SIMD lanes (a PoCL that runs the loop across work-items, as PoCL 5 can,
+    # overlaps the work-items' chains)
     rounds = tiny_doc["detail"]["raw_loop"]
     for key in ("raw_round_s", "fma_round_s", "add_round_s"):
-        assert 1 / (ghz * 1e9) < rounds[key] < 1e-6, (key, rounds[key])
+        assert 1 / (ghz * 1e9 * 64) < rounds[key] < 1e-6, (key, rounds[key])
 
 
 @pytest.fixture
