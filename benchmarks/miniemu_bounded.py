@@ -599,6 +599,13 @@ def _determinism_report(before, repeats, records, runs, loads, truth) -> list[st
     return out
 
 
+def append_section(section: list[str]) -> None:
+    """Print one section of results and add it to the end of the results file."""
+    print("\n".join(section))
+    with open(OUT, "a", encoding="utf-8") as fh:
+        fh.write("\n" + "\n".join(section))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -620,9 +627,7 @@ def main() -> None:
             *determinism(args.before, args.repeats, suite),
             "",
         ]
-        print("\n".join(section))
-        with open(OUT, "a", encoding="utf-8") as fh:
-            fh.write("\n" + "\n".join(section))
+        append_section(section)
         return
     if args.project:
         section = [
@@ -635,9 +640,7 @@ def main() -> None:
             *lu_reuse(1024),
             "",
         ]
-        print("\n".join(section))
-        with open(OUT, "a", encoding="utf-8") as fh:
-            fh.write("\n" + "\n".join(section))
+        append_section(section)
         return
     rows = AGREEMENT[:3] if args.quick else AGREEMENT
     doc = [
