@@ -115,8 +115,7 @@ def launch_groups(bench: Bench) -> list[list[float]]:
     got = b.read(buf, np.empty(1, np.uint32))
     if int(got[0]) != v:
         raise GarbageResult("launch groups", f"empty kernel wrote {int(got[0])}, expected {v}")
-    points = [[float(g), best[g]] for g in counts]
-    return points
+    return [[float(g), best[g]] for g in counts]
 
 
 def transfer(bench: Bench) -> dict[str, float]:

@@ -266,7 +266,7 @@ def profile_device(
 
     def launch_groups() -> None:
         # after launch(): the floor per group count goes into the same detail.launch
-        extra.setdefault("launch_groups", overhead.launch_groups(bench))
+        extra["launch_groups"] = overhead.launch_groups(bench)
 
     steps.append(("launch overhead", guarded(launch)))
     steps.append(("launch floor per group count", guarded(launch_groups)))
@@ -277,18 +277,15 @@ def profile_device(
 
     steps.append(("memory latency", guarded(lat)))
 
-    if bench.is_cpu:  # a looping work-item's accumulator: one dependent add per trip
+    if bench.is_cpu:
 
-        def recurrence() -> None:
+        def recurrence() -> None:  # a looping work-item's accumulator: one add per trip
             extra["raw_loop"] = raw_loop.measure(bench)
 
-        steps.append(("loop recurrence", guarded(recurrence)))
-
-    if bench.is_cpu:  # PoCL streams loop-free kernels faster than the grid-stride curves
-
-        def straight() -> None:
+        def straight() -> None:  # PoCL streams loop-free kernels faster than the curves
             extra["straight_bandwidth"] = stream.straight_bandwidth(bench)
 
+        steps.append(("loop recurrence", guarded(recurrence)))
         steps.append(("loop-free streaming", guarded(straight)))
 
     for _, fn in progress(steps) if progress else steps:
