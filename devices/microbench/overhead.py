@@ -13,7 +13,7 @@ empty kernel launched with 1, 2, 4, ... groups of ``GROUPS_WG`` work-items, each
 waited for alone (as applications that wait on their kernels, and the validation truth,
 run them). On PoCL every group is a task handed to a worker thread, and a launch that
 spreads over more cores first wakes more sleeping threads: the floor of an 8192-item
-launch is several times that of a one-group launch (measured on the 2-core EPYC: 0.23 us
+launch is several times that of a one-group launch (measured on the 2-core EPYC: 0.26 us
 for one group, about 1 us for 32), which a single empty-kernel time cannot express.
 Each point keeps the lowest mean over nine batches: the mean, because an
 application's time is the sum of its launches, tail included; the lowest batch, so that

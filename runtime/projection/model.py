@@ -143,7 +143,7 @@ def device_launch_time(device: Any, num_groups: int | None = None) -> float:
     Where the profile measured the floor per number of work-groups
     (``detail.launch.groups``), the launch's own group count reads it: on PoCL a launch
     over more groups wakes more worker threads and hands out more tasks, and its floor
-    grows with them (2-core EPYC: 0.23 us for one group, about 1 us for 32; the 16-core
+    grows with them (2-core EPYC: 0.26 us for one group, 0.97 us for 32; the 16-core
     Xeon: 22 us for one, 45 us for 16). Otherwise the profile's one-group time, measured
     launched alone (``event_s``) and back to back (``event_b2b_s``); both measure the same
     floor and timing noise only adds to it, so the smaller is the estimate (H100: 5.23 /
