@@ -161,10 +161,12 @@ def _project_record(
                 profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
         except ClprojError as exc:
             return base | {"error": exc.cause, "cached": False}
-    ranked = rank(profile, devices, record_footprint(record))
+    footprint = record_footprint(record)
+    ranked = rank(profile, devices, footprint)
     low = {d.key for d in devices if d.low_confidence}
     doc = base | {
         "emulation": profile["emulation"],
+        "footprint_bytes": footprint,
         "elapsed_s": time.perf_counter() - start,
         "projections": [
             {

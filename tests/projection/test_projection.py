@@ -298,10 +298,11 @@ def test_cpu_loop_free_kernels_stream_at_the_straight_rate_of_their_form():
     tx = {"load": {"16": {"64": items // 16}}, "store": {"16": {"64": items // 16}}}
     prof = gmem_kernel(items, 256, loads=items, stores=items, transactions=tx)
     p = project(prof, epyc)  # no footprint: every transaction goes to DRAM
-    assert p.t_global == pytest.approx(2 * 4 * items / one)
+    first = p.details["t_first_load"]  # one cold round trip before the stream flows
+    assert p.t_global == pytest.approx(2 * 4 * items / one + first)
     tx2 = {"load": {"16": {"64": items // 8}}, "store": {"16": {"64": items // 16}}}
     add = gmem_kernel(items, 256, loads=2 * items, stores=items, transactions=tx2)
-    assert project(add, epyc).t_global == pytest.approx(3 * 4 * items / two)
+    assert project(add, epyc).t_global == pytest.approx(3 * 4 * items / two + first)
     sectors = dict(
         unique_sector_bytes=8 * items,
         unique_load_sector_bytes=4 * items,
@@ -311,6 +312,56 @@ def test_cpu_loop_free_kernels_stream_at_the_straight_rate_of_their_form():
     p = project(copy, epyc, footprint_bytes=1 << 30)
     assert p.details["dram_bytes"] == pytest.approx(8 * items)  # no write-allocate added
     assert p.details["t_dram"] == pytest.approx(8 * items / one)
+
+
+def test_cpu_first_load_waits_one_cold_round_trip():
+    """A CPU launch that reads data the cache does not hold waits one memory latency
+    before its stream flows (its launch floor was measured without a load); a warm
+    footprint and a GPU (whose floor holds a round trip) add nothing."""
+    from runtime.projection.latency import cold_latency
+
+    epyc, h100 = measured("pocl-pthread-amd-epyc"), measured("nvidia-h100-opencl")
+    items = 4096
+    tx = {"load": {"16": {"64": items // 16}}, "store": {"16": {"64": items // 16}}}
+    prof = gmem_kernel(items, 256, loads=items, stores=items, transactions=tx)
+    cold = project(prof, epyc, footprint_bytes=64 << 20)
+    assert cold.details["t_first_load"] == pytest.approx(cold_latency(epyc, 64 << 20))
+    assert cold.details["t_first_load"] > 1e-7  # a DRAM round trip, not a cache hit
+    assert "t_first_load" not in project(prof, epyc, footprint_bytes=64 << 10).details
+    assert "t_first_load" not in project(prof, h100, footprint_bytes=64 << 20).details
+    stores_only = gmem_kernel(items, 256, loads=0, stores=items, transactions=tx)
+    assert "t_first_load" not in project(stores_only, epyc, footprint_bytes=64 << 20).details
+
+
+def test_cpu_read_stream_with_few_writes_is_not_priced_as_a_copy():
+    """On a CPU only as many bytes as the smaller stream pair up at the copy rate; a row
+    walk that reads much and writes little moves at the read rate. A GPU keeps the copy
+    rate for the whole mixed stream."""
+    epyc, h100 = measured("pocl-pthread-amd-epyc"), measured("nvidia-h100-opencl")
+    items, n = 4096, 1000  # each work-item reads a row of n words and writes one
+    kw = dict(
+        transactions={
+            "load": {"16": {"64": items * n // 16}, "32": {"32": items * n // 8}},
+            "store": {"16": {"64": items // 16}, "32": {"32": items // 8}},
+        },
+        item_transactions={"load": {"64": items * n // 16}, "store": {"64": items}},
+        unique_sector_bytes=4 * items * (n + 1),
+        unique_load_sector_bytes=4 * items * n,
+        unique_store_sector_bytes=4 * items,
+    )
+    prof = gmem_kernel(items, 256, loads=items * n, stores=items, **kw)
+    prof["total"]["branches"] = {"total": items * n, "divergent": {}}  # it loops
+    p = project(prof, epyc, footprint_bytes=1 << 30)
+    reads, writes = p.details["dram_bytes"] - 4 * items, 4 * items
+    copy_bw = epyc.curve("global_copy", p.occupancy.work_items_per_cu)
+    paired = 2 * writes / copy_bw + (reads - writes) / p.details["read_bw"]
+    assert p.details["t_dram"] == pytest.approx(max(paired, writes / p.details["write_bw"]))
+    assert p.details["t_dram"] < (reads + writes) / copy_bw  # not the whole stream as a copy
+    g = project(prof, h100, footprint_bytes=1 << 30)
+    gpu_copy = h100.curve("global_copy", g.occupancy.work_items_per_cu) * (
+        g.occupancy.active_cus / h100.compute_units
+    )
+    assert g.details["t_dram"] >= g.details["dram_bytes"] / gpu_copy * (1 - 1e-9)
 
 
 def test_gpu_stores_and_read_backs_reach_l2():
