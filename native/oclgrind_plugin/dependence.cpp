@@ -23,7 +23,10 @@
 //   a work-item is the max over its loads.
 // * a round is *cold* when, since the previous round, a global load of this work-item
 //   touched a 32-byte sector other than the one its instruction touched the time before
-//   (streaming in new data: the round waits for the memory system, not the L1).
+//   (streaming in new data: the round waits for the memory system, not the L1). The same
+//   is counted for 64- and 128-byte segments: a memory system that fetches 64 bytes per
+//   access has the second sector of a row walk in L2 already, so only rounds cold at the
+//   device's access granularity wait for DRAM.
 //
 // The same per-(work-item, instruction) history gives *item transactions*: accesses that
 // touch a segment (32/64/128 B) other than the previous access of that instruction by that
@@ -54,7 +57,7 @@ namespace clproj {
 
 void Dep::merge(const Dep &o) {
   mem = std::max(mem, o.mem);
-  cold = std::max(cold, o.cold);
+  for (int k = 0; k < kNumSegments; ++k) cold[k] = std::max(cold[k], o.cold[k]);
   raw = std::max(raw, o.raw);
   ptr = std::max(ptr, o.ptr);
   if (o.fp > fp || (o.fp == fp && o.fma > fma)) {  // the longer floating-point path
@@ -100,7 +103,8 @@ void DependenceTracker::groupBegin(size_t lanes) {
     l.stored.clear();
     l.fences.clear();
     l.pending = Dep();
-    l.has_pending = l.pending_raw = l.pending_cold = l.cold_since = false;
+    l.has_pending = l.pending_raw = false;
+    l.pending_cold = l.cold_since = 0;
     l.longest = Dep();
   }
   lanes_.resize(lanes);
@@ -166,7 +170,7 @@ Dep DependenceTracker::operandDep(LaneDeps &l, const llvm::Instruction *inst, ui
 }
 
 void DependenceTracker::countSegments(LaneDeps &l, uint32_t id, uint64_t addr, size_t size,
-                                      int store, bool &cold) {
+                                      int store, uint8_t &cold) {
   uint64_t last_end = id < l.last_end.size() ? l.last_end[id] : 0;
   uint64_t end = addr + size;  // one past the last byte
   for (int s = 0; s < kNumSegments; ++s) {
@@ -177,14 +181,14 @@ void DependenceTracker::countSegments(LaneDeps &l, uint32_t id, uint64_t addr, s
       if (prev >= first && prev <= last) n -= 1;  // still in the segment touched before
     }
     item_tx_[store][s] += n;
-    if (s == 0 && n > 0) cold = true;  // a new 32-byte sector
+    if (n > 0) cold |= static_cast<uint8_t>(1u << s);  // a new segment of this size
   }
   if (id < l.last_end.size()) l.last_end[id] = end;
 }
 
 void DependenceTracker::load(uint32_t lid, uint32_t id, uint64_t addr, size_t size) {
   LaneDeps &l = lane(lid);
-  bool cold = false;
+  uint8_t cold = 0;
   countSegments(l, id, addr, size, 0, cold);
   for (uint64_t w = addr / 4; w <= (addr + size - 1) / 4; ++w) {
     auto it = l.stored.find(w);
@@ -199,14 +203,14 @@ void DependenceTracker::load(uint32_t lid, uint32_t id, uint64_t addr, size_t si
       ordered.fp = ordered.fma = 0;  // ordering, not data: the value carries none of its ops
       l.pending.merge(ordered);
     }
-  l.pending_cold = l.pending_cold || cold;
+  l.pending_cold |= cold;
   l.has_pending = true;
 }
 
 void DependenceTracker::store(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
                               uint64_t addr, size_t size, const llvm::BasicBlock *previous) {
   LaneDeps &l = lane(lid);
-  bool cold = false;
+  uint8_t cold = 0;  // stores stream in nothing a dependent round waits for
   countSegments(l, id, addr, size, 1, cold);
   Dep d = operandDep(l, inst, id, previous);  // value and address (and vstore's offset)
   for (uint64_t w = addr / 4; w <= (addr + size - 1) / 4; ++w) l.stored[w] = d;
@@ -230,19 +234,23 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
     d.merge(l.pending);
     if (pointer || raw || ordered) {
       d.mem += 1;
-      d.cold += (l.cold_since || l.pending_cold) ? 1 : 0;
+      const uint8_t cold = l.cold_since | l.pending_cold;
+      for (int k = 0; k < kNumSegments; ++k) d.cold[k] += (cold >> k) & 1u;
       d.raw += raw ? 1 : 0;
       d.ptr += pointer ? 1 : 0;
-      l.cold_since = false;
+      l.cold_since = 0;
       raw_loads_ += raw ? 1 : 0;
       pointer_loads_ += pointer ? 1 : 0;
     } else {
-      d = Dep{1, l.pending_cold ? 1u : 0u, 0, 0, 0, 0};
-      l.cold_since = l.cold_since || l.pending_cold;
+      d = Dep();
+      d.mem = 1;
+      for (int k = 0; k < kNumSegments; ++k) d.cold[k] = (l.pending_cold >> k) & 1u;
+      l.cold_since |= l.pending_cold;
     }
     l.longest.merge(d);
     l.pending = Dep();
-    l.has_pending = l.pending_raw = l.pending_cold = false;
+    l.has_pending = l.pending_raw = false;
+    l.pending_cold = 0;
   }
   if (fp_op) {
     d.fp += 1;
@@ -258,7 +266,7 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
 void DependenceTracker::finish(Stats &s) const {
   for (const LaneDeps &l : lanes_) {
     s.dep_chain += l.longest.mem;
-    s.dep_cold += l.longest.cold;
+    for (int k = 0; k < kNumSegments; ++k) s.dep_cold[k] += l.longest.cold[k];
     s.dep_raw += l.longest.raw;
     s.dep_ptr += l.longest.ptr;
     s.dep_fp += l.longest.fp;

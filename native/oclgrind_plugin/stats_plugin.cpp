@@ -141,7 +141,7 @@ void Stats::add(const Stats &o) {
   atom_global_hot += o.atom_global_hot;
   atom_local_hot += o.atom_local_hot;
   dep_chain += o.dep_chain;
-  dep_cold += o.dep_cold;
+  for (int k = 0; k < kNumSegments; ++k) dep_cold[k] += o.dep_cold[k];
   dep_raw += o.dep_raw;
   dep_ptr += o.dep_ptr;
   dep_fp += o.dep_fp;
@@ -193,7 +193,10 @@ std::string Stats::json() const {
   o << "}},\"barriers\":" << barriers << ",\"atomics\":{\"global\":" << atom_global
     << ",\"local\":" << atom_local << ",\"global_same_address_max\":" << atom_global_hot
     << ",\"local_same_address_max\":" << atom_local_hot << "},\"dependence\":{\"chain\":" << dep_chain
-    << ",\"cold_chain\":" << dep_cold << ",\"raw_chain\":" << dep_raw
+    << ",\"cold_chain\":" << dep_cold[0] << ",\"cold_chain_by_segment\":{";
+  for (int k = 0; k < kNumSegments; ++k)
+    o << (k ? "," : "") << '"' << kSegments[k] << "\":" << dep_cold[k];
+  o << "},\"raw_chain\":" << dep_raw
     << ",\"pointer_chain\":" << dep_ptr << ",\"raw_loads\":" << dep_raw_loads
     << ",\"pointer_loads\":" << dep_ptr_loads << ",\"fp_chain\":" << dep_fp
     << ",\"fma_chain\":" << dep_fma << "}}";

@@ -87,7 +87,9 @@ struct Stats {
   // Dependence (dependence.cpp), sums over work-items of each work-item's longest chain:
   // dependent global round trips, the cold ones among them, read-after-write steps and
   // pointer-chasing steps; plus the number of dependent loads of each kind.
-  uint64_t dep_chain = 0, dep_cold = 0, dep_raw = 0, dep_ptr = 0, dep_fp = 0, dep_fma = 0;
+  // dep_cold per segment size (32/64/128 B): rounds that streamed in a new segment of it.
+  uint64_t dep_chain = 0, dep_cold[kNumSegments] = {}, dep_raw = 0, dep_ptr = 0, dep_fp = 0,
+           dep_fma = 0;
   uint64_t dep_raw_loads = 0, dep_ptr_loads = 0;
   // Per-work-item transactions: accesses touching another segment than the previous
   // access of the same instruction by the same work-item ([load/store][segment]).
@@ -116,7 +118,9 @@ struct BranchRec {
 // Dependence chains (dependence.cpp): what one value of one work-item waits for.
 struct Dep {
   uint32_t mem = 0;   // global round trips on its longest dependence path
-  uint32_t cold = 0;  // rounds on it that streamed in a new 32-byte sector
+  // rounds on it that streamed in a new segment, per segment size (32, 64, 128 B): a
+  // memory system that fetches 64 B per access serves a walk's second sector from L2
+  uint32_t cold[kNumSegments] = {};
   uint32_t raw = 0;   // steps that read back a word the work-item stored
   uint32_t ptr = 0;   // steps whose address came from a loaded value
   uint32_t fp = 0;    // floating-point operations on its longest data-dependence path
@@ -130,8 +134,9 @@ struct LaneDeps {
   std::unordered_map<uint64_t, Dep> stored;  // 4-byte word -> chain of the value stored there
   std::vector<std::pair<uint32_t, Dep>> fences;  // store instruction id -> chain of its stores
   Dep pending;                     // memory chain of the load being executed
-  bool has_pending = false, pending_raw = false, pending_cold = false;
-  bool cold_since = false;  // a cold global load since the last dependent round
+  bool has_pending = false, pending_raw = false;
+  uint8_t pending_cold = 0;  // segment sizes (bit per kSegments entry) the load newly touched
+  uint8_t cold_since = 0;    // the same, for global loads since the last dependent round
   Dep longest;              // the work-item's longest chains
 };
 
@@ -160,7 +165,8 @@ class DependenceTracker {
   LaneDeps &lane(uint32_t lid);
   Dep operandDep(LaneDeps &l, const llvm::Instruction *inst, uint32_t id,
                  const llvm::BasicBlock *previous) const;
-  void countSegments(LaneDeps &l, uint32_t id, uint64_t addr, size_t size, int store, bool &cold);
+  void countSegments(LaneDeps &l, uint32_t id, uint64_t addr, size_t size, int store,
+                     uint8_t &cold);
   std::unordered_map<const llvm::Value *, uint32_t> ids_;
   std::vector<std::vector<uint32_t>> operands_;  // by id: operand ids (kNoId: not an instruction)
   std::vector<MemObject> objects_;               // by id: what a memory instruction accesses

@@ -147,9 +147,11 @@ def latency_time(
 
     * GPU: every resident warp of every compute unit overlaps its chain with the others,
       so a wave of resident groups takes one chain, times the occupancy's waves. A cold
-      round costs the latency of a cold access into the launch's footprint
-      (:func:`cold_latency`); a warm read-after-write round the measured cache (L2)
-      latency, since written lines are re-read from L2; another warm round an L1 hit
+      round that enters a new unit of the device's access granularity costs the latency
+      of a cold access into the launch's footprint (:func:`cold_latency`); a cold round
+      within a unit already fetched (a row walk's second 32-byte sector, 64-byte units on
+      the H100) and a warm read-after-write round the measured cache (L2) latency, since
+      written lines are re-read from L2; another warm round an L1 hit
       (:func:`l1_hit_latency`).
     * CPU (PoCL): a core runs the work-items of its groups one after another, so their
       chains add up; only pointer-chasing rounds count (a read-after-write round is
@@ -174,14 +176,29 @@ def latency_time(
     cold = min(chain, max(0.0, float(dep.get("cold_chain", 0)) / items - 1.0))
     detail = {"chain_per_item": chain, "cold_rounds_per_item": cold, "latency_cold_s": l_cold}
     if device.kind == "GPU":
-        # A warm read-back of a stored word comes from L2 (the L1 does not keep written
-        # lines, :func:`gpu_write_through_bytes`); other warm rounds hit the L1.
+        # A cold round waits for DRAM only when it enters a new unit of the memory's
+        # access granularity (H100/H200: 64 B, measured): the second 32-byte sector of a
+        # row walk arrived in L2 with the first. Those rounds, and warm read-backs of a
+        # stored word (the L1 does not keep written lines, :func:`gpu_write_through_bytes`),
+        # cost the L2 latency; other warm rounds hit the L1.
+        from runtime.projection.model import access_granularity
+
+        unit = str(access_granularity(device))
+        by_size = dep.get("cold_chain_by_segment") or {}
+        dram = cold
+        if unit in by_size:
+            dram = min(cold, max(0.0, float(by_size[unit]) / items - 1.0))
         warm = chain - cold
         warm_raw = min(warm, float(dep.get("raw_chain", 0)) / items)
         l_l1 = l1_hit_latency(device)
-        per_chain = cold * l_cold + warm_raw * cache_lat + (warm - warm_raw) * l_l1
+        l2_rounds = (cold - dram) + warm_raw
+        per_chain = dram * l_cold + l2_rounds * cache_lat + (warm - warm_raw) * l_l1
         t = per_chain * occ.waves
-        detail |= {"latency_l1_s": l_l1, "warm_raw_rounds_per_item": warm_raw}
+        detail |= {
+            "latency_l1_s": l_l1,
+            "warm_raw_rounds_per_item": warm_raw,
+            "dram_rounds_per_item": dram,
+        }
         detail["chain_waves"] = float(occ.waves)
     else:
         pointer = float(dep.get("pointer_chain", 0)) / items

@@ -347,7 +347,10 @@ DN = 64  # work-items and loop trip count of the dependence kernels
 def dependence(kernel: str, args: list) -> tuple[dict, dict]:
     p = emulate(DEPENDENCE, kernel, args, [DN], [32])
     n = p.total["work_items"]
-    dep = {k: v / n for k, v in p.total["dependence"].items()}
+    dep = {
+        k: ({int(s): c / n for s, c in v.items()} if isinstance(v, dict) else v / n)
+        for k, v in p.total["dependence"].items()
+    }
     item = p.total["global"]["item_transactions"]
     return dep, {d: {int(s): v / n for s, v in item[d].items()} for d in item}
 
@@ -362,6 +365,8 @@ def test_read_after_write_chain_through_memory():
     # independent, DN-1 read-after-write steps; each streams a new row of A (cold).
     assert dep["chain"] == DN and dep["raw_chain"] == DN - 1 and dep["raw_loads"] == DN - 1
     assert dep["cold_chain"] == DN and dep["pointer_chain"] == 0
+    # A new row every iteration is a new segment at every size.
+    assert dep["cold_chain_by_segment"] == {32: DN, 64: DN, 128: DN}
     # Per work-item lines: A moves to a new row each iteration (DN), x walks 4-byte words
     # (a new 32-byte sector every 8), y stays in one sector.
     assert item["load"][32] == DN + DN // 8 + 1
@@ -372,6 +377,10 @@ def test_cold_rounds_count_new_sectors_only():
     dep, _ = dependence("rowrmw", [*mats(), np.int32(DN)])
     # The row of A and x advance 4 bytes per iteration: a new 32-byte sector every 8.
     assert dep["chain"] == DN and dep["cold_chain"] == DN // 8 + 1
+    # At 64 and 128 bytes a walk enters a new segment every 16 and 32 iterations: the
+    # other sectors came with the access that fetched the wider segment.
+    by_size = dep["cold_chain_by_segment"]
+    assert by_size == {32: DN // 8 + 1, 64: DN // 16 + 1, 128: DN // 32 + 1}
 
 
 def test_register_accumulator_has_no_chain():

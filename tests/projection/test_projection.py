@@ -220,6 +220,29 @@ def test_gpu_chain_waves_do_not_overlap_and_warm_rounds_are_cheaper():
     assert project(dep_kernel(8192, 256, chain=1, cold=1), h100).t_latency == 0.0
 
 
+def test_gpu_cold_rounds_within_a_fetched_unit_cost_the_l2_latency():
+    """A row walk enters a new 32-byte sector every 8 trips but a new 64-byte unit (the
+    H100's measured access granularity) every 16: half its cold rounds find their sector
+    in L2 already."""
+    h100 = measured("nvidia-h100-opencl")
+    lat = h100.data["detail"]["latency"]
+    chain, cold32, cold64 = 1025, 129, 65
+    walk = dep_kernel(8192, 32, chain=chain, cold=cold32, raw=chain - 1)
+    walk["total"]["dependence"]["cold_chain_by_segment"] = {
+        "32": cold32 * 8192,
+        "64": cold64 * 8192,
+        "128": 33 * 8192,
+    }
+    p = project(walk, h100)
+    dram, l2 = cold64 - 1, (cold32 - cold64) + (chain - cold32)
+    assert p.details["dram_rounds_per_item"] == pytest.approx(dram)
+    expect = dram * lat["global_latency_s"] + l2 * lat["cache_latency_s"]
+    assert p.t_latency == pytest.approx(expect)
+    # A profile from before the per-size counts: every cold round goes to DRAM.
+    del walk["total"]["dependence"]["cold_chain_by_segment"]
+    assert project(walk, h100).t_latency > p.t_latency
+
+
 def test_cpu_counts_pointer_rounds_serially_and_forwards_stores():
     epyc = measured("pocl-pthread-amd-epyc")
     lat = epyc.data["detail"]["latency"]["global_latency_s"]
