@@ -466,6 +466,44 @@ def build(spec: Spec) -> dict[str, Any]:
     return doc
 
 
+# Published latencies, in cycles, of a dependent fused multiply-add and floating-point add
+# on a CPU core, by (CPUID vendor, the LLVM target PoCL compiles for, which PoCL puts in
+# the device name: "cpu-skylake-avx512-Intel(R) Xeon(R) Processor"). Intel 64 and IA-32
+# Architectures Optimization Reference Manual, Skylake server microarchitecture: FMA and
+# ADD/MUL 4 cycles. The target alone does not name the core (the EPYC's PoCL build also
+# targets skylake-avx512), hence the vendor. Used only where the rounds cannot be
+# measured (``scripts/profile_curves.py spec-rounds``): a measured ``detail.raw_loop``
+# replaces them.
+CPU_FP_LATENCY_CYCLES: dict[tuple[str, str], tuple[int, int]] = {
+    ("GenuineIntel", "skylake-avx512"): (4, 4),
+}
+
+
+def cpu_rounds_from_spec(doc: dict[str, Any]) -> tuple[dict[str, float], str] | None:
+    """``detail.raw_loop`` of a CPU profile from its core's published latencies and clock.
+
+    A loop-carried multiply-add costs the FMA latency per trip, a plain add the add
+    latency; a link through a stored and reloaded word is priced as the FMA, because the
+    compiler keeps the reloaded accumulator in a register (measured on the EPYC: 1.19 ns
+    through memory, 1.16 ns in a register). None when the core is not in the table.
+    """
+    ident = doc.get("identity", {})
+    name, vendor = str(ident.get("name", "")), str(ident.get("vendor", ""))
+    clock = float(doc.get("clock_mhz") or 0) * 1e6
+    for (v, target), (fma, add) in CPU_FP_LATENCY_CYCLES.items():
+        if v == vendor and f"-{target}-" in f"-{name}-" and clock > 0:
+            rounds = {"raw_round_s": fma / clock, "fma_round_s": fma / clock}
+            rounds["add_round_s"] = add / clock
+            how = (
+                f"derived: published latencies of the core PoCL targets ({target}, {vendor}: "
+                f"FMA {fma}, FP add {add} cycles) at clock_mhz {clock / 1e6:.0f}; a "
+                "read-after-write link priced as the FMA (a reloaded accumulator stays in a "
+                "register); re-measure with `clproj profile-device` on the device"
+            )
+            return rounds, how
+    return None
+
+
 def spec_for(device_name: str) -> Spec | None:
     """The sheet of an OpenCL device by name (e.g. 'NVIDIA H100 80GB HBM3' -> h100)."""
     n = device_name.lower()

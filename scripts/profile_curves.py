@@ -13,6 +13,9 @@ the other projections stay comparable):
   work is negligible next to its launch floor and that was run at 1, 2, ... groups
   (lu_factor's ``lu_column``: one division per work-item, launched at 1..16 groups of 64).
   Those are per-launch medians, so the curve is, if anything, low; provenance says so.
+* ``spec-rounds PROFILE.json``: for a CPU that is not here, ``detail.raw_loop`` from its
+  core's published FMA and add latencies at the profile's clock
+  (``devices.specs.cpu_rounds_from_spec``), provenance ``derived: ...``.
 
 Run from the repository root, e.g.::
 
@@ -82,6 +85,20 @@ def derive(path: Path, bench: Path, kernel: str) -> None:
     _write(path, json.loads(path.read_text()), points, wg, how)
 
 
+def spec_rounds(path: Path) -> None:
+    from devices.specs import cpu_rounds_from_spec
+
+    doc = json.loads(path.read_text())
+    derived = cpu_rounds_from_spec(doc)
+    if derived is None:
+        raise SystemExit(f"{path}: no published latencies for this CPU (devices/specs.py)")
+    doc.setdefault("detail", {})["raw_loop"], doc["provenance"]["detail.raw_loop"] = derived
+    validate(doc)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    for k, v in derived[0].items():
+        print(f"raw_loop {k}: {v * 1e9:.3f} ns")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -93,9 +110,13 @@ def main() -> None:
     d.add_argument("profile", type=Path)
     d.add_argument("--bench", type=Path, required=True)
     d.add_argument("--kernel", required=True, help="APP/KERNEL in the bench results")
+    r = sub.add_parser("spec-rounds")
+    r.add_argument("profile", type=Path)
     a = ap.parse_args()
     if a.cmd == "measure":
         measure(a.profile, a.device, a.mode)
+    elif a.cmd == "spec-rounds":
+        spec_rounds(a.profile)
     else:
         derive(a.profile, a.bench, a.kernel)
 

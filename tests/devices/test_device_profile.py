@@ -212,3 +212,37 @@ def test_xeon_launch_floor_curve_is_what_the_script_derives(tmp_path) -> None:
         want = json.load(fh)["detail"]["launch"]
     assert derived["groups"] == want["groups"] and len(want["groups"]) == 16
     assert want["groups"][0][1] < want["groups"][-1][1]  # more groups, a higher floor
+
+
+def test_xeon_loop_rounds_are_derived_from_published_latencies(tmp_path) -> None:
+    """The Xeon's ``detail.raw_loop`` (no Xeon here to measure it) is what
+    ``scripts/profile_curves.py spec-rounds`` derives from its core's published latencies
+    at its clock; a core not in the table (the EPYC, although its PoCL build targets the
+    same skylake-avx512) gets nothing rather than another core's numbers."""
+    import shutil
+    import subprocess
+    import sys
+
+    from devices.specs import cpu_rounds_from_spec
+
+    committed = "devices/profiles/measured/pocl-xeon16-h100-host.json"
+    copy = tmp_path / "xeon.json"
+    shutil.copy(committed, copy)
+    cmd = [sys.executable, "scripts/profile_curves.py", "spec-rounds"]
+    subprocess.run([*cmd, str(copy)], check=True, capture_output=True)
+    derived = json.loads(copy.read_text())
+    with open(committed) as fh:
+        want = json.load(fh)
+    assert derived["detail"]["raw_loop"] == want["detail"]["raw_loop"]
+    assert want["provenance"]["detail.raw_loop"].startswith("derived: published latencies")
+    assert want["detail"]["raw_loop"]["fma_round_s"] == pytest.approx(4 / 2.1e9)
+    with open("devices/profiles/measured/pocl-pthread-amd-epyc.json") as fh:
+        epyc = json.load(fh)
+    assert cpu_rounds_from_spec(epyc) is None
+    assert epyc["provenance"]["detail.raw_loop"] == "measured"
+    bad = subprocess.run(
+        [*cmd, "devices/profiles/measured/pocl-pthread-amd-epyc.json"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode != 0 and "no published latencies" in bad.stderr
