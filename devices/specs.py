@@ -490,10 +490,15 @@ def cpu_rounds_from_spec(doc: dict[str, Any]) -> tuple[dict[str, float], str] | 
     ident = doc.get("identity", {})
     name, vendor = str(ident.get("name", "")), str(ident.get("vendor", ""))
     clock = float(doc.get("clock_mhz") or 0) * 1e6
+    if clock <= 0:
+        return None
     for (v, target), (fma, add) in CPU_FP_LATENCY_CYCLES.items():
-        if v == vendor and f"-{target}-" in f"-{name}-" and clock > 0:
-            rounds = {"raw_round_s": fma / clock, "fma_round_s": fma / clock}
-            rounds["add_round_s"] = add / clock
+        if v == vendor and f"-{target}-" in f"-{name}-":
+            rounds = {
+                "raw_round_s": fma / clock,
+                "fma_round_s": fma / clock,
+                "add_round_s": add / clock,
+            }
             how = (
                 f"derived: published latencies of the core PoCL targets ({target}, {vendor}: "
                 f"FMA {fma}, FP add {add} cycles) at clock_mhz {clock / 1e6:.0f}; a "

@@ -92,10 +92,12 @@ def spec_rounds(path: Path) -> None:
     derived = cpu_rounds_from_spec(doc)
     if derived is None:
         raise SystemExit(f"{path}: no published latencies for this CPU (devices/specs.py)")
-    doc.setdefault("detail", {})["raw_loop"], doc["provenance"]["detail.raw_loop"] = derived
+    rounds, how = derived
+    doc.setdefault("detail", {})["raw_loop"] = rounds
+    doc["provenance"]["detail.raw_loop"] = how
     validate(doc)
     path.write_text(json.dumps(doc, indent=1) + "\n")
-    for k, v in derived[0].items():
+    for k, v in rounds.items():
         print(f"raw_loop {k}: {v * 1e9:.3f} ns")
 
 

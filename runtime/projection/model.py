@@ -323,15 +323,16 @@ def global_time(
         32 KiB is a read stream: PolyBench gemver kernel 3 was priced at the loop-form
         copy rate, half the loop-form read rate, on the EPYC (1.25x its measured time).
         """
-        if reads and writes and copy_bw and device.kind == "GPU":
-            return max(reads / read_bw, writes / write_bw, (reads + writes) / copy_bw)
-        if reads and writes and copy_bw:
+        if not (reads and writes and copy_bw):
+            return reads / read_bw + writes / write_bw
+        if device.kind == "GPU":
+            mixed = (reads + writes) / copy_bw
+        else:
             paired = min(reads, writes)
             mixed = (
                 2.0 * paired / copy_bw + (reads - paired) / read_bw + (writes - paired) / write_bw
             )
-            return max(reads / read_bw, writes / write_bw, mixed)
-        return reads / read_bw + writes / write_bw
+        return max(reads / read_bw, writes / write_bw, mixed)
 
     memory = device.data.get("memory", {})
     cache_bytes = memory.get("cache_bytes")
@@ -345,8 +346,7 @@ def global_time(
     }
     if loop_form:
         detail["cpu_loop_form"] = 1.0
-    warm = bool(footprint_bytes) and footprint_bytes <= cache_resident_bytes(device)
-    t_first = first_load_latency(device, footprint_bytes, warm) if moved["load"] else 0.0
+    t_first = first_load_latency(device, footprint_bytes, resident) if moved["load"] else 0.0
     if t_first:
         detail["t_first_load"] = t_first
     if not (footprint_bytes and cache_bytes and cache_bw and moved_total):
@@ -370,12 +370,12 @@ def global_time(
         # write-allocate reads are already in it.)
         allocate = device.kind != "GPU" and not straight_form
         read_base = float(unique) if allocate else float(u_load)
-        dram_read = 0.0 if warm else dram_bytes(read_base, footprint_bytes, cache_bytes)
-        dram_write = 0.0 if warm else float(u_store)
+        dram_read = 0.0 if resident else dram_bytes(read_base, footprint_bytes, cache_bytes)
+        dram_write = 0.0 if resident else float(u_store)
         dram_total = dram_read + dram_write
         t_dram = dram_time(dram_read, dram_write)
     else:  # profiles from before the split: the sectors, shared by moved load/store bytes
-        dram_total = 0.0 if warm else dram_bytes(group_bytes, footprint_bytes, cache_bytes)
+        dram_total = 0.0 if resident else dram_bytes(group_bytes, footprint_bytes, cache_bytes)
         share = {d: moved[d] / moved_total for d in moved}
         t_dram = dram_time(dram_total * share["load"], dram_total * share["store"])
     t_l2 = l2_traffic / (cache_bw * cu_fraction)
@@ -392,7 +392,7 @@ def global_time(
     return max(t_dram, t_l2, t_l1) + t_first, detail | {
         "l2_bytes": l2_traffic,
         "dram_bytes": dram_total,
-        "cache_warm": 1.0 if warm else 0.0,
+        "cache_warm": 1.0 if resident else 0.0,
         "t_dram": t_dram,
         "t_l2": t_l2,
         "t_l1": t_l1,
