@@ -49,9 +49,9 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--models",
         metavar="NAMES",
-        help="also judge these models side by side, e.g. bound,paper,roofline,mwp-cwp: each "
-        "re-projects the run's kernel profiles onto the same devices (default: bound only; "
-        "learned is not supported)",
+        help="also judge these models side by side, e.g. bound,paper,roofline,mwp-cwp,learned: "
+        "each re-projects the run's kernel profiles onto the same devices; learned is first "
+        "trained on our own apps' committed bench results (default: bound only)",
     )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -173,16 +173,11 @@ def project_app(doc: dict[str, Any], device: Any, model: Any = None) -> tuple[fl
     return total, bound
 
 
-def evaluate(
+def load_measured(
     results_paths: list[str] | None = None,
-    mode: str = "single",
-    apps: list[str] | None = None,
-    profiles_dir: str = PROFILES_DIR,
-    model: Any = None,
-) -> Evaluation:
-    """``model``: a ``runtime.projection.models`` model instead of the bound model. A model with
-    ``fit`` is evaluated leave-one-app-out: before predicting an app it is trained on the
-    measured launch groups of every other app (all measured apps, not only ``apps``)."""
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, str]]:
+    """The committed ground truth: results key -> bench results, measured device profile
+    and device name, for every results file whose device has a measured profile."""
     from benchmarks.harness import load_results
 
     paths = results_paths or default_results()
@@ -201,6 +196,38 @@ def evaluate(
         measured[key] = res
         profiles[key] = prof
         names[key] = dev["name"]
+    return measured, profiles, names
+
+
+def bench_training_rows(
+    measured: dict[str, dict[str, Any]],
+    profiles: dict[str, Any],
+    mode: str = "single",
+    profiles_dir: str = PROFILES_DIR,
+) -> list[Any]:
+    """Training rows of a learned model: every launch group of every app measured on all
+    ``measured`` devices, with its committed kernel profiles (keyed by device profile)."""
+    from runtime.projection.models.base import training_rows
+
+    if not measured:
+        return []
+    every = sorted(set.intersection(*(set(r["apps"]) for r in measured.values())))
+    size0 = measured[min(measured)]["size"]
+    docs = {a: d for a in every if (d := load_cached(a, size0, mode, profiles_dir))}
+    return training_rows(measured, every, docs, {k: p.key for k, p in profiles.items()})
+
+
+def evaluate(
+    results_paths: list[str] | None = None,
+    mode: str = "single",
+    apps: list[str] | None = None,
+    profiles_dir: str = PROFILES_DIR,
+    model: Any = None,
+) -> Evaluation:
+    """``model``: a ``runtime.projection.models`` model instead of the bound model. A model with
+    ``fit`` is evaluated leave-one-app-out: before predicting an app it is trained on the
+    measured launch groups of every other app (all measured apps, not only ``apps``)."""
+    measured, profiles, names = load_measured(results_paths)
     if len(measured) < 2:
         raise ClprojError(
             f"need results on at least two devices with measured profiles, have {sorted(measured)}",
@@ -214,12 +241,7 @@ def evaluate(
     skipped: dict[str, str] = {}
     rows: list[Any] = []
     if model is not None and hasattr(model, "fit"):
-        from runtime.projection.models.base import training_rows
-
-        every = sorted(set.intersection(*(set(r["apps"]) for r in measured.values())))
-        size0 = measured[devices[0]]["size"]
-        docs = {a: d for a in every if (d := load_cached(a, size0, mode, profiles_dir))}
-        rows = training_rows(measured, every, docs, {k: p.key for k, p in profiles.items()})
+        rows = bench_training_rows(measured, profiles, mode, profiles_dir)
     for app in app_names:
         entries = {d: measured[d]["apps"][app] for d in devices}
         bad = [d for d, e in entries.items() if not e.get("verified") or not e.get("total_ns")]

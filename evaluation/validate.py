@@ -27,7 +27,12 @@ from typing import Any
 
 from clproj.errors import ClprojError
 from evaluation.validate_match import KernelResult, judge_app
-from evaluation.validate_models import check_model_names, model_shapes, model_summary
+from evaluation.validate_models import (
+    check_model_names,
+    fit_on_our_apps,
+    model_shapes,
+    model_summary,
+)
 from evaluation.validate_scores import summarize, worst_kernels
 from evaluation.validate_suite import AppRun, app_dirs, ensure_built, run_app
 from evaluation.validate_truth import TruthDevice, load_truth
@@ -139,6 +144,19 @@ def validate(
         chosen = list(apps)
     else:
         chosen = truth_apps
+    chosen_models: dict[str, Any] = {}
+    trained: dict[str, dict[str, Any]] = {}
+    profiles: list[Any] = []
+    if names:
+        from runtime.projection import device_set
+        from runtime.projection.models import get_model
+
+        chosen_models = {n: None if n == "bound" else get_model(n) for n in names}
+        # Learned models train on our own apps before any app runs (a missing training
+        # set is an error worth knowing before minutes of runs).
+        trained = {n: fit_on_our_apps(m) for n, m in chosen_models.items() if hasattr(m, "fit")}
+        if any(m is not None for m in chosen_models.values()):
+            profiles = device_set.resolve(devices)
     runs: list[AppRun] = []
     iterator: Iterable[str] = (
         progress(chosen, "running apps (project mode)") if progress else chosen
@@ -148,16 +166,7 @@ def validate(
         runs.append(run)
         if on_app:
             on_app(run)
-    chosen_models: dict[str, Any] = {}
-    profiles: list[Any] = []
-    if names:
-        from runtime.projection import device_set
-        from runtime.projection.models import get_model
-
-        chosen_models = {n: None if n == "bound" else get_model(n) for n in names}
-        if any(m is not None for m in chosen_models.values()):
-            profiles = device_set.resolve(devices)
-    return judge_runs(
+    val = judge_runs(
         runs,
         truth,
         suite,
@@ -169,6 +178,9 @@ def validate(
         models=chosen_models,
         device_profiles=profiles,
     )
+    for name, what in trained.items():
+        val.models[name]["trained_on"] = what
+    return val
 
 
 def judge_runs(

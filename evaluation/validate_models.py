@@ -1,9 +1,11 @@
 """``clproj validate --models``: judge other projection models on the same run.
 
 The run's JSON carries the kernel profile of every emulated signature. Re-projecting those
-profiles with another model (roofline, paper, mwp-cwp) onto the same device profiles gives a
-side-by-side comparison without running the apps again; this module rebuilds the profiles
-(scaling a reused launch's anchor), re-projects them and summarizes each model.
+profiles with another model (roofline, paper, mwp-cwp, learned) onto the same device profiles
+gives a side-by-side comparison without running the apps again; this module rebuilds the
+profiles (scaling a reused launch's anchor), re-projects them and summarizes each model.
+The learned model is first trained on our own apps (:func:`fit_on_our_apps`), so it is
+judged on code it never saw, like the others.
 """
 
 from __future__ import annotations
@@ -22,26 +24,41 @@ from intercept.identity import ShapeKey, shape_key
 
 
 def check_model_names(names: Sequence[str]) -> list[str]:
-    """``--models`` names, checked before any app runs; ``learned`` is refused (it needs
-    training data, which third-party apps without our bench results do not have)."""
+    """``--models`` names, checked before any app runs."""
     from runtime.projection.models import MODEL_NAMES
 
     out: list[str] = []
     for name in names:
-        if name == "learned":
-            raise ClprojError(
-                "the learned model is not supported by validate (it has no training data here)",
-                "compare it with `clproj evaluate --models learned`; validate takes "
-                + ", ".join(m for m in MODEL_NAMES if m != "learned"),
-            )
         if name not in MODEL_NAMES:
-            raise ClprojError(
-                f"unknown model {name!r}",
-                f"use one of {', '.join(m for m in MODEL_NAMES if m != 'learned')}",
-            )
+            raise ClprojError(f"unknown model {name!r}", f"use one of {', '.join(MODEL_NAMES)}")
         if name not in out:
             out.append(name)
     return out or ["bound"]
+
+
+def fit_on_our_apps(model: Any, results_paths: list[str] | None = None) -> dict[str, Any]:
+    """Train a learned model on every launch group of our own benchmark apps.
+
+    Why all of them: the suite being validated is third-party code that none of the
+    training rows come from, so the whole validation is held out from fitting (the
+    leave-one-app-out of ``clproj evaluate`` is only needed when model and judge share
+    apps). The rows are the committed bench results (``benchmarks/results/bench-*.json``,
+    per-launch medians) with the committed kernel profiles of those apps. Returns what the
+    model was trained on (apps and rows per device key), for the report.
+    """
+    from evaluation.evaluate import bench_training_rows, load_measured
+
+    measured, profiles, _ = load_measured(results_paths)
+    rows = bench_training_rows(measured, profiles)
+    if not rows:
+        raise ClprojError(
+            "the learned model has no training rows (no bench results with kernel profiles)",
+            "commit bench results and kernel profiles (`clproj bench`, `clproj evaluate "
+            "--emulate`) or leave learned out of --models",
+        )
+    model.fit(rows)
+    per_device: Counter = Counter(r.device_key for r in rows)
+    return {"apps": len({r.app for r in rows}), "rows": dict(sorted(per_device.items()))}
 
 
 def _log_distance(a: float, b: float) -> float:
@@ -94,10 +111,11 @@ def model_shapes(
     """Per-shape times of ``model`` on ``devices``, from the docs' kernel profiles.
 
     Each signature's profile (:func:`signature_profile`) is projected onto each device
-    the run projected it onto (matched by profile key), without a launch footprint (the
-    run's JSON does not carry one); signatures of one shape are averaged as in
-    :func:`project_shapes`. The counter says how many signatures were ``emulated``,
-    ``scaled`` or had ``no profile`` (those are left out).
+    the run projected it onto (matched by profile key), with the launch footprint the run
+    recorded (runs from before it was recorded: none); signatures of one shape are
+    averaged as in :func:`project_shapes`. The counter says how many signatures were
+    ``emulated``, ``scaled`` or had ``no profile`` (those are left out), and how many
+    predictions a model could not make for want of ``training data`` on a device.
     """
     by_key = {d.key: d for d in devices}
     by_signature = {str(d.get("signature", "")): d for d in docs if d.get("signature")}
@@ -118,7 +136,11 @@ def model_shapes(
             dev = by_key.get(p.get("device"))
             if dev is None:
                 continue
-            pred = model.predict(profile, dev, None)
+            try:
+                pred = model.predict(profile, dev, doc.get("footprint_bytes"))
+            except ClprojError:  # a learned model without training data for this device
+                how[f"no training data for {dev.key}"] += 1
+                continue
             times.setdefault(key, {}).setdefault(p["name"], []).append(float(pred.time_s))
             bounds.setdefault(key, {}).setdefault(p["name"], Counter())[str(pred.bound)] += 1
     out = {
@@ -144,7 +166,7 @@ def model_summary(
         "mean_penalty": s["mean_penalty"],
         "mean_relative_error": s["mean_relative_error"],
         "per_device": {
-            d: {k: m[k] for k in ("kernels", "mape", "median_ratio")}
+            d: {k: m[k] for k in ("kernels", "mape", "median_ratio", "within_25", "max_off_factor")}
             for d, m in s["per_device"].items()
         },
         "signatures": dict(sources),

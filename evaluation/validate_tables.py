@@ -204,32 +204,47 @@ def print_validation(val: Any) -> None:
 
 
 def print_models(val: Any) -> None:
-    """``--models``: one row per model over the same kernels and devices."""
+    """``--models``: one row per model over the same kernels and devices; per device one
+    cell with the issue's four per-device figures (median ratio, kernels within 25%,
+    MAPE, worst off-factor)."""
     devs = val.devices
-    rows = []
-    for name, m in val.models.items():
-        per = m["per_device"]
-        rows.append(
-            (
-                name,
-                f"{m['best_chosen']}/{m['kernels']}",
-                pct(m["mean_relative_error"]),
-                *[pct(per[d]["mape"]) if d in per else "-" for d in devs],
-                *[ratio_text(per[d]["median_ratio"]) if d in per else "-" for d in devs],
-            )
+
+    def cell(per: dict[str, Any], d: str) -> str:
+        if d not in per:
+            return "-"
+        m = per[d]
+        within = f"{m['within_25']}/{m['kernels']}" if "within_25" in m else "?"
+        worst = ratio_text(m["max_off_factor"]) if "max_off_factor" in m else "?"
+        return f"{ratio_text(m['median_ratio'])} · {within} · {pct(m['mape'])} · {worst}"
+
+    rows = [
+        (
+            name,
+            f"{m['best_chosen']}/{m['kernels']}",
+            pct(m["mean_relative_error"]),
+            *[cell(m["per_device"], d) for d in devs],
         )
+        for name, m in val.models.items()
+    ]
     print_table(
         [
             "model",
             "best chosen",
             "mean rel. err",
-            *[f"{d} MAPE" for d in devs],
-            *[f"{d} median proj/meas" for d in devs],
+            *[f"{d}: median · in 25% · MAPE · worst" for d in devs],
         ],
         rows,
         title="models side by side (bound: the run's projections; others: its kernel profiles "
-        "re-projected, reused launches scaled from their anchor, no launch footprint)",
+        "re-projected, reused launches scaled from their anchor)",
     )
+    for name, m in val.models.items():
+        if m.get("trained_on"):
+            t = m["trained_on"]
+            print(
+                f"{name}: trained on {t['apps']} of our own apps' measured launch groups "
+                f"({', '.join(f'{k} {n}' for k, n in t['rows'].items())} rows); "
+                "none of this suite's code"
+            )
     # The re-projected models share their inputs: one line says where they came from.
     src = next((m["signatures"] for n, m in val.models.items() if n != "bound"), None)
     if src:

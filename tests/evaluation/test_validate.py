@@ -307,12 +307,86 @@ def test_models_side_by_side_reproject_profiles_and_scale_reused_launches(tmp_pa
     assert v.load_validation(out).models == out["models"]
 
 
-def test_model_names_checked_learned_refused():
+def test_model_names_checked():
     assert vmodels.check_model_names(["bound", "paper", "bound"]) == ["bound", "paper"]
-    with pytest.raises(ClprojError, match="not supported by validate"):
-        vmodels.check_model_names(["bound", "learned"])
+    assert vmodels.check_model_names(["bound", "learned"]) == ["bound", "learned"]
     with pytest.raises(ClprojError, match="unknown model"):
         vmodels.check_model_names(["nope"])
+
+
+class PickyModel(FmaModel):
+    """A fake trained model that, like the learned one, cannot predict an untrained device."""
+
+    name = "picky"
+
+    def predict(self, profile, device, footprint_bytes=None):
+        if device.name == EPYC:
+            raise ClprojError("no training data for epyc", "train it")
+        assert footprint_bytes == 4096  # the run's recorded footprint reaches the model
+        return super().predict(profile, device, footprint_bytes)
+
+
+def test_a_model_without_training_data_for_a_device_leaves_that_device_out(tmp_path):
+    from types import SimpleNamespace
+
+    h100 = vtruth.read_truth_file(
+        truth_file(tmp_path / "h100.tsv", H100, [("app", "k", "64,1,1", "16,1,1", 1, 1000)])
+    )
+    epyc = vtruth.read_truth_file(
+        truth_file(tmp_path / "epyc2.tsv", EPYC, [("app", "k", "64,1,1", "16,1,1", 1, 4000)])
+    )
+    emulated = doc("k", [64], [16], {H100: 1e-6, EPYC: 4e-6}, signature="s64")
+    emulated["profile"] = kprofile("k", [64], [16], fma=64)
+    emulated["footprint_bytes"] = 4096
+    run = vsuite.AppRun(
+        "app", ok=True, doc={"kernels": [{"kernel": "k", "launches": 1}], "projections": [emulated]}
+    )
+    devices = [
+        SimpleNamespace(key=H100.lower().replace(" ", "-"), name=H100, cost=1e-9),
+        SimpleNamespace(key=EPYC.lower().replace(" ", "-"), name=EPYC, cost=1e-8),
+    ]
+    val = v.judge_runs([run], [epyc, h100], models={"picky": PickyModel()}, device_profiles=devices)
+    epyc_key = devices[1].key
+    picky = val.models["picky"]
+    assert picky["per_device"]["epyc2"]["kernels"] == 0  # left out, not a crash
+    assert picky["per_device"]["h100"]["kernels"] == 1
+    assert picky["per_device"]["h100"]["median_ratio"] == pytest.approx(64e-9 / 1e-6)
+    assert picky["per_device"]["h100"]["within_25"] == 0
+    assert picky["per_device"]["h100"]["max_off_factor"] == pytest.approx(1e-6 / 64e-9)
+    assert picky["signatures"] == {"emulated": 1, f"no training data for {epyc_key}": 1}
+
+
+def test_learned_model_trains_on_our_apps_only(tmp_path):
+    """The learned model of validate trains on every committed app of ours, per device
+    profile key, and predicts a launch on each of those devices; results whose device has
+    no measured profile give no rows, which is a one-line error, not an untrained model."""
+    from devices.profile import load_profile
+    from evaluation.evaluate import default_results
+    from runtime.projection.models.learned import LearnedModel
+
+    model = LearnedModel(n_estimators=8, grid=({"max_features": 1.0, "min_samples_leaf": 3},))
+    what = vmodels.fit_on_our_apps(model)
+    committed = default_results()
+    assert what["apps"] >= 30 and len(what["rows"]) == len(committed)
+    assert set(model.models) == set(what["rows"])
+    profile = kprofile("k", [4096], [64], fma=4096 * 64)
+    times = {}
+    for key in what["rows"]:
+        path = os.path.join("devices", "profiles", "measured")
+        match = [f for f in os.listdir(path) if load_profile(os.path.join(path, f)).key == key]
+        assert match, key
+        dev = load_profile(os.path.join(path, match[0]))
+        times[key] = model.predict(profile, dev, 1 << 20).time_s
+    assert all(1e-7 < t < 10.0 for t in times.values()), times
+
+    with open(committed[0], encoding="utf-8") as fh:
+        res = json.load(fh)
+    res["device"]["name"] = "Imaginary CPU 9000"  # no measured profile of that name
+    res["device"]["platform"] = "Nowhere"
+    fake = tmp_path / "bench-imaginary-paper.json"
+    fake.write_text(json.dumps(res), encoding="utf-8")
+    with pytest.raises(ClprojError, match="no training rows"):
+        vmodels.fit_on_our_apps(LearnedModel(n_estimators=2), [str(fake)])
 
 
 def test_parse_run_output_skips_app_output_with_braces():
@@ -525,11 +599,11 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
     # The readable tables, on the same (now given) build folder, one app.
     res = clproj(
         "validate", str(tiny_suite), "--truth", str(tiny_suite / "truth"), "--build-dir",
-        str(build), "--apps", "tiny", "--models", "bound,roofline,paper",
+        str(build), "--apps", "tiny", "--models", "bound,roofline,paper,learned",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     text = res.stdout
-    for needle in ("models side by side", "roofline", "paper", "h100 MAPE", "per device", "MAPE", "within 0.8-1.25x", "best device chosen", "worst kernels",
+    for needle in ("models side by side", "roofline", "paper", "learned: trained on", "h100: median · in 25% · MAPE · worst", "per device", "MAPE", "within 0.8-1.25x", "best device chosen", "worst kernels",
                    "epyc2 vs h100", "scale", "add2d"):  # fmt: skip
         assert needle in text, needle
 
