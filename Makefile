@@ -55,7 +55,7 @@ VALIDATION := ../shared/validation/polybench
 bench: setup
 	$(BIN)/clproj evaluate
 	POCL_DEVICES=pthread $(BIN)/clproj validate $(VALIDATION) --truth $(VALIDATION)/truth \
-		--report benchmarks/results/validation-polybench
+		--models bound,paper,roofline,mwp-cwp,learned --report benchmarks/results/validation-polybench
 
 # pyopencl's own test suite plainly and under each mode, every test id compared
 # (scripts/conformance.sh --help; a few minutes; CONFORMANCE_ARGS="--files test_wrapper.py").

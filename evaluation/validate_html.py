@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from evaluation.validate_scores import BAND_2X, BAND_25
-from evaluation.validate_tables import device_metrics, pct, ratio_text, worst_rows
+from evaluation.validate_tables import device_metrics, model_rows, pct, ratio_text, worst_rows
 
 
 def write_report(val: Any, directory: str) -> str:
@@ -114,6 +114,11 @@ def write_report(val: Any, directory: str) -> str:
         [" vs ".join(p["devices"]), p["kernels"], f"{p['agree']}/{p['kernels']}"]
         for p in s["pairs"]
     ]
+    models = ""
+    if val.models:
+        m_header, m_rows, trained = model_rows(val)
+        notes = "".join(f"<p>{html.escape(t)}</p>" for t in trained)
+        models = f"<h2>Models side by side</h2>{table(m_header, m_rows)}{notes}"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>clproj validate</title>
 <style>body{{font-family:sans-serif;margin:2em}} td,th{{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}}</style></head>
 <body><h1>clproj validation: {html.escape(val.suite)}</h1>
@@ -121,6 +126,7 @@ def write_report(val: Any, directory: str) -> str:
 mean penalty {pct(s["mean_penalty"])} (max {pct(s["max_penalty"])}); mean relative error
 {pct(s["mean_relative_error"])}. Run took {val.wall_s:.0f} s.</p>
 <h2>Per device</h2>{table(["label", "device", "kernels", "median proj/meas", "within 0.8-1.25x", "within 0.5-2x", "MAPE", "max off-factor"], dev_rows)}
+{models}
 <h2>Device order</h2>{table(["pair", "kernels", "order agrees"], pair_rows)}
 <h2>Per kernel</h2>{table(["app", "kernel", "launches judged", *[f"{d} ratio" for d in val.devices], "best", "picked", "penalty", "rel. err"], kernel_rows)}
 <h2>Worst kernels</h2>{table(["app", "kernel", "device", "measured", "projected", "ratio", "bound", "emulation"], worst)}

@@ -203,10 +203,11 @@ def print_validation(val: Any) -> None:
     print(f"validation took {val.wall_s:.1f} s")
 
 
-def print_models(val: Any) -> None:
-    """``--models``: one row per model over the same kernels and devices; per device one
-    cell with the issue's four per-device figures (median ratio, kernels within 25%,
-    MAPE, worst off-factor)."""
+def model_rows(val: Any) -> tuple[list[str], list[list[str]], list[str]]:
+    """``--models`` side by side: header, one row per model over the same kernels and
+    devices (per device one cell with the issue's four per-device figures: median ratio,
+    kernels within 25%, MAPE, worst off-factor), and a line per trained model saying
+    what it was trained on. Shared by the text tables and the HTML report."""
     devs = val.devices
 
     def cell(per: dict[str, Any], d: str) -> str:
@@ -217,34 +218,42 @@ def print_models(val: Any) -> None:
         worst = ratio_text(m["max_off_factor"]) if "max_off_factor" in m else "?"
         return f"{ratio_text(m['median_ratio'])} · {within} · {pct(m['mape'])} · {worst}"
 
+    header = [
+        "model",
+        "best chosen",
+        "mean rel. err",
+        *[f"{d}: median · in 25% · MAPE · worst" for d in devs],
+    ]
     rows = [
-        (
+        [
             name,
             f"{m['best_chosen']}/{m['kernels']}",
             pct(m["mean_relative_error"]),
             *[cell(m["per_device"], d) for d in devs],
-        )
+        ]
         for name, m in val.models.items()
     ]
+    trained = [
+        f"{name}: trained on {m['trained_on']['apps']} of our own apps' measured launch groups "
+        f"({', '.join(f'{k} {n}' for k, n in m['trained_on']['rows'].items())} rows); "
+        "none of this suite's code"
+        for name, m in val.models.items()
+        if m.get("trained_on")
+    ]
+    return header, rows, trained
+
+
+def print_models(val: Any) -> None:
+    """``--models``: the side-by-side table (:func:`model_rows`)."""
+    header, rows, trained = model_rows(val)
     print_table(
-        [
-            "model",
-            "best chosen",
-            "mean rel. err",
-            *[f"{d}: median · in 25% · MAPE · worst" for d in devs],
-        ],
+        header,
         rows,
         title="models side by side (bound: the run's projections; others: its kernel profiles "
         "re-projected, reused launches scaled from their anchor)",
     )
-    for name, m in val.models.items():
-        if m.get("trained_on"):
-            t = m["trained_on"]
-            print(
-                f"{name}: trained on {t['apps']} of our own apps' measured launch groups "
-                f"({', '.join(f'{k} {n}' for k, n in t['rows'].items())} rows); "
-                "none of this suite's code"
-            )
+    for line in trained:
+        print(line)
     # The re-projected models share their inputs: one line says where they came from.
     src = next((m["signatures"] for n, m in val.models.items() if n != "bound"), None)
     if src:

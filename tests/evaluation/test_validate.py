@@ -600,8 +600,11 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
     res = clproj(
         "validate", str(tiny_suite), "--truth", str(tiny_suite / "truth"), "--build-dir",
         str(build), "--apps", "tiny", "--models", "bound,roofline,paper,learned",
+        "--report", str(tmp_path / "report-models"),
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
+    page = (tmp_path / "report-models" / "index.html").read_text(encoding="utf-8")
+    assert "Models side by side" in page and "learned: trained on" in page
     text = res.stdout
     for needle in ("models side by side", "roofline", "paper", "learned: trained on", "h100: median · in 25% · MAPE · worst", "per device", "MAPE", "within 0.8-1.25x", "best device chosen", "worst kernels",
                    "epyc2 vs h100", "scale", "add2d"):  # fmt: skip
