@@ -119,8 +119,7 @@ def model_shapes(
     """
     by_key = {d.key: d for d in devices}
     by_signature = {str(d.get("signature", "")): d for d in docs if d.get("signature")}
-    times: dict[ShapeKey, dict[str, list[float]]] = {}
-    bounds: dict[ShapeKey, dict[str, Counter]] = {}
+    jobs: dict[str, list[tuple[ShapeKey, str, dict[str, Any], float | None]]] = {}
     sigs: Counter = Counter()
     how: Counter = Counter()
     for doc in docs:
@@ -133,16 +132,21 @@ def model_shapes(
         key = shape_key(doc["kernel"], doc["global_size"], doc.get("local_size"))
         sigs[key] += 1
         for p in doc["projections"]:
-            dev = by_key.get(p.get("device"))
-            if dev is None:
-                continue
-            try:
-                pred = model.predict(profile, dev, doc.get("footprint_bytes"))
-            except ClprojError:  # a learned model without training data for this device
-                how[f"no training data for {dev.key}"] += 1
-                continue
-            times.setdefault(key, {}).setdefault(p["name"], []).append(float(pred.time_s))
-            bounds.setdefault(key, {}).setdefault(p["name"], Counter())[str(pred.bound)] += 1
+            if p.get("device") in by_key:
+                jobs.setdefault(p["device"], []).append(
+                    (key, p["name"], profile, doc.get("footprint_bytes"))
+                )
+    times: dict[ShapeKey, dict[str, list[float]]] = {}
+    bounds: dict[ShapeKey, dict[str, Counter]] = {}
+    for dev_key, work in jobs.items():
+        try:
+            preds = predict_all(model, [(prof, fp) for _, _, prof, fp in work], by_key[dev_key])
+        except ClprojError:  # a learned model without training data for this device
+            how[f"no training data for {dev_key}"] += len(work)
+            continue
+        for (key, name, _, _), pred in zip(work, preds, strict=True):
+            times.setdefault(key, {}).setdefault(name, []).append(float(pred.time_s))
+            bounds.setdefault(key, {}).setdefault(name, Counter())[str(pred.bound)] += 1
     out = {
         key: ShapeProjection(
             time_s={name: statistics.fmean(ts) for name, ts in per_dev.items()},
@@ -152,6 +156,21 @@ def model_shapes(
         for key, per_dev in times.items()
     }
     return out, how
+
+
+def predict_all(
+    model: Any, launches: Sequence[tuple[dict[str, Any], float | None]], device: Any
+) -> list[Any]:
+    """``model``'s predictions of (profile, footprint) launches on one device, in order.
+
+    Why: a validation re-projects thousands of reused launches; a model that predicts
+    many rows in one call (``predict_many``: the learned model, whose trees cost far more
+    per call than per row) gets them in one batch, others one by one.
+    """
+    many = getattr(model, "predict_many", None)
+    if many is not None:
+        return list(many([p for p, _ in launches], device, [fp for _, fp in launches]))
+    return [model.predict(p, device, fp) for p, fp in launches]
 
 
 def model_summary(

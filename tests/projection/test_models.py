@@ -190,6 +190,16 @@ def test_learned_model_is_deterministic_and_order_independent(rows, nbody) -> No
     assert a.predict_s  # prediction latency is recorded
     with pytest.raises(ClprojError, match="no training data"):
         a.predict(nbody, load_profile("pocl-basic-amd-epyc"))
+    # Many launches in one pass give exactly the one-by-one numbers, in order.
+    variants = [v for r in rows for _, v in r.variants][:12]
+    fps = [float(1 << (10 + i)) for i in range(len(variants))]
+    batch = a.predict_many(variants, dev, fps)
+    assert [p.time_s for p in batch] == [
+        a.predict(v, dev, f).time_s for v, f in zip(variants, fps, strict=True)
+    ]
+    assert a.predict_many([], dev) == []
+    with pytest.raises(ClprojError, match="no training data"):
+        a.predict_many([nbody], load_profile("pocl-basic-amd-epyc"))
 
 
 def test_learned_model_selects_hyper_parameters_by_grouped_cv(rows) -> None:
