@@ -206,8 +206,9 @@ def print_validation(val: Any) -> None:
 def model_rows(val: Any) -> tuple[list[str], list[list[str]], list[str]]:
     """``--models`` side by side: header, one row per model over the same kernels and
     devices (per device one cell with the issue's four per-device figures: median ratio,
-    kernels within 25%, MAPE, worst off-factor), and a line per trained model saying
-    what it was trained on. Shared by the text tables and the HTML report."""
+    kernels within 25%, MAPE, worst off-factor), and lines saying what each trained model
+    was trained on and what it could not predict for want of training data. Shared by the
+    text tables and the HTML report."""
     devs = val.devices
 
     def cell(per: dict[str, Any], d: str) -> str:
@@ -239,6 +240,12 @@ def model_rows(val: Any) -> tuple[list[str], list[list[str]], list[str]]:
         "none of this suite's code"
         for name, m in val.models.items()
         if m.get("trained_on")
+    ]
+    trained += [
+        f"{name}: {n} prediction(s) left out, {why}"
+        for name, m in val.models.items()
+        for why, n in sorted((m.get("signatures") or {}).items())
+        if why.startswith("no training data")
     ]
     return header, rows, trained
 

@@ -354,6 +354,11 @@ def test_a_model_without_training_data_for_a_device_leaves_that_device_out(tmp_p
     assert picky["per_device"]["h100"]["within_25"] == 0
     assert picky["per_device"]["h100"]["max_off_factor"] == pytest.approx(1e-6 / 64e-9)
     assert picky["signatures"] == {"emulated": 1, f"no training data for {epyc_key}": 1}
+    from evaluation.validate_tables import model_rows
+
+    _, rows, lines = model_rows(val)
+    assert rows[0][0] == "picky"
+    assert lines == [f"picky: 1 prediction(s) left out, no training data for {epyc_key}"]
 
 
 def test_learned_model_trains_on_our_apps_only(tmp_path):
