@@ -78,9 +78,9 @@ def _nvml_clocks(dev: Any) -> dict[str, int] | None:
     try:
         import pynvml  # nvidia-ml-py, optional
 
-        from devices.discovery import _pci_bus_id
+        from devices.discovery import pci_bus_id
 
-        bus = _pci_bus_id(dev)
+        bus = pci_bus_id(dev)
         pynvml.nvmlInit()
         try:
             for i in range(pynvml.nvmlDeviceGetCount()):

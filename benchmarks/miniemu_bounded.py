@@ -43,7 +43,7 @@ import numpy as np
 import miniemu
 from benchmarks.apps import get_app
 from intercept.record import LocalArg, from_arrays
-from miniemu.bounded import _key_metrics
+from miniemu.bounded import key_metrics
 from miniemu.reuse import ReuseCache
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "miniemu_bounded.md")
@@ -87,7 +87,7 @@ def record_of(plan, index: int = 0):
 
 
 def tx(stats) -> int:
-    return int(_key_metrics(stats)["transactions"])
+    return int(key_metrics(stats)["transactions"])
 
 
 def rel(a: float, b: float) -> float:
@@ -107,7 +107,7 @@ def agreement(rows: list) -> list[str]:
         t = time.perf_counter()
         b = miniemu.emulate(rec, mode="bounded")
         tb = time.perf_counter() - t
-        si, bi = _key_metrics(s.total)["instructions"], _key_metrics(b.total)["instructions"]
+        si, bi = key_metrics(s.total)["instructions"], key_metrics(b.total)["instructions"]
         out.append(
             f"| {rec.kernel} | {size} | {b.emulation['method']} | {si:.4g} | {bi:.4g} | {rel(bi, si):.2%} | "
             f"{tx(s.total):.4g} | {tx(b.total):.4g} | {rel(tx(b.total), tx(s.total)):.2%} | {ts:.2f} | {tb:.2f} | {ts / tb:.1f}x |"
@@ -130,7 +130,7 @@ def heavy() -> list[str]:
         tb = time.perf_counter() - t
         e = b.emulation
         out.append(
-            f"| {rec.kernel} | {plan.size} | {tb:.2f} | {e['method']} | {e['confidence']} | {e['emulator_runs']} | {_key_metrics(b.total)['instructions']:.4g} |"
+            f"| {rec.kernel} | {plan.size} | {tb:.2f} | {e['method']} | {e['confidence']} | {e['emulator_runs']} | {key_metrics(b.total)['instructions']:.4g} |"
         )
         print(out[-1], flush=True)
     return out
@@ -168,7 +168,7 @@ def lu_reuse(n: int) -> list[str]:
                 i,
                 launch.kernel,
                 p.emulation["method"],
-                rel(_key_metrics(p.total)["instructions"], _key_metrics(d.total)["instructions"]),
+                rel(key_metrics(p.total)["instructions"], key_metrics(d.total)["instructions"]),
                 rel(tx(p.total), tx(d.total)),
             )
         )
@@ -335,7 +335,7 @@ def _reuse_accuracy(doc: dict, rec_dir: str, size: str) -> list[str]:
                 continue
         reused = cache.scaled(full)
         direct = miniemu.emulate(full, mode="bounded")
-        km_r, km_d = _key_metrics(reused.total), _key_metrics(direct.total)
+        km_r, km_d = key_metrics(reused.total), key_metrics(direct.total)
         gb = ("global load bytes", "global store bytes")
         d_proj = project_record(full, devices, "bounded", use_cache=False, profile=direct.to_dict())
         t_run = {p["device"]: p["time_s"] for p in got.get("projections", [])}
@@ -385,7 +385,7 @@ _EMULATE_ONE = r"""
 import hashlib, json, resource, sys, time
 import miniemu
 from intercept.record import load
-from miniemu.bounded import _key_metrics
+from miniemu.bounded import key_metrics
 from runtime.projection import device_set
 from runtime.projection.model import rank, record_footprint
 rec = load(sys.argv[1])
@@ -406,7 +406,7 @@ print(json.dumps({
     "confidence": em["confidence"],
     "runs": em.get("emulator_runs"),
     "work_items": em.get("work_items_emulated"),
-    "metrics": _key_metrics(p.total),
+    "metrics": key_metrics(p.total),
     "chain": p.total.get("dependence", {}).get("chain"),
     "h100_s": ranked[0].time_s if ranked else None,
     "digest": hashlib.sha256(json.dumps(p.total, sort_keys=True).encode()).hexdigest()[:12],

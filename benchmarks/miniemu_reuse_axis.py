@@ -35,7 +35,7 @@ import numpy as np
 import miniemu
 from benchmarks.apps.base import load_source
 from intercept.record import LaunchRecord, from_arrays
-from miniemu.bounded import _key_metrics
+from miniemu.bounded import key_metrics
 from miniemu.reuse import ReuseCache
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "miniemu_reuse_axis.md")
@@ -82,7 +82,7 @@ def lu_column(n: int = 128) -> list[LaunchRecord]:
 
 
 def metrics(p) -> dict[str, float]:
-    m = _key_metrics(p.total)
+    m = key_metrics(p.total)
     return {
         "instructions": m["instructions"],
         "global bytes": m["global load bytes"] + m["global store bytes"],

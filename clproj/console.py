@@ -7,6 +7,7 @@ output on stdout stays machine-readable.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -20,6 +21,17 @@ T = TypeVar("T")
 # Piped output (tests, logs, `| less`) gets wide tables instead of wrapped cells.
 stdout = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 stderr = Console(stderr=True)
+
+
+def fmt_time(seconds: float | None) -> str:
+    """Seconds in s, ms or us with three significant digits; ``-`` for none or not finite."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
 
 
 def emit_json(obj: Any) -> None:

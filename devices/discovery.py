@@ -58,7 +58,7 @@ CL_DEVICE_PCI_BUS_ID_NV = 0x4008
 CL_DEVICE_PCI_SLOT_ID_NV = 0x4009
 
 
-def _pci_bus_id(dev: Any) -> str | None:
+def pci_bus_id(dev: Any) -> str | None:
     """The PCI address of an NVIDIA device (cl_nv_device_attribute_query), if exposed."""
     try:
         bus = dev.get_info(CL_DEVICE_PCI_BUS_ID_NV)
@@ -101,7 +101,7 @@ def describe(index: int, dev: Any) -> DeviceInfo:
         max_work_group_size=int(dev.max_work_group_size),
         driver_version=dev.driver_version.strip(),
         opencl_version=dev.version.strip(),
-        pci_bus_id=_pci_bus_id(dev) if "NVIDIA" in dev.vendor.upper() else None,
+        pci_bus_id=pci_bus_id(dev) if "NVIDIA" in dev.vendor.upper() else None,
     )
 
 

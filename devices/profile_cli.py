@@ -148,9 +148,9 @@ def run(args: argparse.Namespace) -> int:
     dev = select_device(args.device)
     nv = None
     if "NVIDIA" in dev.vendor.upper():
-        from devices.discovery import _pci_bus_id
+        from devices.discovery import pci_bus_id
 
-        nv = nvml.match(dev.name.strip(), _pci_bus_id(dev))
+        nv = nvml.match(dev.name.strip(), pci_bus_id(dev))
     stderr.print(f"profiling [bold]{dev.name.strip()}[/] ({mode} mode)", highlight=False)
     t0 = time.perf_counter()
 

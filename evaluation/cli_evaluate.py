@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from clproj.console import emit_json, print_table, stderr
-from runtime.projection.cli import fmt_time
+from clproj.console import emit_json, fmt_time, print_table, stderr
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

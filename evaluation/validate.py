@@ -30,6 +30,7 @@ from evaluation.validate_match import KernelResult, judge_app
 from evaluation.validate_models import (
     check_model_names,
     fit_on_our_apps,
+    launch_profiles,
     model_shapes,
     model_summary,
 )
@@ -227,6 +228,13 @@ def judge_runs(
             notes[r.app] = app_notes
     labels = [d.label for d in judged]
     summaries: dict[str, dict[str, Any]] = {}
+    reprojects = any(m is not None for m in (models or {}).values())
+    profiled = [
+        launch_profiles(r.doc.get("projections") or [])
+        if reprojects and r.ok and r.doc is not None
+        else None
+        for r in runs
+    ]
     for name, model in (models or {}).items():
         if model is None:
             summaries[name] = model_summary(
@@ -237,11 +245,10 @@ def judge_runs(
             continue
         mk: list[KernelResult] = []
         sources: Counter = Counter()
-        for r in runs:
-            if not r.ok or r.doc is None:
+        for r, launches in zip(runs, profiled, strict=True):
+            if launches is None or r.doc is None:
                 continue
-            docs = r.doc.get("projections") or []
-            shapes, how = model_shapes(docs, model, device_profiles)
+            shapes, how = model_shapes(launches, model, device_profiles)
             sources.update(how)
             mk.extend(judge_app(r.app, r.doc, judged, shapes)[0])
         summaries[name] = model_summary(mk, labels, sources)

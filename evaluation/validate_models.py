@@ -105,30 +105,49 @@ def signature_profile(
     return scale_profile(base, record, "validate --models re-projection").to_dict(), "scaled"
 
 
-def model_shapes(
-    docs: Sequence[Mapping[str, Any]], model: Any, devices: Sequence[Any]
-) -> tuple[dict[ShapeKey, ShapeProjection], Counter]:
-    """Per-shape times of ``model`` on ``devices``, from the docs' kernel profiles.
+def launch_profiles(
+    docs: Sequence[Mapping[str, Any]],
+) -> tuple[list[tuple[Mapping[str, Any], dict[str, Any]]], Counter]:
+    """Each projected doc of a run with the kernel profile it was projected from.
 
-    Each signature's profile (:func:`signature_profile`) is projected onto each device
-    the run projected it onto (matched by profile key), with the launch footprint the run
-    recorded (runs from before it was recorded: none); signatures of one shape are
-    averaged as in :func:`project_shapes`. The counter says how many signatures were
-    ``emulated``, ``scaled`` or had ``no profile`` (those are left out), and how many
-    predictions a model could not make for want of ``training data`` on a device.
+    Why a step of its own: rebuilding a reused launch's profile (:func:`signature_profile`)
+    costs far more than a model's prediction, and it does not depend on the model, so a
+    validation builds them once per run and hands them to every model (:func:`model_shapes`).
+    The counter says how many signatures were ``emulated``, ``scaled`` or had ``no profile``
+    (those are left out).
     """
-    by_key = {d.key: d for d in devices}
     by_signature = {str(d.get("signature", "")): d for d in docs if d.get("signature")}
-    jobs: dict[str, list[tuple[ShapeKey, str, dict[str, Any], float | None]]] = {}
-    sigs: Counter = Counter()
+    pairs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
     how: Counter = Counter()
     for doc in docs:
         if doc.get("error") or not doc.get("projections"):
             continue
         profile, source = signature_profile(doc, by_signature)
         how[source] += 1
-        if profile is None:
-            continue
+        if profile is not None:
+            pairs.append((doc, profile))
+    return pairs, how
+
+
+def model_shapes(
+    launches: tuple[list[tuple[Mapping[str, Any], dict[str, Any]]], Counter],
+    model: Any,
+    devices: Sequence[Any],
+) -> tuple[dict[ShapeKey, ShapeProjection], Counter]:
+    """Per-shape times of ``model`` on ``devices``, from a run's :func:`launch_profiles`.
+
+    Each signature's profile is projected onto each device the run projected it onto
+    (matched by profile key), with the launch footprint the run recorded (runs from before
+    it was recorded: none); signatures of one shape are averaged as in
+    :func:`project_shapes`. The counter is :func:`launch_profiles`' plus how many
+    predictions a model could not make for want of ``training data`` on a device.
+    """
+    pairs, built = launches
+    by_key = {d.key: d for d in devices}
+    jobs: dict[str, list[tuple[ShapeKey, str, dict[str, Any], float | None]]] = {}
+    sigs: Counter = Counter()
+    how: Counter = Counter(built)
+    for doc, profile in pairs:
         key = shape_key(doc["kernel"], doc["global_size"], doc.get("local_size"))
         sigs[key] += 1
         for p in doc["projections"]:

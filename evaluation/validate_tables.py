@@ -11,19 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from clproj.console import print_table
+from clproj.console import fmt_time, print_table
 from evaluation.validate_scores import worst_kernels
-
-
-def fmt_time(seconds: float | None) -> str:
-    """Seconds in s, ms or us with three significant digits; ``-`` for none."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
 
 
 def pct(x: float | None) -> str:

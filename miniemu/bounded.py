@@ -203,23 +203,23 @@ def trip_count(loop: dict[str, Any], args: dict[int, int], key: str = "exact") -
 # ---------------------------------------------------------------- statistics helpers
 
 
-def _flatten(stats: dict[str, Any], prefix: tuple = ()) -> dict[tuple, float]:
+def flatten_stats(stats: dict[str, Any], prefix: tuple = ()) -> dict[tuple, float]:
     out: dict[tuple, float] = {}
     for k, v in stats.items():
         if k in _NOT_SCALED:
             continue
         if isinstance(v, dict):
-            out.update(_flatten(v, (*prefix, k)))
+            out.update(flatten_stats(v, (*prefix, k)))
         elif isinstance(v, (int, float)):
             out[(*prefix, k)] = float(v)
     return out
 
 
-def _rebuild(template: dict[str, Any], values: dict[tuple, float], prefix: tuple = ()) -> dict:
+def rebuild_stats(template: dict[str, Any], values: dict[tuple, float], prefix: tuple = ()) -> dict:
     out: dict[str, Any] = {}
     for k, v in template.items():
         if isinstance(v, dict) and k not in _NOT_SCALED:
-            out[k] = _rebuild(v, values, (*prefix, k))
+            out[k] = rebuild_stats(v, values, (*prefix, k))
         elif (*prefix, k) in values:
             out[k] = max(0, round(values[(*prefix, k)]))
         else:
@@ -227,7 +227,7 @@ def _rebuild(template: dict[str, Any], values: dict[tuple, float], prefix: tuple
     return out
 
 
-def _key_metrics(stats: dict[str, Any]) -> dict[str, float]:
+def key_metrics(stats: dict[str, Any]) -> dict[str, float]:
     g = stats.get("global", {})
     tx = sum(c for d in g.get("transactions", {}).values() for w in d.values() for c in w.values())
     return {
@@ -242,7 +242,7 @@ def _key_metrics(stats: dict[str, Any]) -> dict[str, float]:
 
 def relative_error(pred: dict[str, Any], ref: dict[str, Any]) -> tuple[float, str]:
     """Largest relative difference of the key metrics (instructions, bytes, transactions)."""
-    mp, mr = _key_metrics(pred), _key_metrics(ref)
+    mp, mr = key_metrics(pred), key_metrics(ref)
     worst, what = 0.0, "instructions"
     for k in mr:
         hi = max(abs(mp[k]), abs(mr[k]))
@@ -433,7 +433,7 @@ def _loop_extrapolate(
     import numpy as np
 
     fit_n = degree + 1
-    flat = [_flatten(p.total) for p in probes]
+    flat = [flatten_stats(p.total) for p in probes]
     keys = set().union(*flat)
     predicted_actual: dict[tuple, float] = {}
     predicted_check: dict[tuple, float] = {}
@@ -442,9 +442,9 @@ def _loop_extrapolate(
         coef = np.polyfit(xs[:fit_n], ys[:fit_n], degree)
         predicted_actual[key] = float(np.polyval(coef, x_actual))
         predicted_check[key] = float(np.polyval(coef, xs[-1]))
-    check = _rebuild(probes[-1].total, predicted_check)
+    check = rebuild_stats(probes[-1].total, predicted_check)
     err, what = relative_error(check, probes[-1].total)
-    total = _rebuild(probes[0].total, predicted_actual)
+    total = rebuild_stats(probes[0].total, predicted_actual)
     base = probes[0]
     per_group = scale_stats(total, 1.0 / base.launch["num_groups"])
     for s in (total, per_group):

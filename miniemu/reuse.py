@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from intercept.identity import reuse_family
-from miniemu.bounded import _flatten, _rebuild, relative_error, scalar_args, scev_args
+from miniemu.bounded import flatten_stats, rebuild_stats, relative_error, scalar_args, scev_args
 from miniemu.profile import KernelProfile, scale_stats
 
 if TYPE_CHECKING:
@@ -197,12 +197,12 @@ def interpolate_profile(
     nearer = lo if _log_distance(wl, w) <= _log_distance(wh, w) else hi
     out = scale_profile(nearer, record, reason)
     f = (w - wl) / max(1, wh - wl)
-    fl, fh = _flatten(lo.total), _flatten(hi.total)
+    fl, fh = flatten_stats(lo.total), flatten_stats(hi.total)
     values = {
         k: w * ((1 - f) * fl.get(k, 0.0) / max(1, wl) + f * fh.get(k, 0.0) / max(1, wh))
         for k in fl.keys() | fh.keys()
     }
-    total = _rebuild(nearer.total, values)
+    total = rebuild_stats(nearer.total, values)
     total["work_items"] = w
     out.total = total
     out.per_group = scale_stats(total, 1.0 / max(1, out.launch["num_groups"]))
@@ -219,7 +219,7 @@ def axis_profile(
     """``record``'s profile from emulated ``anchors`` of its own NDRange size, every
     counter linear in scalar argument ``axis``: interpolated between the two anchors
     bracketing the launch's value, else extrapolated from the two nearest on its side,
-    clamped at >= 0 (:func:`_rebuild`).
+    clamped at >= 0 (:func:`rebuild_stats`).
 
     Why: at a constant NDRange, work can still depend on a scalar through a branch
     (Gaussian elimination's ``if (gid < size - 1 - t)``): the active work-items, hence
@@ -243,9 +243,9 @@ def axis_profile(
     f = (x - xl) / (xh - xl)
     nearer = lo if abs(x - xl) <= abs(x - xh) else hi
     out = scale_profile(nearer.profile, record, reason)  # factor 1: launch, flags
-    fl, fh = _flatten(lo.profile.total), _flatten(hi.profile.total)
+    fl, fh = flatten_stats(lo.profile.total), flatten_stats(hi.profile.total)
     values = {k: (1 - f) * fl.get(k, 0.0) + f * fh.get(k, 0.0) for k in fl.keys() | fh.keys()}
-    total = _rebuild(nearer.profile.total, values)  # rounds and clamps at >= 0
+    total = rebuild_stats(nearer.profile.total, values)  # rounds and clamps at >= 0
     total["work_items"] = _work_items(record)
     out.total = total
     out.per_group = scale_stats(total, 1.0 / max(1, out.launch["num_groups"]))

@@ -112,6 +112,31 @@ def test_only_the_settings_table_reads_clproj_variables() -> None:
     )
 
 
+def _native_module(module: str, name: str) -> bool:
+    """``from package import _ext`` of a cffi-built extension (``runtime.cluster.node._nodelink``):
+    private by how it is built, not a member of another module."""
+    package = REPO.joinpath(*module.split("."))
+    return package.is_dir() and not (package / f"{name}.py").exists()
+
+
+def test_no_private_name_imported_across_modules() -> None:
+    """ruff's SLF001 sees ``obj._x``; this sees ``from mod import _x``, the same breach."""
+    bad = [
+        f"{p.relative_to(REPO)}:{node.lineno} {node.module}.{a.name}"
+        for p in _py_files(*PRODUCT, "benchmarks", "scripts")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.level == 0
+        and node.module.split(".")[0] in (*PRODUCT, "benchmarks")
+        for a in node.names
+        if a.name.startswith("_")
+        and not a.name.startswith("__")
+        and not _native_module(node.module, a.name)
+    ]
+    assert not bad, f"make these public (they are used by another module): {bad}"
+
+
 def test_ruff_clean_including_private_member_access() -> None:
     ruff = Path(sys.executable).with_name("ruff")
     if not ruff.exists():

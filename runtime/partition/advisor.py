@@ -16,6 +16,7 @@ import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clproj.console import fmt_time
 from intercept.record import LaunchRecord
 from runtime.partition.safety import Safety
 
@@ -223,7 +224,7 @@ def advise(
     )
     if not safety.ok:
         advice.explanation = (
-            f"not split: {safety.reason}; run it on {best} (projected {_fmt(single[best])})"
+            f"not split: {safety.reason}; run it on {best} (projected {fmt_time(single[best])})"
         )
         return advice
     counts = solve(costs, safety.slabs)
@@ -246,20 +247,20 @@ def advise(
     if len(used) < 2:
         advice.explanation = (
             f"splitting does not pay: the best split gives everything to {used[0].device_key}; "
-            f"run it on {best} (projected {_fmt(single[best])})"
+            f"run it on {best} (projected {fmt_time(single[best])})"
         )
     elif advice.gain < min_gain:
         why = _why_not(advice.shares, single[best], bool(advice.explanation_note))
         advice.explanation = (
-            f"splitting does not pay: best split ({ratio}) projected {_fmt(advice.split_s)} vs "
-            f"{_fmt(single[best])} on {best} alone (gain {advice.gain:.2f}x < {min_gain}x; {why}); "
+            f"splitting does not pay: best split ({ratio}) projected {fmt_time(advice.split_s)} vs "
+            f"{fmt_time(single[best])} on {best} alone (gain {advice.gain:.2f}x < {min_gain}x; {why}); "
             f"run it on {best}"
         )
     else:
         advice.split = True
         advice.explanation = (
-            f"split {ratio}: projected {_fmt(advice.split_s)}, {advice.gain:.2f}x faster than "
-            f"{best} alone ({_fmt(single[best])})"
+            f"split {ratio}: projected {fmt_time(advice.split_s)}, {advice.gain:.2f}x faster than "
+            f"{best} alone ({fmt_time(single[best])})"
         )
     return advice
 
@@ -390,16 +391,8 @@ def core_sharing(devices: list[Any]) -> list[float]:
 def _why_not(shares: list[Share], best_s: float, sharing: bool = False) -> str:
     transfer = max(s.h2d_s + s.d2h_s for s in shares if s.slabs)
     if transfer > 0.3 * best_s:
-        return f"transfers ({_fmt(transfer)}) eat the gain"
+        return f"transfers ({fmt_time(transfer)}) eat the gain"
     return "the devices share the same cores" if sharing else "the others add little throughput"
-
-
-def _fmt(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
 
 
 def profile_for_live_device(cl_device: Any, measure_missing: bool = False) -> Any:

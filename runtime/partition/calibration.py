@@ -235,11 +235,11 @@ def calibrate(
 
 def explain(cal: Calibration, min_gain: float = MEASURED_MIN_GAIN) -> str:
     """One sentence: the measured choice and why."""
-    from runtime.partition.advisor import _fmt
+    from clproj.console import fmt_time
 
     best = cal.devices[cal.best_single]
-    alone = f"{best} alone {_fmt(cal.single_s[cal.best_single])}"
-    how = f"{len(cal.trials)} balancing run(s), {cal.runs} runs, {_fmt(cal.elapsed_s)}"
+    alone = f"{best} alone {fmt_time(cal.single_s[cal.best_single])}"
+    how = f"{len(cal.trials)} balancing run(s), {cal.runs} runs, {fmt_time(cal.elapsed_s)}"
     ratio = ", ".join(
         f"{d} {n / max(1, cal.slabs):.1%}"
         for d, n in zip(cal.devices, cal.split_counts, strict=True)
@@ -251,10 +251,10 @@ def explain(cal: Calibration, min_gain: float = MEASURED_MIN_GAIN) -> str:
         )
     if cal.split:
         return (
-            f"calibrated ({how}): split {ratio} measured {_fmt(cal.split_s)}, "
+            f"calibrated ({how}): split {ratio} measured {fmt_time(cal.split_s)}, "
             f"{cal.gain:.2f}x faster than {alone}"
         )
     return (
         f"calibrated ({how}): splitting does not pay when measured: balanced split ({ratio}) "
-        f"{_fmt(cal.split_s)} vs {alone} (gain {cal.gain:.2f}x < {min_gain}x); run it on {best}"
+        f"{fmt_time(cal.split_s)} vs {alone} (gain {cal.gain:.2f}x < {min_gain}x); run it on {best}"
     )

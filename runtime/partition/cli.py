@@ -133,7 +133,7 @@ def run_advise(args: argparse.Namespace) -> int:
 
 
 def _print(advice: Any, result: Any, cal: Any = None) -> None:
-    from runtime.partition.advisor import _fmt
+    from clproj.console import fmt_time
 
     s = advice.safety
     print(
@@ -147,12 +147,12 @@ def _print(advice: Any, result: Any, cal: Any = None) -> None:
         rows.append(
             (
                 key,
-                _fmt(advice.single_s[key]),
+                fmt_time(advice.single_s[key]),
                 f"{sh.fraction:.1%}" if sh else "-",
                 f"{sh.slabs}" if sh else "-",
-                _fmt(sh.kernel_s) if sh and sh.slabs else "-",
-                _fmt(sh.h2d_s + sh.d2h_s) if sh and sh.slabs else "-",
-                _fmt(sh.total_s) if sh and sh.slabs else "-",
+                fmt_time(sh.kernel_s) if sh and sh.slabs else "-",
+                fmt_time(sh.h2d_s + sh.d2h_s) if sh and sh.slabs else "-",
+                fmt_time(sh.total_s) if sh and sh.slabs else "-",
                 sh.bound if sh else "-",
             )
         )
@@ -168,7 +168,7 @@ def _print(advice: Any, result: Any, cal: Any = None) -> None:
         rows = [
             (
                 key,
-                _fmt(cal.single_s[i]),
+                fmt_time(cal.single_s[i]),
                 f"{cal.split_counts[i] / max(1, cal.slabs):.1%}",
                 str(cal.split_counts[i]),
                 (

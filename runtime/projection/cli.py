@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from clproj.argtypes import positive_seconds
-from clproj.console import emit_json, print_table, stderr
+from clproj.console import emit_json, fmt_time, print_table, stderr
 from clproj.errors import ClprojError
 
 
@@ -147,11 +147,3 @@ def run_project(args: argparse.Namespace) -> int:
     )
     print(f"recommended device: {ranked[0].device_key} ({ranked[0].device_name})")
     return 0
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
