@@ -635,7 +635,7 @@ def main() -> None:
             "",
             *project_mode(args.repeats),
             "",
-            "### Offline reuse (`ReuseCache.profile` launch by launch, as `evaluation.app_profiles` uses it)",
+            "### Offline reuse (`ReuseCache.profile` launch by launch, as `runtime.evaluation.app_profiles` uses it)",
             "",
             *lu_reuse(1024),
             "",

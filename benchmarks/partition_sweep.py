@@ -67,7 +67,7 @@ def _record(app_name: str, size: Any, device: Any) -> Any:
     import pyopencl as cl
 
     from benchmarks.apps import get_app
-    from evaluation.app_records import launch_groups
+    from runtime.evaluation.app_records import launch_groups
 
     plan = get_app(app_name).plan(size)
     queue = cl.CommandQueue(cl.Context([device]), device)

@@ -25,9 +25,9 @@ COMMAND_MODULES = [
     "intercept.cli",
     "runtime.cluster.cli",
     "runtime.projection.cli",
-    "evaluation.cli_evaluate",
+    "runtime.evaluation.cli_evaluate",
     "runtime.partition.cli",
-    "evaluation.cli_validate",
+    "runtime.evaluation.cli_validate",
 ]
 
 

@@ -1,7 +1,7 @@
 """Every file path and module the documentation names exists.
 
 README.md and docs/*.md point readers at code (``runtime/cluster/broker.py``,
-``evaluation.validate.load_validation``) and at tests; a restructure that moves a module
+``runtime.evaluation.validate.load_validation``) and at tests; a restructure that moves a module
 silently turns those pointers into dead ends. This checks each one against the tree:
 
 * a path whose first part is a top-level folder of the repository (``runtime/...``,
@@ -34,14 +34,13 @@ TOPS = (
     "intercept",
     "miniemu",
     "devices",
-    "evaluation",
     "benchmarks",
     "native",
     "tests",
     "docs",
     "scripts",
 )
-PACKAGES = ("runtime", "intercept", "miniemu", "devices", "evaluation", "benchmarks")
+PACKAGES = ("runtime", "intercept", "miniemu", "devices", "benchmarks")
 _TOP, _PKG = "|".join(TOPS), "|".join(PACKAGES)
 PATH = re.compile(rf"(?<![\w./-])((?:{_TOP})/[\w./-]*)")
 DOTTED = re.compile(rf"(?<![\w./-])((?:{_PKG})(?:\.[A-Za-z_]\w*)+)")
@@ -123,12 +122,16 @@ def test_every_module_name_in_the_docs_resolves() -> None:
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("dotted", ["evaluation.validate.load_validation", "runtime.projection"])
+@pytest.mark.parametrize(
+    "dotted", ["runtime.evaluation.validate.load_validation", "runtime.projection"]
+)
 def test_resolving_accepts_modules_packages_and_their_names(dotted: str) -> None:
     assert _resolves(dotted)
 
 
-@pytest.mark.parametrize("dotted", ["runtime.broker", "evaluation.validate.nothing_like_this"])
+@pytest.mark.parametrize(
+    "dotted", ["runtime.broker", "runtime.evaluation.validate.nothing_like_this"]
+)
 def test_resolving_refuses_moved_modules_and_missing_names(dotted: str) -> None:
     assert not _resolves(dotted)
 
@@ -146,7 +149,7 @@ LAYOUT_FOLDERS = (
     "runtime/cluster/client",
     "runtime/cluster/node",
     "runtime/partition",
-    "evaluation",
+    "runtime/evaluation",
     "benchmarks",
 )
 

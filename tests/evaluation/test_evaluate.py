@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from evaluation.evaluate import default_results, evaluate
+from runtime.evaluation.evaluate import default_results, evaluate
 
 
 def clproj(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:

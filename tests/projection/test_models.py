@@ -7,8 +7,8 @@ import pytest
 
 from clproj.errors import ClprojError
 from devices.profile import load_profile
-from evaluation.app_profiles import load_cached
-from evaluation.evaluate import default_results, evaluate
+from runtime.evaluation.app_profiles import load_cached
+from runtime.evaluation.evaluate import default_results, evaluate
 from runtime.projection.model import project
 from runtime.projection.models import MODEL_NAMES, Model, ModelPrediction, get_model
 from runtime.projection.models.base import training_rows

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from devices.profile import load_profile
-from evaluation import metrics
+from runtime.evaluation import metrics
 from runtime.projection.model import dram_bytes, project, rank
 from runtime.projection.occupancy import compute_occupancy
 

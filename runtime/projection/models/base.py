@@ -2,7 +2,7 @@
 
 A model is anything with a ``name`` and ``predict(profile, device, footprint_bytes)``;
 models that learn from measurements also have ``fit(rows)``. The evaluation harness
-(:func:`evaluation.evaluate.evaluate`) calls ``fit`` with the launch groups of every app but
+(:func:`runtime.evaluation.evaluate.evaluate`) calls ``fit`` with the launch groups of every app but
 the one it then predicts (leave-one-app-out), so a learned model is never scored on the
 kernels it was trained on. :func:`training_rows` turns committed ground truth (bench
 results + cached kernel profiles) into those rows.
@@ -57,7 +57,7 @@ def training_rows(
     """Rows for every (app, launch group, device) with a verified measurement and a profile.
 
     ``measured``: device key -> bench results document; ``docs``: app -> cached kernel
-    profiles document (:func:`evaluation.app_profiles.load_cached`). Groups are matched to
+    profiles document (:func:`runtime.evaluation.app_profiles.load_cached`). Groups are matched to
     the measured kernels by kernel name, global and local size; the target is the
     measured median time of one launch (``median_ns``). ``device_keys`` maps a results
     file's device key to the key of its device profile (what ``predict`` receives).

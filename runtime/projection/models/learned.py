@@ -9,7 +9,7 @@ orders of magnitude and errors are relative.
 
 Hyper-parameters are chosen by an inner cross-validation grouped by app (so the inner
 validation never shares an app with its training folds either); the outer loop is the
-evaluation harness's leave-one-app-out (:func:`evaluation.evaluate.evaluate` calls
+evaluation harness's leave-one-app-out (:func:`runtime.evaluation.evaluate.evaluate` calls
 :meth:`LearnedModel.fit` without the app it then predicts). ``docs/models.md``.
 """
 

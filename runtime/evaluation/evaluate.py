@@ -3,7 +3,7 @@
 For every app measured on at least two devices (``benchmarks/results/bench-*.json``) and
 every device with a measured profile, the app's projected time is the sum over its
 launch groups of ``n_launches x projected time of the group's first launch`` (profiles
-from ``evaluation.app_profiles``); the actual time is the measured device time of one run.
+from ``runtime.evaluation.app_profiles``); the actual time is the measured device time of one run.
 The paper's metrics are computed per app across devices, MAPE per device.
 """
 
@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from benchmarks.harness import RESULTS_DIR
 from clproj.errors import ClprojError
-from evaluation import metrics
-from evaluation.app_profiles import PROFILES_DIR, load_cached
+from runtime.evaluation import metrics
+from runtime.evaluation.app_profiles import PROFILES_DIR, load_cached
 from runtime.projection.model import project
-
-RESULTS_DIR = os.path.join(os.path.dirname(PROFILES_DIR))
 
 
 @dataclass

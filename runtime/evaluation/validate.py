@@ -8,11 +8,11 @@ model is wrong by principle rather than where it was fitted.
 
 This module is the whole validation: it ties the parts together and holds its result
 (:class:`Validation`, also read back from ``--json``). The parts: truth files and shapes
-(:mod:`evaluation.validate_truth`), building and running the suite
-(:mod:`evaluation.validate_suite`), matching projections to truth rows
-(:mod:`evaluation.validate_match`), the scores (:mod:`evaluation.validate_scores`) and
-``--models`` (:mod:`evaluation.validate_models`). The command line and its output are in
-evaluation/cli_validate.py, evaluation/validate_tables.py and evaluation/validate_html.py.
+(:mod:`runtime.evaluation.validate_truth`), building and running the suite
+(:mod:`runtime.evaluation.validate_suite`), matching projections to truth rows
+(:mod:`runtime.evaluation.validate_match`), the scores (:mod:`runtime.evaluation.validate_scores`) and
+``--models`` (:mod:`runtime.evaluation.validate_models`). The command line and its output are in
+runtime/evaluation/cli_validate.py, runtime/evaluation/validate_tables.py and runtime/evaluation/validate_html.py.
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clproj.errors import ClprojError
-from evaluation.validate_match import KernelResult, judge_app
-from evaluation.validate_models import (
+from runtime.evaluation.validate_match import KernelResult, judge_app
+from runtime.evaluation.validate_models import (
     check_model_names,
     fit_on_our_apps,
     launch_profiles,
     model_shapes,
     model_summary,
 )
-from evaluation.validate_scores import summarize, worst_kernels
-from evaluation.validate_suite import AppRun, app_dirs, ensure_built, run_app
-from evaluation.validate_truth import TruthDevice, load_truth
+from runtime.evaluation.validate_scores import summarize, worst_kernels
+from runtime.evaluation.validate_suite import AppRun, app_dirs, ensure_built, run_app
+from runtime.evaluation.validate_truth import TruthDevice, load_truth
 
 FORMAT = "clproj.validation"
 VERSION = 1

@@ -1,9 +1,9 @@
 """``clproj validate``: judge the projection model on a suite of third-party apps.
 
 The command only parses arguments and hands over: the validation itself is
-:mod:`evaluation.validate` (so that the matching and the metrics can be tested without
-running an app), the tables :mod:`evaluation.validate_tables`, the HTML report
-:mod:`evaluation.validate_html`. They are imported when the command runs, not when
+:mod:`runtime.evaluation.validate` (so that the matching and the metrics can be tested without
+running an app), the tables :mod:`runtime.evaluation.validate_tables`, the HTML report
+:mod:`runtime.evaluation.validate_html`. They are imported when the command runs, not when
 ``clproj`` starts.
 """
 
@@ -62,9 +62,9 @@ register = register_validate  # clproj/cli.py calls each command module's regist
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from evaluation.validate import validate
-    from evaluation.validate_models import check_model_names
-    from evaluation.validate_tables import print_validation
+    from runtime.evaluation.validate import validate
+    from runtime.evaluation.validate_models import check_model_names
+    from runtime.evaluation.validate_tables import print_validation
 
     apps = [a.strip() for a in args.apps.split(",") if a.strip()] if args.apps else None
     models = None
@@ -89,7 +89,7 @@ def run_validate(args: argparse.Namespace) -> int:
         models=models,
     )
     if args.report:
-        from evaluation.validate_html import write_report
+        from runtime.evaluation.validate_html import write_report
 
         path = write_report(val, args.report)
         stderr.print(f"report: {path}")

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clproj.errors import ClprojError
-from evaluation.validate_match import KernelResult, ShapeProjection
-from evaluation.validate_scores import summarize
-from evaluation.validate_truth import pad_dims
 from intercept.identity import ShapeKey, shape_key
+from runtime.evaluation.validate_match import KernelResult, ShapeProjection
+from runtime.evaluation.validate_scores import summarize
+from runtime.evaluation.validate_truth import pad_dims
 
 
 def check_model_names(names: Sequence[str]) -> list[str]:
@@ -46,7 +46,7 @@ def fit_on_our_apps(model: Any, results_paths: list[str] | None = None) -> dict[
     per-launch medians) with the committed kernel profiles of those apps. Returns what the
     model was trained on (apps and rows per device key), for the report.
     """
-    from evaluation.evaluate import bench_training_rows, load_measured
+    from runtime.evaluation.evaluate import bench_training_rows, load_measured
 
     measured, profiles, _ = load_measured(results_paths)
     rows = bench_training_rows(measured, profiles)

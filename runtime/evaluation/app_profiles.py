@@ -14,15 +14,11 @@ import os
 import time
 from typing import Any
 
+from benchmarks.harness import RESULTS_DIR
 from clproj.errors import ClprojError
 from intercept import identity
 
-PROFILES_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "benchmarks",
-    "results",
-    "kernel-profiles",
-)
+PROFILES_DIR = os.path.join(RESULTS_DIR, "kernel-profiles")
 CACHE_FORMAT = "clproj.app-kernel-profiles"
 CACHE_VERSION = 1
 
@@ -78,8 +74,8 @@ def emulate_app(
     """
     import miniemu
     from benchmarks.apps import get_app
-    from evaluation.app_records import group_key, launch_groups
     from miniemu.reuse import ReuseCache
+    from runtime.evaluation.app_records import group_key, launch_groups
     from runtime.projection.model import record_footprint
 
     app = get_app(app_name)

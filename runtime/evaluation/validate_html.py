@@ -11,8 +11,14 @@ import html
 import os
 from typing import Any
 
-from evaluation.validate_scores import BAND_2X, BAND_25
-from evaluation.validate_tables import device_metrics, model_rows, pct, ratio_text, worst_rows
+from runtime.evaluation.validate_scores import BAND_2X, BAND_25
+from runtime.evaluation.validate_tables import (
+    device_metrics,
+    model_rows,
+    pct,
+    ratio_text,
+    worst_rows,
+)
 
 
 def write_report(val: Any, directory: str) -> str:

@@ -1,6 +1,6 @@
 """Side-by-side evaluation of several models (``clproj evaluate --models a,b,c``).
 
-Every model is scored by :func:`evaluation.evaluate.evaluate` on the same apps and devices:
+Every model is scored by :func:`runtime.evaluation.evaluate.evaluate` on the same apps and devices:
 the bound and MWP-CWP models fit nothing (their parameters are device measurements), the
 learned model is trained leave-one-app-out, so every score is on apps held out from any
 fitting. The learned model's prediction latency (one ``predict`` call: features + trees)
@@ -23,7 +23,7 @@ def compare(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Summary per model: selection accuracy, penalties, relative error, MAPE per device."""
-    from evaluation.evaluate import evaluate
+    from runtime.evaluation.evaluate import evaluate
 
     out: dict[str, Any] = {"models": {}}
     for name in names:

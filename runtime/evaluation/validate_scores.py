@@ -3,7 +3,7 @@
 ``clproj validate`` reports, per truth device, how far projected kernel totals are from
 measured ones, and over all devices whether the projection picks the fastest device and
 orders device pairs as the measurement does. The per-kernel pieces are in
-:mod:`evaluation.validate_match`; this module only aggregates them, so the same summary
+:mod:`runtime.evaluation.validate_match`; this module only aggregates them, so the same summary
 serves the run's own projections and every ``--models`` model.
 """
 
@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from evaluation import metrics
-from evaluation.validate_match import KernelResult
+from runtime.evaluation import metrics
+from runtime.evaluation.validate_match import KernelResult
 
 # Ratio bands of the README: "within 25 %" is the symmetric band 0.8-1.25x (a factor of
 # 1.25 either way), "within 2x" the band 0.5-2x.

@@ -42,8 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
-    """``evaluate --models``: one row per model (evaluation/compare.py)."""
-    from evaluation.compare import compare, rows
+    """``evaluate --models``: one row per model (runtime/evaluation/compare.py)."""
+    from runtime.evaluation.compare import compare, rows
 
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     with stderr.status(f"evaluating {', '.join(names)} (learned: leave-one-app-out)..."):
@@ -68,8 +68,8 @@ def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from clproj.console import track
-    from evaluation.app_profiles import emulate_app
-    from evaluation.evaluate import evaluate
+    from runtime.evaluation.app_profiles import emulate_app
+    from runtime.evaluation.evaluate import evaluate
 
     apps = [a.strip() for a in args.apps.split(",")] if args.apps else None
     if args.emulate:
@@ -81,7 +81,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return _run_models(args, apps)
     ev = evaluate(args.results, mode=args.mode, apps=apps)
     if args.report:
-        from evaluation.report import write_report
+        from runtime.evaluation.report import write_report
 
         path = write_report(ev, args.report)
         stderr.print(f"report: {path}")

@@ -1,8 +1,8 @@
 """The human-readable tables of ``clproj validate`` and the formatting they share.
 
-The command prints a :class:`evaluation.validate.Validation` as tables (apps, per kernel,
+The command prints a :class:`runtime.evaluation.validate.Validation` as tables (apps, per kernel,
 per device, device order, worst kernels, ``--models`` side by side); the HTML report
-(:mod:`evaluation.validate_html`) reuses the formatters and the worst-kernel rows so that
+(:mod:`runtime.evaluation.validate_html`) reuses the formatters and the worst-kernel rows so that
 both show the same numbers the same way.
 """
 
@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from clproj.console import fmt_time, print_table
-from evaluation.validate_scores import worst_kernels
+from runtime.evaluation.validate_scores import worst_kernels
 
 
 def pct(x: float | None) -> str:
