@@ -28,12 +28,8 @@ import sys
 from typing import Any
 
 from clproj.errors import ClprojError
-from clproj.settings_table import TABLE, Setting
+from clproj.settings_table import FALSE, TABLE, TRUE, Setting
 
-TRUE = ("1", "true", "yes", "on")
-"""Boolean spellings of true (any case); public because the C header generator uses them."""
-FALSE = ("0", "false", "no", "off")
-"""Boolean spellings of false (any case); an empty value is unset, i.e. the default."""
 INT_RE = re.compile(r"[+-]?[0-9]+")
 """An ``int`` value: what C's scanner in the generated header accepts too (no ``_``)."""
 FLOAT_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")

@@ -16,8 +16,7 @@ import json
 import math
 import os
 
-from clproj.settings import FALSE, TRUE
-from clproj.settings_table import SCOPES, TABLE, Setting
+from clproj.settings_table import FALSE, SCOPES, TABLE, TRUE, Setting
 
 C_PATH = os.path.join("native", "clproj_settings.h")
 """The header's place in the repository (``make`` and the tests regenerate/compare it)."""

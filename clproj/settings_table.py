@@ -22,6 +22,11 @@ SCOPES = {
 }
 """What each ``scope`` means (docs/settings.md lists it)."""
 
+TRUE = ("1", "true", "yes", "on")
+"""Boolean spellings of true (any case): the Python reader and the generated C header share them."""
+FALSE = ("0", "false", "no", "off")
+"""Boolean spellings of false (any case); an empty value is unset, i.e. the default."""
+
 
 @dataclass(frozen=True)
 class Setting:

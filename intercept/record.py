@@ -18,20 +18,16 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgpack
 
-from clproj import settings
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 from clproj.untrusted import is_int, read_regular_file
 from intercept import identity
 from intercept.blobs import BlobStore, sha256
 from intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, BadField, check_map, short
-
-if TYPE_CHECKING:
-    from intercept.record_writer import RecordWriter
 
 FORMAT = "clproj.launch-record"
 VERSION = 1
@@ -265,32 +261,6 @@ def save(record: LaunchRecord, directory: str) -> str:
     record.store_dir = directory
     record.path = path
     return path
-
-
-_writer: RecordWriter | None = None
-
-
-def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
-    """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit.
-
-    Only in project mode (``CLPROJ_MODE=project``), whose launch-heavy apps it is for;
-    in the other modes the record is saved and ``then`` called at once, as before (route
-    mode wants each projection as early as possible: later launches migrate by it).
-    """
-    global _writer
-    if settings.get("CLPROJ_MODE") != "project":
-        save(record, directory)
-        if then is not None:
-            then(record)
-        return
-    with _seq_lock:
-        if _writer is None:
-            from intercept.hooks import at_exit
-            from intercept.record_writer import RecordWriter
-
-            _writer = RecordWriter()
-            at_exit(_writer.drain)
-    _writer.submit(record, directory, then)
 
 
 def _bad(path: str, what: str) -> ClprojError:

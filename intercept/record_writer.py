@@ -13,6 +13,8 @@ import sys
 import threading
 from typing import Any
 
+from clproj import settings
+from intercept.hooks import at_exit
 from intercept.record import LaunchRecord, save
 
 
@@ -78,3 +80,27 @@ class RecordWriter:
         """Wait until every submitted record is written; False on timeout."""
         with self._cond:
             return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+
+_writer_lock = threading.Lock()
+_writer: RecordWriter | None = None
+
+
+def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
+    """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit.
+
+    Only in project mode (``CLPROJ_MODE=project``), whose launch-heavy apps it is for;
+    in the other modes the record is saved and ``then`` called at once, as before (route
+    mode wants each projection as early as possible: later launches migrate by it).
+    """
+    global _writer
+    if settings.get("CLPROJ_MODE") != "project":
+        save(record, directory)
+        if then is not None:
+            then(record)
+        return
+    with _writer_lock:
+        if _writer is None:
+            _writer = RecordWriter()
+            at_exit(_writer.drain)
+    _writer.submit(record, directory, then)

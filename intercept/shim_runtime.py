@@ -154,9 +154,9 @@ def pre_launch(ffi, lib, L):
 
 def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
     """Store the outputs (--verify) and the measured time; the record is written and the
-    hooks run on the background writer (intercept.record.save_later), not in the app."""
+    hooks run on the background writer (intercept.record_writer.save_later), not in the app."""
     from intercept import hooks
-    from intercept.record import save_later
+    from intercept.record_writer import save_later
 
     with _lock:
         rec = _pending.pop(handle, None)
