@@ -187,6 +187,17 @@ TABLE: tuple[Setting, ...] = (
         "Record only the kernels with these names (comma list, `--kernels`); empty: all.",
     ),
     Setting(
+        "CLPROJ_RECORD_MAX_BYTES",
+        "int",
+        4 << 30,
+        "app",
+        "Stop recording once this process has snapshotted this many bytes of buffers "
+        "(`--verify` counts the outputs too); later launches still run, are counted and "
+        "timed. Recording also stops while the record folder's file system has less than "
+        "1 GiB free. `0`: no byte limit.",
+        bounds=(0, 2**63 - 1),
+    ),
+    Setting(
         "CLPROJ_VERIFY",
         "bool",
         False,

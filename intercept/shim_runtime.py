@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -27,6 +28,11 @@ _reported: set[str] = set()
 _lock = threading.Lock()
 _pending: dict[int, object] = {}
 _handles = itertools.count(1)
+_snapshot_bytes = 0  # buffer bytes this process has snapshotted for records
+
+# Recording never takes a file system below this (a launch-heavy app whose scalar
+# arguments change at every launch makes a record per launch: thousands of snapshots).
+FREE_SPACE_FLOOR = 1 << 30
 
 CL_DEVICE_TYPE_NAMES = {
     cl.CL_DEVICE_TYPE_DEFAULT: "DEFAULT",
@@ -128,6 +134,39 @@ def _metadata(ffi, L):
     )
 
 
+def free_bytes(path: str) -> int:
+    """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return shutil.disk_usage(path).free
+
+
+def within_record_budget(need: int, directory: str) -> bool:
+    """Whether a record snapshotting ``need`` more bytes may be made (CLPROJ_RECORD_MAX_BYTES
+    and :data:`FREE_SPACE_FLOOR`); says once, on stderr, why recording stopped."""
+    global _snapshot_bytes
+    limit = int(settings.get("CLPROJ_RECORD_MAX_BYTES"))
+    with _lock:
+        if limit and _snapshot_bytes + need > limit:
+            _log_once(
+                "budget",
+                f"recording stopped: {_snapshot_bytes >> 20} MiB of buffer snapshots reached "
+                f"CLPROJ_RECORD_MAX_BYTES ({limit >> 20} MiB); later launches run, are counted "
+                "and timed but not recorded (raise it, 0 = no limit, or record fewer: --kernel)",
+            )
+            return False
+        if free_bytes(directory) - need < FREE_SPACE_FLOOR:
+            _log_once(
+                "disk",
+                f"recording stopped: {directory} would have less than "
+                f"{FREE_SPACE_FLOOR >> 30} GiB free; later launches run, are counted and timed "
+                "but not recorded (free space there or record elsewhere: --record DIR)",
+            )
+            return False
+        _snapshot_bytes += need
+    return True
+
+
 def pre_launch(ffi, lib, L):
     """Build the record and snapshot every buffer argument before the launch runs."""
     from intercept.record import new_id
@@ -140,6 +179,9 @@ def pre_launch(ffi, lib, L):
 
         if not hooks.admit("project", rec):
             return 0  # answered from the reuse cache: no snapshot, no record
+    need = sum(int(a.size) for a in rec.args if a.kind == "buffer") * (2 if L.verify else 1)
+    if not within_record_budget(need, record_dir()):
+        return 0
     for arg in rec.args:
         if arg.kind == "buffer":
             data = _read(ffi, lib, L, L.args[arg.index].mem, int(arg.size), wait=True)

@@ -218,6 +218,11 @@ static inline const char *clproj_setting_record_kernels(void) {
     return clproj__text("CLPROJ_RECORD_KERNELS", "", 0, buf);
 }
 
+/* CLPROJ_RECORD_MAX_BYTES (int, app): see docs/settings.md. */
+static inline long long clproj_setting_record_max_bytes(void) {
+    return clproj__int("CLPROJ_RECORD_MAX_BYTES", 4294967296LL, 0LL, 9223372036854775807LL);
+}
+
 /* CLPROJ_VERIFY (bool, app): see docs/settings.md. */
 static inline int clproj_setting_verify(void) { return clproj__bool("CLPROJ_VERIFY", 0); }
 

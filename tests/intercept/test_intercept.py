@@ -268,3 +268,41 @@ def test_ctypes_app_through_dlopen_dlsym_is_intercepted(mode):
     assert "PASS" in p.stderr  # --json: the app's stdout
     kernels = json.loads(p.stdout)["kernels"]
     assert [(k["kernel"], k["launches"]) for k in kernels] == [("fill", 1)]
+
+
+def test_record_budget_stops_recording_not_the_app(c_app, tmp_path, monkeypatch):
+    """A launch-heavy app must not fill the disk with snapshots: past
+    CLPROJ_RECORD_MAX_BYTES no more launches are recorded, but every one still runs and
+    is counted, and the app's output is unchanged."""
+    app = c_app("app_basic")
+    plain, _ = run([app, "6", "2"], tmp_path, shim=False)
+    full, rows_full = run([app, "6", "2"], tmp_path, record=str(tmp_path / "all"), which="all")
+    recs = sorted((R.load(x) for x in R.list_records(str(tmp_path / "all"))), key=lambda r: r.id)
+    sizes = [sum(a.size for a in r.args if a.kind == "buffer") for r in recs]
+    assert len(recs) > 4 and all(sizes)
+    limit = sum(sizes[:3])
+    monkeypatch.setenv("CLPROJ_RECORD_MAX_BYTES", str(limit))
+    cut, rows_cut = run([app, "6", "2"], tmp_path, record=str(tmp_path / "cut"), which="all")
+    assert plain.returncode == full.returncode == cut.returncode == 0, cut.stderr
+    assert sorted(cut.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+    kept = R.list_records(str(tmp_path / "cut"))
+    expect, total = 0, 0
+    for s in sizes:  # the budget admits a record while the running total stays within it
+        if total + s <= limit:
+            total, expect = total + s, expect + 1
+    assert 3 <= len(kept) == expect < len(recs)
+    assert "recording stopped" in cut.stderr and "CLPROJ_RECORD_MAX_BYTES" in cut.stderr
+    launches = lambda rows: {r["kernel"]: r["launches"] for r in rows}  # noqa: E731
+    assert launches(rows_cut) == launches(rows_full)
+
+
+def test_record_stops_before_the_disk_fills(tmp_path, monkeypatch, capsys):
+    from intercept import shim_runtime
+
+    free = shim_runtime.free_bytes(str(tmp_path / "not" / "made" / "yet"))
+    assert free > 0
+    monkeypatch.setattr(shim_runtime, "FREE_SPACE_FLOOR", free + (1 << 40))
+    assert not shim_runtime.within_record_budget(1, str(tmp_path))
+    assert "less than" in capsys.readouterr().err
+    monkeypatch.setattr(shim_runtime, "FREE_SPACE_FLOOR", 0)
+    assert shim_runtime.within_record_budget(1, str(tmp_path))
