@@ -7,7 +7,9 @@ of the interface. The same list is printed by ``clproj devices``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from clproj.errors import ClprojError
@@ -56,6 +58,31 @@ def _type_name(cl_type: int) -> str:
 # cl_nv_device_attribute_query names newer than the cl_ext.h clproj/cl_names.py is made from.
 CL_DEVICE_PCI_BUS_ID_NV = 0x4008
 CL_DEVICE_PCI_SLOT_ID_NV = 0x4009
+
+
+CPU_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+L1_DATA_PROVENANCE = "derived: the host's cache topology (Linux sysfs, cpu0 level-1 data cache)"
+
+
+def host_l1_data_bytes(cache_dir: Path = CPU_CACHE_DIR) -> int | None:
+    """Bytes of one core's level-1 data cache on this host, from Linux sysfs; None if unknown.
+
+    Why: a CPU device's looping work-items reuse each other's lines from the core's L1
+    (runtime.projection.model.l1_keeps_items); OpenCL reports only the last-level cache
+    (CL_DEVICE_GLOBAL_MEM_CACHE_SIZE), and the L1 size is a fact of the core, not something
+    a microbenchmark needs to guess. PoCL's CPU devices run on the host's cores.
+    """
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20}
+    try:
+        for index in sorted(cache_dir.glob("index*")):
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            if level == "1" and kind == "Data":
+                m = re.fullmatch(r"(\d+)([KM]?)", (index / "size").read_text().strip())
+                return int(m.group(1)) * units[m.group(2)] if m else None
+    except OSError:
+        return None
+    return None
 
 
 def pci_bus_id(dev: Any) -> str | None:

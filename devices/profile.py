@@ -184,6 +184,8 @@ def validate(doc: dict[str, Any]) -> None:
     for f in ("global_bytes", "local_bytes_per_cu", "bank_width_bytes", "cache_line_bytes"):
         _num(doc, f"memory.{f}", integer=True)
     _num(doc, "memory.peak_bandwidth_gbs")
+    if _get(doc, "memory").get("l1_data_bytes") is not None:  # optional: CPU profiles
+        _num(doc, "memory.l1_data_bytes", integer=True)
     _num(doc, "memory.local_banks", integer=True, strict=False)  # 0: no banks (CPUs)
     segs = _get(doc, "memory.segment_bytes")
     if (

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from clproj.errors import ClprojError
-from devices import specs
+from devices import discovery, specs
 from devices.microbench import (
     atomics,
     compute,
@@ -487,5 +487,9 @@ def _assemble(
     if "straight_bandwidth" in extra:
         doc["detail"]["straight_bandwidth"] = extra["straight_bandwidth"]
         prov["detail.straight_bandwidth"] = "measured"
+    l1 = discovery.host_l1_data_bytes() if bench.is_cpu else None
+    if l1:
+        doc["memory"]["l1_data_bytes"] = l1
+        prov["memory.l1_data_bytes"] = discovery.L1_DATA_PROVENANCE
     validate(doc)
     return doc

@@ -256,6 +256,23 @@ def cpu_loop_form(total: dict[str, Any], device: Any) -> bool:
     return device.kind != "GPU" and kernel_loops(total)
 
 
+def l1_keeps_items(total: dict[str, Any], device: Any, moved_total: float) -> bool:
+    """Whether a CPU core's first-level data cache keeps one looping work-item's lines for
+    the next work-item of its group.
+
+    A core runs a group's looping work-items one after another; each switch to another
+    line fetches it from the shared cache, unless the line is still in the core's L1.
+    It is when one work-item's lines fit in the L1 (``memory.l1_data_bytes``): the next
+    work-item that walks the same lines (PolyBench doitgen: 256 work-items each walk the
+    same 16 KiB column of a small matrix) finds them there, and the shared cache serves
+    only the lines the group touches at all (its unique sectors). A work-item's lines are
+    bounded by the bytes of its line switches (moved bytes per work-item).
+    """
+    l1 = device.data.get("memory", {}).get("l1_data_bytes")
+    items = float(total.get("work_items") or 0)
+    return bool(l1 and items and moved_total / items <= float(l1))
+
+
 def global_time(
     total: dict[str, Any], device: Any, occ: Occupancy, footprint_bytes: float | None = None
 ) -> tuple[float, dict[str, float]]:
@@ -359,7 +376,9 @@ def global_time(
     # from the shared cache (its L1 does not hold one work-item's stream for the next).
     unique = g.get("unique_sector_bytes")
     group_bytes = min(moved_total, float(unique)) if unique else moved_total
-    l2_traffic = moved_total if loop_form else group_bytes
+    l2_traffic = (
+        moved_total if loop_form and not l1_keeps_items(total, device, moved_total) else group_bytes
+    )
     if device.kind == "GPU" and unique:
         l2_traffic = group_bytes + gpu_write_through_bytes(total, warp)
     u_load, u_store = g.get("unique_load_sector_bytes"), g.get("unique_store_sector_bytes")

@@ -35,6 +35,8 @@ def h100() -> dict:
         (lambda d: d.update(warp_width=32.5), "warp_width"),
         (lambda d: d["memory"].update(local_banks=-1), "memory.local_banks"),
         (lambda d: d["memory"].update(segment_bytes=[]), "memory.segment_bytes"),
+        (lambda d: d["memory"].update(l1_data_bytes=0), "memory.l1_data_bytes"),
+        (lambda d: d["memory"].update(l1_data_bytes="32K"), "memory.l1_data_bytes"),
         (lambda d: d["occupancy"].pop("registers_per_cu"), "occupancy.registers_per_cu"),
         (lambda d: d["throughput"].update(fp32_fma="fast"), "throughput.fp32_fma"),
         (lambda d: d["throughput"].update(fp33_fma=1.0), "throughput.fp33_fma"),

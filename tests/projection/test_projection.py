@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from devices.profile import load_profile
+from devices.profile import DeviceProfile, load_profile
 from runtime.evaluation import metrics
 from runtime.projection.model import dram_bytes, project, rank
 from runtime.projection.occupancy import compute_occupancy
@@ -308,6 +308,42 @@ def test_cpu_loop_form_prices_per_work_item_lines_at_cache_bandwidth():
     # A cache-resident footprint is served by the core's caches: no loop-form pricing.
     prof["total"]["branches"] = {"total": items * n, "divergent": {}}
     assert "cpu_loop_form" not in project(prof, epyc, footprint_bytes=1 << 20).details
+
+
+def test_cpu_looping_items_reuse_each_others_lines_from_the_l1():
+    """doitgen's shape: every work-item of a group walks the same short column. The lines
+    one work-item touches fit in the core's L1, so the next one finds them there and the
+    shared cache serves only the group's unique lines; without an L1 size in the profile,
+    or with a walk longer than the L1, every line switch goes to the shared cache."""
+    epyc = measured("pocl-pthread-amd-epyc")
+    l1 = epyc.data["memory"]["l1_data_bytes"]
+    assert l1 == 32 << 10
+    items, group = 4096, 256
+    n = l1 // 64 // 2  # lines walked per work-item: half the L1
+    unique = 64 * n * (items // group)  # one column per group, shared by its items
+
+    def walk(lines: int) -> dict:
+        prof = gmem_kernel(
+            items,
+            group,
+            loads=items * lines,
+            stores=items,
+            item_transactions={"load": {"64": items * lines}, "store": {"64": 0}},
+            unique_sector_bytes=unique,
+        )
+        prof["total"]["branches"] = {"total": items * lines, "divergent": {}}
+        return prof
+
+    cache_bw = epyc.data["memory"]["cache_read_bytes_per_s"]
+    kept = project(walk(n), epyc, footprint_bytes=1 << 30)
+    assert kept.details["cpu_loop_form"] == 1.0
+    assert kept.details["t_l2"] == pytest.approx(unique / cache_bw)
+    no_l1 = DeviceProfile(copy.deepcopy(epyc.data))
+    del no_l1.data["memory"]["l1_data_bytes"]
+    every = project(walk(n), no_l1, footprint_bytes=1 << 30)
+    assert every.details["t_l2"] == pytest.approx(64 * items * n / cache_bw)
+    longer = project(walk(4 * n), epyc, footprint_bytes=1 << 30)  # twice the L1 per item
+    assert longer.details["t_l2"] == pytest.approx(64 * items * 4 * n / cache_bw)
 
 
 def test_cpu_loop_free_kernels_stream_at_the_straight_rate_of_their_form():

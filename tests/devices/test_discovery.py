@@ -1,0 +1,44 @@
+"""devices.discovery: facts about this host's devices that OpenCL does not report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devices.discovery import CPU_CACHE_DIR, host_l1_data_bytes
+
+
+def fake_caches(root: Path, entries: list[tuple[str, str, str]]) -> Path:
+    for i, (level, kind, size) in enumerate(entries):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(level + "\n")
+        (d / "type").write_text(kind + "\n")
+        (d / "size").write_text(size + "\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("entries", "expect"),
+    [
+        ([("1", "Instruction", "64K"), ("1", "Data", "48K"), ("2", "Unified", "2048K")], 48 << 10),
+        ([("1", "Data", "32K")], 32 << 10),
+        ([("1", "Data", "1M")], 1 << 20),
+        ([("2", "Unified", "1024K")], None),  # no level-1 data cache listed
+        ([("1", "Data", "lots")], None),  # unreadable size: unknown, not a guess
+        ([], None),
+    ],
+)
+def test_l1_data_cache_from_sysfs(tmp_path, entries, expect):
+    assert host_l1_data_bytes(fake_caches(tmp_path / "cache", entries)) == expect
+
+
+def test_missing_sysfs_is_unknown(tmp_path):
+    assert host_l1_data_bytes(tmp_path / "no-such-dir") is None
+
+
+@pytest.mark.skipif(not CPU_CACHE_DIR.exists(), reason="no Linux sysfs cache topology here")
+def test_this_host_reports_a_plausible_l1():
+    l1 = host_l1_data_bytes()
+    assert l1 is None or 8 << 10 <= l1 <= 4 << 20
