@@ -49,6 +49,7 @@ Steps (docs/miniemu.md, "Bounded emulation"):
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 import tempfile
@@ -137,8 +138,11 @@ def _signed(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
-def eval_scev(expr: dict[str, Any] | None, args: dict[int, int]) -> int:
-    """Evaluate a plugin SCEV expression (loops.cpp) with integer argument values (unsigned)."""
+def eval_scev(
+    expr: dict[str, Any] | None, args: dict[int, int], ids: dict[int, int] | None = None
+) -> int:
+    """Evaluate a plugin SCEV expression (loops.cpp) with integer argument values (unsigned)
+    and, where it reads ``get_global_id(d)``, the work-item's global ids ``ids[d]``."""
     if expr is None or "unknown" in expr:
         raise NotEvaluable(expr and expr.get("unknown"))
     bits = int(expr.get("bits", 64))
@@ -150,8 +154,13 @@ def eval_scev(expr: dict[str, Any] | None, args: dict[int, int]) -> int:
         if i not in args:
             raise NotEvaluable(f"argument {i} is not an integer scalar")
         return args[i] & mask
+    if "gid" in expr:
+        d = int(expr["gid"])
+        if ids is None or d not in ids:
+            raise NotEvaluable(f"the work-item's global id {d}")
+        return ids[d] & mask
     op, ops = expr["op"], expr["ops"]
-    vals = [eval_scev(o, args) for o in ops]
+    vals = [eval_scev(o, args, ids) for o in ops]
     if op == "add":
         return sum(vals) & mask
     if op == "mul":
@@ -195,9 +204,73 @@ def scalar_args(record: LaunchRecord) -> dict[int, int]:
     return out
 
 
-def trip_count(loop: dict[str, Any], args: dict[int, int], key: str = "exact") -> int:
+def trip_count(
+    loop: dict[str, Any],
+    args: dict[int, int],
+    key: str = "exact",
+    ids: dict[int, int] | None = None,
+) -> int:
     """Header executions per entry of ``loop`` (backedge-taken count + 1)."""
-    return eval_scev(loop.get(key), args) + 1
+    return eval_scev(loop.get(key), args, ids) + 1
+
+
+def scev_ids(expr: dict[str, Any] | None) -> set[int]:
+    """Dimensions d whose ``get_global_id(d)`` an expression reads."""
+    if not expr:
+        return set()
+    if "gid" in expr:
+        return {int(expr["gid"])}
+    out: set[int] = set()
+    for o in expr.get("ops", []):
+        out |= scev_ids(o)
+    return out
+
+
+# Work-item ids sampled per dimension when a nest's trip count depends on them: the mean
+# over an evenly spaced grid of the launch's id range (a triangular nest's product is
+# quadratic in the id; 256 points put the mean within 0.01% of the exact sum).
+ID_SAMPLES = {1: 256, 2: 64, 3: 16}
+
+
+def _trips_at(loop: dict[str, Any], args: dict[int, int], key: str, ids: dict[int, int]) -> int:
+    """Trips of one entry for one work-item; a negative count (the loop's guard fails for
+    this work-item, e.g. ids past the matrix edge) is one header execution."""
+    expr = loop.get(key)
+    bits = int((expr or {}).get("bits", 64))
+    return max(0, _signed(eval_scev(expr, args, ids), bits)) + 1
+
+
+def mean_nest_trips(
+    chain: list[dict[str, Any]],
+    args: dict[int, int],
+    key: str,
+    global_size: list[int],
+    global_offset: list[int] | None = None,
+) -> float:
+    """Mean over the launch's work-items of the product of the nest's trip counts.
+
+    Why a mean over ids: a trip count that reads the work-item's id (covariance's
+    ``for (j2 = j1; j2 < m; j2++)`` with ``j1 = get_global_id(0)``) differs from one
+    work-item to the next, and the emulated ones (group 0: the longest trips here) are no
+    sample of the launch. Raises :class:`NotEvaluable` when a count reads anything else.
+    """
+    dims = sorted(set().union(*(scev_ids(c.get(key)) for c in chain)))
+    if not dims:
+        return float(math.prod(trip_count(c, args, key) for c in chain))
+    offset = list(global_offset or [0] * len(global_size))
+    per_dim = []
+    for d in dims:
+        if d >= len(global_size):
+            raise NotEvaluable(f"get_global_id({d}) beyond the launch's {len(global_size)} dims")
+        n, k = int(global_size[d]), ID_SAMPLES.get(len(dims), 16)
+        k = min(n, k)
+        per_dim.append([offset[d] + (2 * j + 1) * n // (2 * k) for j in range(k)])
+    total, count = 0.0, 0
+    for point in itertools.product(*per_dim):
+        ids = dict(zip(dims, point, strict=True))
+        total += math.prod(_trips_at(c, args, key, ids) for c in chain)
+        count += 1
+    return total / count
 
 
 # ---------------------------------------------------------------- statistics helpers
@@ -479,7 +552,9 @@ def _loop_extrapolate(
     return prof, detail
 
 
-def _budget_extrapolate(first: Any, args: dict[int, int]) -> tuple[float, str, list[str]]:
+def _budget_extrapolate(
+    first: Any, args: dict[int, int], record: LaunchRecord
+) -> tuple[float, str, list[str]]:
     """Scale the attempt's partial statistics by expected / observed loop iterations."""
     h = {
         k: sum(int(g.loop_iterations.get(k, 0)) for g in first.groups)
@@ -501,14 +576,18 @@ def _budget_extrapolate(first: Any, args: dict[int, int]) -> tuple[float, str, l
                 cur = by_id.get(cur.get("parent", -1))
             for key, label in (("exact", "exact"), ("max", "symbolic maximum")):
                 try:
-                    expected = float(math.prod(trip_count(c, args, key) for c in chain))
+                    expected = mean_nest_trips(
+                        chain, args, key, record.global_size, record.global_offset
+                    )
+                    if any(scev_ids(c.get(key)) for c in chain):
+                        label += ", mean over the launch's work-item ids"
                     how = label
                     break
                 except NotEvaluable:
                     continue
         if expected is not None and per_wi > 0:
             factor = max(1.0, expected / per_wi)
-            confidence = "medium" if how == "exact" else "low"
+            confidence = "medium" if how.startswith("exact") else "low"
             flags.append(
                 f"budget-extrapolated: loop {heaviest} trip count ({how}) {expected:.0f} per "
                 f"work-item, {per_wi:.0f} emulated; statistics of a partial work-item sample "
@@ -560,7 +639,7 @@ def emulate_bounded(
             else:
                 not_probed = result
                 prof = _profile(first, record)
-                factor, confidence, flags = _budget_extrapolate(first, args)
+                factor, confidence, flags = _budget_extrapolate(first, args, record)
                 wi, gwi = prof.total.get("work_items"), prof.per_group.get("work_items")
                 prof.total = scale_stats(prof.total, factor)
                 prof.per_group = scale_stats(prof.per_group, factor)

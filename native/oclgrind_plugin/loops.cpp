@@ -6,9 +6,10 @@
 // the launch's actual (or probe) argument values:
 //   {"c":V,"bits":W}                   constant (V signed)
 //   {"arg":I,"bits":W}                 kernel argument I
+//   {"gid":D,"bits":W}                 get_global_id(D) of the work-item
 //   {"op":O,"bits":W,"ops":[...]}      O in add, mul, udiv, umax, smax, umin, smin,
 //                                      zext, sext, trunc
-//   {"unknown":"..."}                  anything else (get_global_id, loads, recurrences)
+//   {"unknown":"..."}                  anything else (other builtins, loads, recurrences)
 // "exact" is the exact count (null when SCEV cannot compute it), "max" the symbolic
 // maximum (an upper bound, e.g. from `i < maxit` in a loop that also exits on data).
 // The header's terminator executes once per iteration (backedge-taken count + 1 per
@@ -56,8 +57,16 @@ std::string scevJson(const llvm::SCEV *s, int depth = 0) {
       break;
     case scUnknown: {
       const Value *v = cast<SCEVUnknown>(s)->getValue();
+      const auto *call = dyn_cast<CallInst>(v);
+      const Function *callee = call ? call->getCalledFunction() : nullptr;
       if (auto *a = dyn_cast<Argument>(v))
         o << "{\"arg\":" << a->getArgNo() << ",\"bits\":" << bits << "}";
+      else if (callee && callee->getName().contains("get_global_id") && call->arg_size() == 1 &&
+               isa<ConstantInt>(call->getArgOperand(0)))
+        // A trip count that depends on the work-item (a triangular nest: `for (j2 = j1; ...)`
+        // with j1 = get_global_id(0)): Python evaluates it over the launch's id range.
+        o << "{\"gid\":" << cast<ConstantInt>(call->getArgOperand(0))->getZExtValue()
+          << ",\"bits\":" << bits << "}";
       else {
         std::string name;
         raw_string_ostream ns(name);

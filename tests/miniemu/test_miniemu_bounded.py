@@ -238,3 +238,59 @@ def test_probes_keep_a_row_stride_knob_coalescing_like_the_launch():
         for w in want[d]:
             for s in want[d][w]:
                 assert abs(got[d][w][s] - want[d][w][s]) <= 0.02 * want[d][w][s], (d, w, s)
+
+
+TRIANGLE = """
+__kernel void covar(__global float *sym, __global const float *data, int m, int n) {
+  int j1 = get_global_id(0);
+  if (j1 < m) {
+    for (int j2 = j1; j2 < m; j2++) {
+      sym[j1 * m + j2] = 0.0f;
+      for (int i = 0; i < n; i++) sym[j1 * m + j2] += data[i * m + j1] * data[i * m + j2];
+      sym[j2 * m + j1] = sym[j1 * m + j2];
+    }
+  }
+}
+"""
+
+
+def test_trip_counts_that_read_the_work_item_id_are_averaged_over_the_launch():
+    """PolyBench covariance's nest: the outer trip count is m - j1 with j1 the global id.
+    The emulated work-items (group 0) have the longest trips, and before the plugin named
+    get_global_id the count was not derivable: the profile was the budget's (134x short on
+    the real app). Now the nest is averaged over the launch's ids."""
+    from miniemu.bounded import mean_nest_trips, scev_ids
+
+    outer = {
+        "exact": {
+            "op": "add",
+            "bits": 32,
+            "ops": [
+                {"op": "mul", "bits": 32, "ops": [{"c": -1, "bits": 32}, {"gid": 0, "bits": 32}]},
+                {"op": "smax", "bits": 32, "ops": [{"gid": 0, "bits": 32}, {"arg": 2, "bits": 32}]},
+            ],
+        }
+    }
+    inner = {
+        "exact": {"op": "smax", "bits": 32, "ops": [{"c": 0, "bits": 32}, {"arg": 3, "bits": 32}]}
+    }
+    assert scev_ids(outer["exact"]) == {0} and not scev_ids(inner["exact"])
+    assert eval_scev(outer["exact"], {2: 100}, {0: 30}) == 70
+    m, n = 4096, 300
+    exact = sum((m - j + 1) * (n + 1) for j in range(m)) / m
+    got = mean_nest_trips([inner, outer], {2: m, 3: n}, "exact", [m])
+    assert abs(got - exact) <= 1e-3 * exact
+    assert mean_nest_trips([inner], {3: n}, "exact", [m]) == n + 1  # no id: the plain product
+
+
+def test_triangular_nest_is_budget_extrapolated_to_the_whole_launch():
+    m, n = 512, 128
+    data = np.random.default_rng(1).random((n, m), dtype=np.float32)
+    sym = np.zeros((m, m), np.float32)
+    r = from_arrays(TRIANGLE, "covar", [sym, data, np.int32(m), np.int32(n)], [m], [256])
+    p = miniemu.emulate(r, mode="bounded", budget="instructions=400000")
+    assert p.emulation["method"] == "budget-extrapolated"
+    assert any("mean over the launch's work-item ids" in f for f in p.emulation["flags"])
+    fmas = p.total["instructions"]["fp32_fma"] + p.total["instructions"].get("fp32_mul", 0)
+    exact = n * m * (m + 1) // 2  # one multiply-add per inner trip
+    assert 0.8 * exact <= fmas <= 1.25 * exact, (fmas, exact)
