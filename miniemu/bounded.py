@@ -183,16 +183,21 @@ def eval_scev(
     raise NotEvaluable(f"operation {op}")
 
 
-def scev_args(expr: dict[str, Any] | None) -> set[int]:
-    """Kernel argument indices an expression reads."""
+def _scev_leaves(expr: dict[str, Any] | None, kind: str) -> set[int]:
+    """The values of an expression's ``kind`` leaves (``arg`` indices, ``gid`` dimensions)."""
     if not expr:
         return set()
-    if "arg" in expr:
-        return {int(expr["arg"])}
+    if kind in expr:
+        return {int(expr[kind])}
     out: set[int] = set()
     for o in expr.get("ops", []):
-        out |= scev_args(o)
+        out |= _scev_leaves(o, kind)
     return out
+
+
+def scev_args(expr: dict[str, Any] | None) -> set[int]:
+    """Kernel argument indices an expression reads."""
+    return _scev_leaves(expr, "arg")
 
 
 def scalar_args(record: LaunchRecord) -> dict[int, int]:
@@ -216,14 +221,7 @@ def trip_count(
 
 def scev_ids(expr: dict[str, Any] | None) -> set[int]:
     """Dimensions d whose ``get_global_id(d)`` an expression reads."""
-    if not expr:
-        return set()
-    if "gid" in expr:
-        return {int(expr["gid"])}
-    out: set[int] = set()
-    for o in expr.get("ops", []):
-        out |= scev_ids(o)
-    return out
+    return _scev_leaves(expr, "gid")
 
 
 # Work-item ids sampled per dimension when a nest's trip count depends on them: the mean
