@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from runtime.projection.kernel_stats import kernel_loops
+from runtime.projection.memory_units import access_granularity
 from runtime.projection.occupancy import Occupancy
 
 
@@ -181,8 +182,6 @@ def latency_time(
         # row walk arrived in L2 with the first. Those rounds, and warm read-backs of a
         # stored word (the L1 does not keep written lines, :func:`gpu_write_through_bytes`),
         # cost the L2 latency; other warm rounds hit the L1.
-        from runtime.projection.model import access_granularity
-
         unit = str(access_granularity(device))
         by_size = dep.get("cold_chain_by_segment") or {}
         dram = cold

@@ -37,22 +37,37 @@ def emulation_mode() -> str:
     return str(settings.get("CLPROJ_EMULATION_MODE"))
 
 
-# The code a cached projection depends on: after any change to the model (or an upgrade of
-# clproj) its projections are made again instead of served from the cache.
-_MODEL_FILES = ("model.py", "kernel_stats.py", "latency.py", "occupancy.py", "live.py")
+# The code a cached projection depends on: after any change to the model or to the
+# emulation that feeds it (or an upgrade of clproj) its projections are made again instead
+# of served from the cache. Whole packages, so that a module added later counts too.
+_MODEL_PACKAGES = ("runtime.projection", "miniemu")
 _model_version: str | None = None
 
 
+def model_sources() -> list[str]:
+    """The Python files of :data:`_MODEL_PACKAGES` (top level of each), in a stable order."""
+    import importlib.util
+
+    files: list[str] = []
+    for package in _MODEL_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            files += sorted(
+                os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".py")
+            )
+    return files
+
+
 def model_version() -> str:
-    """A hash of the bound model's code (the files in ``_MODEL_FILES``), the Oclgrind
-    plugin that counts its inputs (a rebuilt plugin may count new statistics, e.g.
+    """A hash of the bound model's and the emulation's code (:func:`model_sources`), the
+    Oclgrind plugin that counts its inputs (a rebuilt plugin may count new statistics, e.g.
     ``dependence.fp_chain``) and this format."""
     global _model_version
     if _model_version is None:
         h = hashlib.sha256(f"{FORMAT}/{VERSION}".encode())
-        here = os.path.dirname(os.path.abspath(__file__))
-        for name in _MODEL_FILES:
-            with open(os.path.join(here, name), "rb") as fh:
+        for path in model_sources():
+            h.update(os.path.basename(path).encode())
+            with open(path, "rb") as fh:
                 h.update(fh.read())
         try:
             with open(native.oclgrind_plugin(), "rb") as fh:

@@ -38,6 +38,7 @@ from runtime.projection.kernel_stats import (
     nearest_key,
 )
 from runtime.projection.latency import cold_latency, latency_time
+from runtime.projection.memory_units import access_granularity, cache_resident_bytes, line_bytes
 from runtime.projection.occupancy import Occupancy, profile_occupancy
 
 # A GPU compute unit issues from several schedulers (4 on every NVIDIA part since Maxwell
@@ -174,27 +175,6 @@ def compute_utilisation(device: Any, occ: Occupancy) -> float:
     return cu_fraction * min(1.0, warps / GPU_WARPS_FOR_PEAK)
 
 
-def access_granularity(device: Any) -> int:
-    """Bytes the memory system really moves per scattered access, from measurement.
-
-    The strided-read curve at stride 32 (every 4-byte word in its own 128-byte line)
-    delivers ``peak / granularity x 4`` useful bytes/s, so ``4 x peak / strided(32)`` is
-    the effective access size: about 64 B on the H100 (HBM bursts), although its
-    sectors are 32 B. Never below the device's smallest segment; spec profiles without a
-    measured curve keep their smallest segment.
-    """
-    smallest = min(device.segment_bytes) if device.segment_bytes else 64
-    if device.source_kind == "spec":
-        return smallest
-    try:
-        sparse = device.strided_read(32)
-        peak = device.peak("global_read")
-    except (KeyError, ValueError):
-        return smallest
-    measured = 4.0 * peak / sparse if sparse > 0 else smallest
-    return int(min(128, max(smallest, int(nearest_key(int(measured), SEGMENT_KEYS)))))
-
-
 def dram_bytes(moved: float, footprint: float | None, cache_bytes: float | None) -> float:
     """Bytes that reach DRAM when ``moved`` bytes of transactions touch ``footprint`` bytes.
 
@@ -208,24 +188,6 @@ def dram_bytes(moved: float, footprint: float | None, cache_bytes: float | None)
     reuse = moved - footprint
     hit = min(1.0, cache_bytes / footprint)
     return footprint + reuse * (1.0 - hit)
-
-
-def line_bytes(device: Any) -> int:
-    """Bytes of one cache line of the device (the unit its CU-local cache serves per cycle)."""
-    line = device.data.get("memory", {}).get("cache_line_bytes")
-    return int(line) if line else max(device.segment_bytes or [64])
-
-
-def cache_resident_bytes(device: Any) -> float:
-    """Largest footprint measured to stay in the device's cache from launch to launch.
-
-    The cache-bandwidth microbenchmark (``detail.cache``) re-reads a buffer of
-    ``buffer_bytes`` pass after pass and is served at cache speed: a launch whose whole
-    footprint is at most that large finds its data in the cache again when it is repeated,
-    which is how device times are measured (each launch re-run, the median kept).
-    0 when the profile has no such measurement.
-    """
-    return float(device.data.get("detail", {}).get("cache", {}).get("buffer_bytes") or 0.0)
 
 
 def straight_bandwidth(device: Any, reads: float = 0.0, writes: float = 0.0) -> float:

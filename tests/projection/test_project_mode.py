@@ -106,10 +106,19 @@ def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monke
     data = prof.to_dict()
     data["throughput"]["fp32_fma"] *= 2  # re-measured, same key and date
     assert live_projection.devices_id([DeviceProfile(data)]) != base
-    version = live_projection.model_version()
-    monkeypatch.setattr(live_projection, "_model_version", None)
-    monkeypatch.setattr(live_projection, "_MODEL_FILES", ("model.py",))
-    assert live_projection.model_version() != version
+    # every module of the model and the emulation counts, one added later too
+    sources = {os.path.relpath(f, REPO) for f in live_projection.model_sources()}
+    for module in ("model.py", "memory_units.py", "latency.py", "live.py"):
+        assert os.path.join("runtime", "projection", module) in sources
+    assert os.path.join("miniemu", "bounded.py") in sources
+    code = tmp_path / "model.py"
+    versions = []
+    for text in ("def t(): return 1\n", "def t(): return 2\n"):
+        code.write_text(text)
+        monkeypatch.setattr(live_projection, "_model_version", None)
+        monkeypatch.setattr(live_projection, "model_sources", lambda: [str(code)])
+        versions.append(live_projection.model_version())
+    assert versions[0] != versions[1]
     # a rebuilt plugin (new statistics) also retires cached projections
     fake = tmp_path / "libclproj_oclgrind.so"
     fake.write_bytes(b"another build")
