@@ -85,6 +85,19 @@ def host_l1_data_bytes(cache_dir: Path = CPU_CACHE_DIR) -> int | None:
     return None
 
 
+def add_host_l1(memory: dict[str, Any], provenance: dict[str, str]) -> None:
+    """Give a CPU profile this host's L1 data cache size (:func:`host_l1_data_bytes`) and its
+    provenance; a profile of another core's (a template's) loses it when the host's is
+    unknown. One place for it: measured and generic CPU profiles both call it."""
+    l1 = host_l1_data_bytes()
+    if l1:
+        memory["l1_data_bytes"] = l1
+        provenance["memory.l1_data_bytes"] = L1_DATA_PROVENANCE
+    else:
+        memory.pop("l1_data_bytes", None)
+        provenance.pop("memory.l1_data_bytes", None)
+
+
 def pci_bus_id(dev: Any) -> str | None:
     """The PCI address of an NVIDIA device (cl_nv_device_attribute_query), if exposed."""
     try:

@@ -209,15 +209,11 @@ def generic_profile(dev: Any, reason: str) -> DeviceProfile:
         if kind == "CPU":
             doc["occupancy"]["max_work_items_per_cu"] = wg
         doc.pop("detail", None)  # the template's own fine measurements do not carry over
-        doc["memory"].pop("l1_data_bytes", None)  # the template's core, not this one
-        doc["provenance"].pop("memory.l1_data_bytes", None)
         rule = f"derived: generic {kind}, {doc['key']} scaled by compute units x clock"
         doc["provenance"] = {k: rule for k in doc["provenance"]}
         doc["provenance"].update({"identity": "derived: OpenCL device info"})
-        l1 = discovery.host_l1_data_bytes() if kind == "CPU" else None
-        if l1:  # PoCL's CPU device runs on this host's cores
-            doc["memory"]["l1_data_bytes"] = l1
-            doc["provenance"]["memory.l1_data_bytes"] = discovery.L1_DATA_PROVENANCE
+        if kind == "CPU":  # PoCL's CPU device runs on this host's cores, not the template's
+            discovery.add_host_l1(doc["memory"], doc["provenance"])
         origin = f"{doc['key']} scaled to {cus} CUs at {mhz} MHz"
     doc["key"] = "generic-" + cache_key(dev).removeprefix("local-")
     doc["identity"] = {

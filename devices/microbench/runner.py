@@ -487,9 +487,7 @@ def _assemble(
     if "straight_bandwidth" in extra:
         doc["detail"]["straight_bandwidth"] = extra["straight_bandwidth"]
         prov["detail.straight_bandwidth"] = "measured"
-    l1 = discovery.host_l1_data_bytes() if bench.is_cpu else None
-    if l1:
-        doc["memory"]["l1_data_bytes"] = l1
-        prov["memory.l1_data_bytes"] = discovery.L1_DATA_PROVENANCE
+    if bench.is_cpu:
+        discovery.add_host_l1(doc["memory"], prov)
     validate(doc)
     return doc

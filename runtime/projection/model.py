@@ -335,7 +335,8 @@ def global_time(
     # unit once (re-reads within the group hit the CU-local cache); they come from the
     # shared last-level cache, and DRAM sees only what that cache cannot keep. A CPU core
     # running looping work-items one by one fetches every line switch of every work-item
-    # from the shared cache (its L1 does not hold one work-item's stream for the next).
+    # from the shared cache, unless its L1 keeps one work-item's lines for the next
+    # (:func:`l1_keeps_items`).
     unique = g.get("unique_sector_bytes")
     group_bytes = min(moved_total, float(unique)) if unique else moved_total
     l2_traffic = (

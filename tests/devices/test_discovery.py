@@ -42,3 +42,16 @@ def test_missing_sysfs_is_unknown(tmp_path):
 def test_this_host_reports_a_plausible_l1():
     l1 = host_l1_data_bytes()
     assert l1 is None or 8 << 10 <= l1 <= 4 << 20
+
+
+def test_add_host_l1_sets_or_clears_the_field_and_its_provenance(monkeypatch):
+    from devices import discovery
+
+    memory, prov = {"l1_data_bytes": 48 << 10}, {"memory.l1_data_bytes": "spec"}
+    monkeypatch.setattr(discovery, "host_l1_data_bytes", lambda: 32 << 10)
+    discovery.add_host_l1(memory, prov)
+    assert memory["l1_data_bytes"] == 32 << 10
+    assert prov["memory.l1_data_bytes"] == discovery.L1_DATA_PROVENANCE
+    monkeypatch.setattr(discovery, "host_l1_data_bytes", lambda: None)
+    discovery.add_host_l1(memory, prov)  # unknown here: another core's value must not stay
+    assert "l1_data_bytes" not in memory and "memory.l1_data_bytes" not in prov
