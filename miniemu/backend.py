@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-MODES = ("single", "quick", "full", "bounded")
+# Modes that emulate whole work-groups (the commands that pick one offer these), and all.
+GROUP_MODES = ("single", "quick", "full")
+MODES = (*GROUP_MODES, "bounded")
 
 
 @dataclass

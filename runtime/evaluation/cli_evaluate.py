@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from clproj.console import emit_json, fmt_time, print_table, stderr
+from miniemu.backend import GROUP_MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--mode",
         default="single",
-        choices=["single", "quick", "full"],
+        choices=list(GROUP_MODES),
         help="emulation mode of the profiles",
     )
     p.add_argument(

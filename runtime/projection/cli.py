@@ -10,6 +10,7 @@ from typing import Any
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, fmt_time, print_table, stderr
 from clproj.errors import ClprojError
+from miniemu.backend import GROUP_MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--mode",
         default="single",
-        choices=["single", "quick", "full"],
+        choices=list(GROUP_MODES),
         help="emulation mode when TARGET is a record (default: single)",
     )
     p.add_argument(
