@@ -45,6 +45,16 @@ def device_metrics(m: dict[str, Any]) -> list[Any]:
     ]
 
 
+def kernel_device_cells(k: Any, d: str) -> list[str]:
+    """One kernel on one device: measured, projected, their ratio, the projected bound."""
+    return [
+        fmt_time(k.measured_s[d]),
+        fmt_time(k.projected_s[d]),
+        ratio_text(k.ratio(d)),
+        k.bound.get(d, ""),
+    ]
+
+
 def worst_rows(val: Any, with_confidence: bool) -> list[list[str]]:
     """The worst kernels, one row per (kernel, device): the table and the HTML report."""
     return [
@@ -52,10 +62,7 @@ def worst_rows(val: Any, with_confidence: bool) -> list[list[str]]:
             k.app,
             k.kernel,
             d,
-            fmt_time(k.measured_s[d]),
-            fmt_time(k.projected_s[d]),
-            ratio_text(k.ratio(d)),
-            k.bound.get(d, ""),
+            *kernel_device_cells(k, d),
             methods_text(k.methods),
             *([methods_text(k.confidence)] if with_confidence else []),
         ]
@@ -116,18 +123,7 @@ def print_validation(val: Any) -> None:
     for d in devs:
         print_table(
             ["app", "kernel", "measured", "projected", "ratio", "bound"],
-            [
-                (
-                    k.app,
-                    k.kernel,
-                    fmt_time(k.measured_s[d]),
-                    fmt_time(k.projected_s[d]),
-                    ratio_text(k.ratio(d)),
-                    k.bound.get(d, ""),
-                )
-                for k in val.kernels
-                if d in k.devices
-            ],
+            [(k.app, k.kernel, *kernel_device_cells(k, d)) for k in val.kernels if d in k.devices],
             title=f"{d}: {val.device_names[d]}",
         )
     s = val.summary()
