@@ -19,16 +19,30 @@ import threading
 import time
 from collections.abc import Callable
 
+from clproj.background_thread import background_thread
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """In a freshly forked child (``preexec_fn``): receive ``sig`` when the parent dies."""
+def _libc_prctl() -> Callable[..., int] | None:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return  # not Linux: the parent's own cleanup still runs on an orderly exit
+        return None  # not Linux: the parent's own cleanup still runs on an orderly exit
+
+
+# Looked up when this module is imported, in the parent: a child forked from a threaded
+# process (an app's emulation thread) must not dlopen, whose loader lock another thread
+# may have held at the fork.
+_PRCTL = _libc_prctl()
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In a freshly forked child (``preexec_fn``): receive ``sig`` when the parent dies.
+
+    "Parent" is the thread that forked: use it for children that thread waits for."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
 def watch_parent(
@@ -48,6 +62,6 @@ def watch_parent(
         time.sleep(grace_s)
         os._exit(1)
 
-    th = threading.Thread(target=run, name="clproj-lifeline", daemon=True)
+    th = background_thread(run, "clproj-lifeline")
     th.start()
     return th

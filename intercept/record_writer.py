@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from clproj import settings
+from clproj.background_thread import background_thread
 from intercept.hooks import at_exit
 from intercept.record import LaunchRecord, save
 
@@ -48,9 +49,7 @@ class RecordWriter:
             self._queue.append((record, directory, then, size))
             self._bytes += size
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="clproj-record-writer", daemon=True
-                )
+                self._thread = background_thread(self._run, "clproj-record-writer")
                 self._thread.start()
             self._cond.notify_all()
 

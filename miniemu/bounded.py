@@ -54,10 +54,10 @@ import math
 import os
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
 from miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
 
@@ -479,8 +479,7 @@ def _loop_extrapolate(
         return f"argument {knob} cannot set loop {lp['id']} to {targets} trips"
     xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
     x_actual = float(trip_count(lp, args))
-    with ThreadPoolExecutor(max_workers=len(values)) as pool:
-        raws = list(pool.map(lambda v: runner.run(_with_scalar(rec, knob, v)), values))
+    raws = map_in_threads(lambda v: runner.run(_with_scalar(rec, knob, v)), values, "clproj-probe")
     if any(r.stop_reason == "time-budget" for r in raws):
         return "the wall-clock backstop stopped a probe"
     if any(r.stop_reason == "instruction-budget" for r in raws):

@@ -25,6 +25,7 @@ from typing import Any
 
 from clproj import settings
 from clproj.errors import ClprojError
+from clproj.lifeline import die_with_parent
 from miniemu.backend import GroupStats, RawEmulation
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"
@@ -45,10 +46,18 @@ _CLEARED_ENV = (
 )
 
 
-def _nicer(increment: int) -> Any:
-    """A ``preexec_fn`` lowering the child's priority; the value is read before the fork
-    (settings may parse a config file, which has no place in a forked child)."""
-    return lambda: os.nice(increment)
+def _child_setup(nice: int | None) -> Any:
+    """The emulator's ``preexec_fn``: it dies with the thread that waits for it (an app
+    that exits, or a ``clproj run`` that is killed, leaves no emulator running on), and
+    inside an app runs at a lower priority. ``nice`` is read before the fork (settings
+    may parse a config file, which has no place in a forked child)."""
+
+    def setup() -> None:
+        die_with_parent(signal.SIGKILL)
+        if nice is not None:
+            os.nice(nice)
+
+    return setup
 
 
 def _repo_root() -> str:
@@ -123,9 +132,11 @@ class OclgrindBackend:
                 start_new_session=True,  # its own process group: a timeout kills all of it
                 # Inside an application (project mode) the emulator must not take the
                 # cores from the app it watches: CLPROJ_EMULATION_NICE lowers its priority.
-                preexec_fn=_nicer(settings.get("CLPROJ_EMULATION_NICE"))
-                if settings.is_set("CLPROJ_EMULATION_NICE")
-                else None,
+                preexec_fn=_child_setup(
+                    settings.get("CLPROJ_EMULATION_NICE")
+                    if settings.is_set("CLPROJ_EMULATION_NICE")
+                    else None
+                ),
             )
             try:
                 _, err = proc.communicate(timeout=timeout_s)

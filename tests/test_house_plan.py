@@ -120,6 +120,24 @@ def _native_module(module: str, name: str) -> bool:
     return package.is_dir() and not (package / f"{name}.py").exists()
 
 
+def test_every_thread_the_product_starts_leaves_signals_to_the_app() -> None:
+    """Threads run inside applications and helper processes: each must block the app's
+    signals (clproj/background_thread.py says why), so none is started directly; nor by
+    ``ThreadPoolExecutor``, whose threads an exiting app would wait for."""
+    bad = [
+        f"{p.relative_to(REPO)}:{node.lineno}"
+        for p in _py_files(*PRODUCT)
+        if p.name != "background_thread.py"
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "Thread")
+            or (isinstance(node.func, ast.Name) and node.func.id == "ThreadPoolExecutor")
+        )
+    ]
+    assert not bad, f"start these with clproj.background_thread: {bad}"
+
+
 def test_no_private_name_imported_across_modules() -> None:
     """ruff's SLF001 sees ``obj._x``; this sees ``from mod import _x``, the same breach."""
     bad = [

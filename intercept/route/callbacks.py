@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from clproj import cl_names as C
+from clproj.background_thread import background_thread
 from intercept.route.errors import log_once
 from intercept.route.objects import VEvent
 
@@ -37,9 +38,7 @@ class EventCallbacks:
         """Remember one callback (under the lock); the thread starts with the first."""
         self.pending.append((handle, e, kind, fn, user))
         if self.thread is None:
-            self.thread = threading.Thread(
-                target=self._loop, name="clproj-route-callbacks", daemon=True
-            )
+            self.thread = background_thread(self._loop, "clproj-route-callbacks")
             self.thread.start()
         self.wake.set()
 

@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -666,8 +667,21 @@ static void accept_all(nl_link *l) {
     }
 }
 
+/* The process's signals are for its own threads: Linux may deliver a process-directed
+ * signal to any thread not blocking it, and one taken here would not wake the node's
+ * Python main thread, whose handler stops the node (clproj/background_thread.py says the
+ * same of clproj's Python threads). Faults stay unblocked: they belong to the thread. */
+static void block_async_signals(void) {
+    sigset_t set;
+    sigfillset(&set);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigdelset(&set, faults[i]);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 static void *link_main(void *arg) {
     nl_link *l = arg;
+    block_async_signals();
     struct pollfd pf[2 + NL_MAX_CONNS];
     int idx[2 + NL_MAX_CONNS];
     while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {

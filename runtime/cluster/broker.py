@@ -25,6 +25,7 @@ from typing import Any
 
 import zmq
 
+from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
 from devices.profile import DeviceProfile
 from runtime.cluster import placement, protocol
@@ -474,8 +475,6 @@ class Broker:
 
 def serve_in_thread(broker: Broker, until: float | None = None) -> threading.Thread:
     """Run ``broker`` on a daemon thread (embedded mode, tests)."""
-    th = threading.Thread(
-        target=broker.run, kwargs={"until": until}, name="clproj-broker", daemon=True
-    )
+    th = background_thread(broker.run, "clproj-broker", kwargs={"until": until})
     th.start()
     return th

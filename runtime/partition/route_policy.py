@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from clproj import settings
+from clproj.background_thread import background_thread
 
 if TYPE_CHECKING:
     from runtime.partition.safety import WrittenArg
@@ -294,7 +295,7 @@ class Splitter:
                 return
             self._queued.add(key)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="clproj-split", daemon=True)
+                self._thread = background_thread(self._work, "clproj-split")
                 self._thread.start()
         doc = doc or {}
         self._queue.put((record, doc.get("profile"), doc.get("error")))

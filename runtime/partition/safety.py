@@ -26,10 +26,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
 from intercept.record import LaunchRecord
 
@@ -213,12 +213,12 @@ def check(record: LaunchRecord, timeout_s: float = 120.0) -> Safety:
         return base
     sampled = sorted({0, 1, slabs - 1})
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(
-            pool.map(
-                lambda s: emulate_store_ranges(sub_record(record, dim, s, 1), timeout_s), sampled
-            )
-        )
+    runs = map_in_threads(
+        lambda s: emulate_store_ranges(sub_record(record, dim, s, 1), timeout_s),
+        sampled,
+        "clproj-safety",
+        workers=2,
+    )
     base.emulation_s = time.perf_counter() - start
     base.sampled_slabs = sampled
     ranges = [_slab_ranges(r, gps) for r in runs]

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from clproj import settings
+from clproj.background_thread import background_thread
 from intercept import hooks
 
 _queue: queue.Queue[Any] = queue.Queue()
@@ -296,7 +297,7 @@ def _start_worker() -> None:
                 # Inside the app the emulator runs at the lowest priority: on a machine
                 # with no idle core it waits for the app, and complete_run finishes it.
                 os.environ["CLPROJ_EMULATION_NICE"] = "19"
-            _worker = threading.Thread(target=_work, name="clproj-projection", daemon=True)
+            _worker = background_thread(_work, "clproj-projection")
             _worker.start()
 
 

@@ -203,6 +203,62 @@ def test_time_budget_kills_the_emulator():
     assert time.monotonic() - start < 10
 
 
+def _emulators_of(pid: int) -> list[int]:
+    """Emulator processes (``miniemu.worker``) whose parent is ``pid``."""
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"miniemu.worker" in argv:
+            out.append(int(entry))
+    return out
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit status may wait for a PID 1 that never reaps)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_emulator_dies_with_the_process_that_waits_for_it(tmp_path):
+    """An app that exits (or is killed) during an in-app emulation leaves no emulator
+    running on: the emulator runs in its own session (its time budget kills the whole
+    group), so neither the app's signal nor its exit would reach it otherwise."""
+    path = save(from_arrays(KERNELS, "spin", [np.zeros(1, np.int32)], [1], [1]), str(tmp_path))
+    script = (
+        "import sys, threading, time, miniemu\n"
+        "from intercept.record import load\n"
+        "rec = load(sys.argv[1])\n"
+        "threading.Thread(target=miniemu.emulate, args=(rec,),"
+        " kwargs={'mode': 'single', 'timeout_s': 300}, daemon=True).start()\n"
+        "print('STARTED', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True, cwd=repo
+    )
+    assert proc.stdout is not None and proc.stdout.readline().startswith("STARTED")
+    deadline = time.monotonic() + 30
+    while not (emulators := _emulators_of(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert emulators, "the emulation did not start"
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in emulators) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(p) for p in emulators)
+
+
 def test_emulator_failure_is_a_clear_error():
     rec = from_arrays(
         "__kernel void k(__global int *a) { a[0] = undefined; }",

@@ -24,6 +24,7 @@ from typing import Any
 import zmq
 
 from clproj import settings
+from clproj.background_thread import background_thread
 from runtime.cluster import protocol
 
 log = logging.getLogger("clproj.node")
@@ -124,8 +125,7 @@ class Completions:
     # ---- waiter threads --------------------------------------------------------------
     def start(self) -> None:
         self._threads = [
-            threading.Thread(target=self._waiter, args=(q,), name="clproj-node-wait", daemon=True)
-            for q in self._waitqs
+            background_thread(self._waiter, "clproj-node-wait", args=(q,)) for q in self._waitqs
         ]
         for th in self._threads:
             th.start()

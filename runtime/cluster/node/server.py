@@ -37,6 +37,7 @@ from typing import Any
 import msgpack
 import zmq
 
+from clproj.background_thread import background_thread
 from runtime.cluster import protocol, unixlink
 from runtime.cluster.keys import Keys, make_client
 from runtime.cluster.node import nodelink
@@ -453,6 +454,6 @@ def _lenient_id(frames: list[Any]) -> int:
 
 def serve_in_thread(node: Node, until: float | None = None) -> threading.Thread:
     """Run ``node`` on a daemon thread (in-process clusters, tests)."""
-    th = threading.Thread(target=node.run, kwargs={"until": until}, name="clproj-node", daemon=True)
+    th = background_thread(node.run, "clproj-node", kwargs={"until": until})
     th.start()
     return th
