@@ -40,9 +40,29 @@ _PRCTL = _libc_prctl()
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """In a freshly forked child (``preexec_fn``): receive ``sig`` when the parent dies.
 
-    "Parent" is the thread that forked: use it for children that thread waits for."""
+    "Parent" is the thread that forked: use it for children that thread waits for. Only
+    in children of clproj's own processes (``clproj run``, ``clproj replay``): see
+    :func:`die_with_starter` for children started inside an application."""
     if _PRCTL is not None:
         _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def die_with_starter(parent_pid: int, sig: int = signal.SIGKILL) -> None:
+    """The first thing a helper does after its exec: die with the thread that started it
+    (``PR_SET_PDEATHSIG``), or exit now if ``parent_pid`` is already gone.
+
+    Why not a ``preexec_fn``: with one, ``subprocess`` forks instead of using ``vfork``,
+    and a fork runs every ``pthread_atfork`` handler of the process. Inside an application
+    those are the app's: OpenBLAS's shuts its thread pool down, beside an app thread that
+    is inside a BLAS call, and the app hangs for good. Measured on the 2-core VM: a thread
+    starting ``true`` with a ``preexec_fn`` in a loop beside numpy's complex ``dot`` on
+    200,000 elements hung the dot loop within its first 2,000 calls; without one (vfork),
+    19,438 calls in 20 s. pyopencl's ``test_dot`` under ``clproj run --mode project`` hung
+    the same way (its in-app emulator was started with a ``preexec_fn``)."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent_pid:  # it died before the setting took: nobody waits for us
+        os._exit(1)
 
 
 def watch_parent(

@@ -21,11 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
 
 from clproj import settings
 from clproj.errors import ClprojError
-from clproj.lifeline import die_with_parent
 from miniemu.backend import GroupStats, RawEmulation
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"
@@ -44,20 +42,6 @@ _CLEARED_ENV = (
     "CLPROJ_STATS_MAX_INSTRUCTIONS",
     "CLPROJ_STATS_BUDGET_S",
 )
-
-
-def _child_setup(nice: int | None) -> Any:
-    """The emulator's ``preexec_fn``: it dies with the thread that waits for it (an app
-    that exits, or a ``clproj run`` that is killed, leaves no emulator running on), and
-    inside an app runs at a lower priority. ``nice`` is read before the fork (settings
-    may parse a config file, which has no place in a forked child)."""
-
-    def setup() -> None:
-        die_with_parent(signal.SIGKILL)
-        if nice is not None:
-            os.nice(nice)
-
-    return setup
 
 
 def _repo_root() -> str:
@@ -122,7 +106,12 @@ class OclgrindBackend:
             log_path = os.path.join(tmp, "oclgrind.log")
             env = self.environment(mode, out_path, log_path, threads)
             env.update(limits or {})
+            # It dies with this thread and, inside an app, lowers its priority itself (no
+            # preexec_fn: miniemu.worker says why).
             cmd = [sys.executable, "-m", "miniemu.worker", os.path.abspath(record_path)]
+            cmd += ["--parent-pid", str(os.getpid())]
+            if settings.is_set("CLPROJ_EMULATION_NICE"):
+                cmd += ["--nice", str(settings.get("CLPROJ_EMULATION_NICE"))]
             start = time.perf_counter()
             proc = subprocess.Popen(
                 cmd,
@@ -130,13 +119,6 @@ class OclgrindBackend:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: a timeout kills all of it
-                # Inside an application (project mode) the emulator must not take the
-                # cores from the app it watches: CLPROJ_EMULATION_NICE lowers its priority.
-                preexec_fn=_child_setup(
-                    settings.get("CLPROJ_EMULATION_NICE")
-                    if settings.is_set("CLPROJ_EMULATION_NICE")
-                    else None
-                ),
             )
             try:
                 _, err = proc.communicate(timeout=timeout_s)

@@ -1,28 +1,44 @@
-"""Subprocess entry point: ``python -m miniemu.worker RECORD``.
+"""Subprocess entry point: ``python -m miniemu.worker RECORD [--parent-pid PID] [--nice N]``.
 
 Run by :class:`miniemu.oclgrind.OclgrindBackend` with ``LD_PRELOAD=liboclgrind-rt.so`` and
 ``OCLGRIND_PLUGINS=<our plugin>``: the preloaded runtime's ``cl*`` symbols win over
 pyopencl's bundled ICD loader, so the replay runs inside Oclgrind and the plugin writes
 its statistics to ``$CLPROJ_STATS_OUT``. Keeping this in a separate process is what lets
 the caller kill a slow or crashing emulation without harming the app or the broker.
+
+``--parent-pid``: die with the thread that started the worker (``clproj.lifeline.
+die_with_starter``); ``--nice``: lower its own priority (inside an app the emulator must
+not take the app's cores). The worker does both itself, after its exec: a ``preexec_fn``
+would make the caller fork, and a fork inside an app runs the app's ``pthread_atfork``
+handlers (OpenBLAS hangs, see clproj.lifeline).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        sys.stderr.write("usage: python -m miniemu.worker RECORD\n")
-        return 2
+    p = argparse.ArgumentParser(prog="python -m miniemu.worker")
+    p.add_argument("record")
+    p.add_argument("--parent-pid", type=int, default=0)
+    p.add_argument("--nice", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.parent_pid:
+        from clproj.lifeline import die_with_starter
+
+        die_with_starter(args.parent_pid)
+    if args.nice:
+        os.nice(args.nice)
     from clproj.errors import ClprojError
     from intercept.record import load
     from intercept.replay import replay
 
     try:
-        result = replay(load(argv[0]), device_limits=False)  # Oclgrind's are nominal
+        result = replay(load(args.record), device_limits=False)  # Oclgrind's are nominal
     except ClprojError as exc:
         sys.stderr.write(f"clproj-worker-error: {exc}\n")
         return 3

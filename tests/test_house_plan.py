@@ -138,6 +138,21 @@ def test_every_thread_the_product_starts_leaves_signals_to_the_app() -> None:
     assert not bad, f"start these with clproj.background_thread: {bad}"
 
 
+def test_no_preexec_fn_where_code_may_run_inside_an_app() -> None:
+    """A ``preexec_fn`` makes ``subprocess`` fork, running the app's fork handlers
+    (clproj.lifeline.die_with_starter says what that did); only clproj's own CLI processes
+    (``clproj run`` starting the app, ``clproj replay``) may use one."""
+    allowed = {"intercept/app_process.py", "intercept/replay.py"}
+    bad = [
+        f"{p.relative_to(REPO)}:{node.lineno}"
+        for p in _py_files(*PRODUCT)
+        if str(p.relative_to(REPO)) not in allowed
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.keyword) and node.arg == "preexec_fn"
+    ]
+    assert not bad, f"let the child set itself up after its exec: {bad}"
+
+
 def test_no_private_name_imported_across_modules() -> None:
     """ruff's SLF001 sees ``obj._x``; this sees ``from mod import _x``, the same breach."""
     bad = [

@@ -259,6 +259,18 @@ def test_an_emulator_dies_with_the_process_that_waits_for_it(tmp_path):
     assert not any(_running(p) for p in emulators)
 
 
+def test_starting_an_emulator_runs_no_fork_handler_of_the_app(monkeypatch):
+    """Inside an app, a fork runs the app's ``pthread_atfork`` handlers (OpenBLAS's shut its
+    threads down beside an app thread in a BLAS call: pyopencl's ``test_dot`` hung under
+    project mode). The emulator is started without a ``preexec_fn``, so ``subprocess``
+    uses vfork, which runs none; Python's own fork hooks stand in for the app's here."""
+    forks = []
+    os.register_at_fork(before=lambda: forks.append(1))
+    monkeypatch.setenv("CLPROJ_EMULATION_NICE", "5")  # as inside an app
+    miniemu.emulate(records()["saxpy"], mode="single")
+    assert forks == []
+
+
 def test_emulator_failure_is_a_clear_error():
     rec = from_arrays(
         "__kernel void k(__global int *a) { a[0] = undefined; }",
