@@ -46,10 +46,8 @@ APP_SIGNALS = frozenset(signal.valid_signals()) - _SYNCHRONOUS
 
 
 def block_app_signals() -> None:
-    """Block :data:`APP_SIGNALS` in the calling thread (and the threads it starts).
-
-    For a ``ThreadPoolExecutor(initializer=...)`` or the first line of a thread's body.
-    """
+    """Block :data:`APP_SIGNALS` in the calling thread (and the threads it starts): the
+    first thing every :func:`background_thread` does."""
     signal.pthread_sigmask(signal.SIG_BLOCK, APP_SIGNALS)
 
 
@@ -78,8 +76,7 @@ def map_in_threads(
     Why not ``ThreadPoolExecutor``: an exiting interpreter joins every executor thread
     before it runs ``atexit``, so an app whose kernel was being emulated in parallel
     probes (miniemu.bounded) would wait for them to end. These are daemon threads; the
-    emulators they wait for die with the process (miniemu.oclgrind starts them with
-    ``clproj.lifeline.die_with_parent``).
+    emulators they wait for die with the process (``miniemu.worker --parent-pid``).
     """
     work = list(items)
     results: list[Any] = [None] * len(work)

@@ -31,9 +31,8 @@ def _libc_prctl() -> Callable[..., int] | None:
         return None  # not Linux: the parent's own cleanup still runs on an orderly exit
 
 
-# Looked up when this module is imported, in the parent: a child forked from a threaded
-# process (an app's emulation thread) must not dlopen, whose loader lock another thread
-# may have held at the fork.
+# Looked up when this module is imported, in the parent: a forked child (a ``preexec_fn``)
+# must not dlopen, whose loader lock another thread may have held at the fork.
 _PRCTL = _libc_prctl()
 
 
@@ -59,8 +58,7 @@ def die_with_starter(parent_pid: int, sig: int = signal.SIGKILL) -> None:
     200,000 elements hung the dot loop within its first 2,000 calls; without one (vfork),
     19,438 calls in 20 s. pyopencl's ``test_dot`` under ``clproj run --mode project`` hung
     the same way (its in-app emulator was started with a ``preexec_fn``)."""
-    if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    die_with_parent(sig)
     if os.getppid() != parent_pid:  # it died before the setting took: nobody waits for us
         os._exit(1)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clproj.errors import ClprojError
+from clproj.lifeline import die_with_parent
 from clproj.untrusted import is_int, read_regular_file
 from intercept.record import LaunchRecord
 
@@ -427,8 +428,6 @@ def _worker_env() -> dict[str, str]:
 
 
 def _child_setup() -> None:
-    from clproj.lifeline import die_with_parent
-
     die_with_parent(signal.SIGKILL)  # a killed `clproj replay` leaves no replay behind
 
 
