@@ -247,6 +247,8 @@ def validate(doc: dict[str, Any]) -> None:
             _fail("detail.raw_loop", f"expected an object, got {type(rounds).__name__}")
         for f in ("raw_round_s", "fma_round_s", "add_round_s"):
             _num(doc, f"detail.raw_loop.{f}")
+        if "reload_round_s" in rounds:  # measured since 2026-11-25
+            _num(doc, "detail.raw_loop.reload_round_s")
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):
         _fail("nvml", f"expected an object or null, got {type(nv).__name__}")

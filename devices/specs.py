@@ -466,16 +466,18 @@ def build(spec: Spec) -> dict[str, Any]:
     return doc
 
 
-# Published latencies, in cycles, of a dependent fused multiply-add and floating-point add
-# on a CPU core, by (CPUID vendor, the LLVM target PoCL compiles for, which PoCL puts in
-# the device name: "cpu-skylake-avx512-Intel(R) Xeon(R) Processor"). Intel 64 and IA-32
-# Architectures Optimization Reference Manual, Skylake server microarchitecture: FMA and
-# ADD/MUL 4 cycles. The target alone does not name the core (the EPYC's PoCL build also
-# targets skylake-avx512), hence the vendor. Used only where the rounds cannot be
-# measured (``scripts/profile_curves.py spec-rounds``): a measured ``detail.raw_loop``
-# replaces them.
-CPU_FP_LATENCY_CYCLES: dict[tuple[str, str], tuple[int, int]] = {
-    ("GenuineIntel", "skylake-avx512"): (4, 4),
+# Published latencies, in cycles, of a dependent fused multiply-add, a floating-point add
+# and a store forwarded to a load of the same address (a vector register's value), on a
+# CPU core, by (CPUID vendor, the LLVM target PoCL compiles for, which PoCL puts in the
+# device name: "cpu-skylake-avx512-Intel(R) Xeon(R) Processor"). Skylake server: FMA and
+# ADD 4 cycles (Intel 64 and IA-32 Architectures Optimization Reference Manual); store
+# forwarding 5 cycles for a vector register (A. Fog, "The microarchitecture of Intel, AMD
+# and VIA CPUs", Skylake: 4 cycles general-purpose, one more from a vector register).
+# The target alone does not name the core (the EPYC's PoCL build also targets
+# skylake-avx512), hence the vendor. Used only where the rounds cannot be measured
+# (``scripts/profile_curves.py spec-rounds``): a measured ``detail.raw_loop`` replaces them.
+CPU_FP_LATENCY_CYCLES: dict[tuple[str, str], tuple[int, int, int]] = {
+    ("GenuineIntel", "skylake-avx512"): (4, 4, 5),
 }
 
 
@@ -483,27 +485,30 @@ def cpu_rounds_from_spec(doc: dict[str, Any]) -> tuple[dict[str, float], str] | 
     """``detail.raw_loop`` of a CPU profile from its core's published latencies and clock.
 
     A loop-carried multiply-add costs the FMA latency per trip, a plain add the add
-    latency; a link through a stored and reloaded word is priced as the FMA, because the
-    compiler keeps the reloaded accumulator in a register (measured on the EPYC: 1.19 ns
-    through memory, 1.16 ns in a register). None when the core is not in the table.
+    latency; a link through a stored and reloaded word is priced as the FMA while the
+    compiler keeps the accumulator in a register (``raw``, measured on the EPYC: 1.19 ns
+    through memory, 1.16 ns in a register), and as store forwarding plus the FMA where it
+    must reload it (``reload``, EPYC: 3.66 ns). None when the core is not in the table.
     """
     ident = doc.get("identity", {})
     name, vendor = str(ident.get("name", "")), str(ident.get("vendor", ""))
     clock = float(doc.get("clock_mhz") or 0) * 1e6
     if clock <= 0:
         return None
-    for (v, target), (fma, add) in CPU_FP_LATENCY_CYCLES.items():
+    for (v, target), (fma, add, forward) in CPU_FP_LATENCY_CYCLES.items():
         if v == vendor and f"-{target}-" in f"-{name}-":
             rounds = {
                 "raw_round_s": fma / clock,
                 "fma_round_s": fma / clock,
                 "add_round_s": add / clock,
+                "reload_round_s": (forward + fma) / clock,
             }
             how = (
                 f"derived: published latencies of the core PoCL targets ({target}, {vendor}: "
-                f"FMA {fma}, FP add {add} cycles) at clock_mhz {clock / 1e6:.0f}; a "
-                "read-after-write link priced as the FMA (a reloaded accumulator stays in a "
-                "register); re-measure with `clproj profile-device` on the device"
+                f"FMA {fma}, FP add {add}, store forwarding {forward} cycles) at clock_mhz "
+                f"{clock / 1e6:.0f}; a read-after-write link priced as the FMA (a reloaded "
+                "accumulator stays in a register), a reload after another store as "
+                "forwarding + FMA; re-measure with `clproj profile-device` on the device"
             )
             return rounds, how
     return None

@@ -6,8 +6,9 @@ of a loop-carried accumulation (``detail.raw_loop``, devices/microbench/raw_loop
 Profiles committed before they existed get them here, their other fields unchanged (so
 the other projections stay comparable):
 
-* ``measure PROFILE.json --device SUBSTRING``: run both microbenchmarks on a local OpenCL
-  device (the one the profile describes) and write them in, provenance ``measured``.
+* ``measure PROFILE.json --device SUBSTRING [--only launch|raw_loop]``: run both
+  microbenchmarks (or one) on a local OpenCL device (the one the profile describes) and
+  write them in, provenance ``measured``.
 * ``derive PROFILE.json --bench RESULTS.json --kernel APP/KERNEL``: for a device that is
   not here (the 16-core Xeon), read the curve off committed bench results of a kernel whose
   work is negligible next to its launch floor and that was run at 1, 2, ... groups
@@ -47,7 +48,7 @@ def _write(path: Path, doc: dict, points: list[list[float]], wg: int, how: str) 
         print(f"{int(g):5d} groups  {t * 1e6:8.2f} us")
 
 
-def measure(path: Path, device: str, mode: str) -> None:
+def measure(path: Path, device: str, mode: str, what: set[str]) -> None:
     import pyopencl as cl
 
     from devices.microbench.common import MODES, Bench
@@ -57,11 +58,15 @@ def measure(path: Path, device: str, mode: str) -> None:
         raise SystemExit(f"no OpenCL device whose name contains {device!r}")
     bench = Bench(devs[0], MODES[mode])
     doc = json.loads(path.read_text())
-    if bench.is_cpu:
+    if bench.is_cpu and "raw_loop" in what:
         doc.setdefault("detail", {})["raw_loop"] = raw_loop.measure(bench)
         doc["provenance"]["detail.raw_loop"] = "measured"
         for k, v in doc["detail"]["raw_loop"].items():
             print(f"raw_loop {k}: {v * 1e9:.3f} ns" if k.endswith("_s") else f"raw_loop {k}: {v}")
+    if "launch" not in what:
+        validate(doc)
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        return
     points = overhead.launch_groups(bench)
     _write(path, doc, points, overhead.GROUPS_WG, "measured")
 
@@ -108,6 +113,11 @@ def main() -> None:
     m.add_argument("profile", type=Path)
     m.add_argument("--device", required=True)
     m.add_argument("--mode", default="full", choices=["quick", "full"])
+    m.add_argument(
+        "--only",
+        choices=["launch", "raw_loop"],
+        help="measure only this one (default: both)",
+    )
     d = sub.add_parser("derive")
     d.add_argument("profile", type=Path)
     d.add_argument("--bench", type=Path, required=True)
@@ -116,7 +126,7 @@ def main() -> None:
     r.add_argument("profile", type=Path)
     a = ap.parse_args()
     if a.cmd == "measure":
-        measure(a.profile, a.device, a.mode)
+        measure(a.profile, a.device, a.mode, {a.only} if a.only else {"launch", "raw_loop"})
     elif a.cmd == "spec-rounds":
         spec_rounds(a.profile)
     else:

@@ -46,6 +46,7 @@
 // throughput (the recurrence bound of a loop): on a CPU core that runs a work-item's
 // loop to its end, this chain is its time.
 #include <algorithm>
+#include <cstdint>
 
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Argument.h>
@@ -60,9 +61,11 @@ void Dep::merge(const Dep &o) {
   for (int k = 0; k < kNumSegments; ++k) cold[k] = std::max(cold[k], o.cold[k]);
   raw = std::max(raw, o.raw);
   ptr = std::max(ptr, o.ptr);
-  if (o.fp > fp || (o.fp == fp && o.fma > fma)) {  // the longer floating-point path
+  // the longer floating-point path (with equal lengths: more multiply-adds, then reloads)
+  if (o.fp > fp || (o.fp == fp && (o.fma > fma || (o.fma == fma && o.reload > reload)))) {
     fp = o.fp;
     fma = o.fma;
+    reload = o.reload;
   }
 }
 
@@ -103,8 +106,9 @@ void DependenceTracker::groupBegin(size_t lanes) {
     l.stored.clear();
     l.fences.clear();
     l.pending = Dep();
-    l.has_pending = l.pending_raw = false;
+    l.has_pending = l.pending_raw = l.pending_reload = false;
     l.pending_cold = l.cold_since = 0;
+    l.stores = 0;
     l.longest = Dep();
   }
   lanes_.resize(lanes);
@@ -190,18 +194,23 @@ void DependenceTracker::load(uint32_t lid, uint32_t id, uint64_t addr, size_t si
   LaneDeps &l = lane(lid);
   uint8_t cold = 0;
   countSegments(l, id, addr, size, 0, cold);
+  uint64_t stored_when = UINT64_MAX;  // the store clock of the oldest word read back
   for (uint64_t w = addr / 4; w <= (addr + size - 1) / 4; ++w) {
     auto it = l.stored.find(w);
     if (it != l.stored.end()) {
-      l.pending.merge(it->second);
+      l.pending.merge(it->second.dep);
       l.pending_raw = true;
+      stored_when = std::min(stored_when, it->second.when);
     }
   }
   for (const auto &fence : l.fences)  // earlier stores this load may not pass
-    if (id < objects_.size() && mayAlias(id, fence.first)) {
-      Dep ordered = fence.second;
-      ordered.fp = ordered.fma = 0;  // ordering, not data: the value carries none of its ops
+    if (id < objects_.size() && mayAlias(id, fence.id)) {
+      Dep ordered = fence.dep;
+      ordered.fp = ordered.fma = ordered.reload = 0;  // ordering, not data
       l.pending.merge(ordered);
+      // A store that may alias the word, after the word was stored: a compiler cannot
+      // forward the stored value in a register, the load goes to memory (store buffer).
+      if (stored_when != UINT64_MAX && fence.last > stored_when) l.pending_reload = true;
     }
   l.pending_cold |= cold;
   l.has_pending = true;
@@ -213,14 +222,16 @@ void DependenceTracker::store(uint32_t lid, const llvm::Instruction *inst, uint3
   uint8_t cold = 0;  // stores stream in nothing a dependent round waits for
   countSegments(l, id, addr, size, 1, cold);
   Dep d = operandDep(l, inst, id, previous);  // value and address (and vstore's offset)
-  for (uint64_t w = addr / 4; w <= (addr + size - 1) / 4; ++w) l.stored[w] = d;
+  const uint64_t when = ++l.stores;
+  for (uint64_t w = addr / 4; w <= (addr + size - 1) / 4; ++w) l.stored[w] = StoredWord{d, when};
   // One fence per stored-to instruction (its buffer): later loads that may alias wait.
   for (auto &fence : l.fences)
-    if (fence.first == id) {
-      fence.second.merge(d);
+    if (fence.id == id) {
+      fence.dep.merge(d);
+      fence.last = when;
       return;
     }
-  l.fences.emplace_back(id, d);
+  l.fences.push_back(Fence{id, d, when});
 }
 
 void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, uint32_t id,
@@ -238,6 +249,7 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
       for (int k = 0; k < kNumSegments; ++k) d.cold[k] += (cold >> k) & 1u;
       d.raw += raw ? 1 : 0;
       d.ptr += pointer ? 1 : 0;
+      d.reload += (raw && l.pending_reload) ? 1 : 0;
       l.cold_since = 0;
       raw_loads_ += raw ? 1 : 0;
       pointer_loads_ += pointer ? 1 : 0;
@@ -249,7 +261,7 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
     }
     l.longest.merge(d);
     l.pending = Dep();
-    l.has_pending = l.pending_raw = false;
+    l.has_pending = l.pending_raw = l.pending_reload = false;
     l.pending_cold = 0;
   }
   if (fp_op) {
@@ -258,6 +270,7 @@ void DependenceTracker::executed(uint32_t lid, const llvm::Instruction *inst, ui
     if (d.fp > l.longest.fp) {
       l.longest.fp = d.fp;
       l.longest.fma = d.fma;
+      l.longest.reload = d.reload;
     }
   }
   if (id < l.val.size()) l.val[id] = d;
@@ -271,6 +284,7 @@ void DependenceTracker::finish(Stats &s) const {
     s.dep_ptr += l.longest.ptr;
     s.dep_fp += l.longest.fp;
     s.dep_fma += l.longest.fma;
+    s.dep_fp_reload += l.longest.reload;
   }
   s.dep_raw_loads = raw_loads_;
   s.dep_ptr_loads = pointer_loads_;

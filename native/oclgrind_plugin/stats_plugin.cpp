@@ -146,6 +146,7 @@ void Stats::add(const Stats &o) {
   dep_ptr += o.dep_ptr;
   dep_fp += o.dep_fp;
   dep_fma += o.dep_fma;
+  dep_fp_reload += o.dep_fp_reload;
   dep_raw_loads += o.dep_raw_loads;
   dep_ptr_loads += o.dep_ptr_loads;
   for (int d = 0; d < 2; ++d)
@@ -199,7 +200,7 @@ std::string Stats::json() const {
   o << "},\"raw_chain\":" << dep_raw
     << ",\"pointer_chain\":" << dep_ptr << ",\"raw_loads\":" << dep_raw_loads
     << ",\"pointer_loads\":" << dep_ptr_loads << ",\"fp_chain\":" << dep_fp
-    << ",\"fma_chain\":" << dep_fma << "}}";
+    << ",\"fma_chain\":" << dep_fma << ",\"fp_reload_chain\":" << dep_fp_reload << "}}";
   return o.str();
 }
 

@@ -88,8 +88,10 @@ struct Stats {
   // dependent global round trips, the cold ones among them, read-after-write steps and
   // pointer-chasing steps; plus the number of dependent loads of each kind.
   // dep_cold per segment size (32/64/128 B): rounds that streamed in a new segment of it.
+  // dep_fp_reload: links of the floating-point chain that go through a word reloaded after
+  // another store (a compiler must keep that reload: the store may alias the word).
   uint64_t dep_chain = 0, dep_cold[kNumSegments] = {}, dep_raw = 0, dep_ptr = 0, dep_fp = 0,
-           dep_fma = 0;
+           dep_fma = 0, dep_fp_reload = 0;
   uint64_t dep_raw_loads = 0, dep_ptr_loads = 0;
   // Per-work-item transactions: accesses touching another segment than the previous
   // access of the same instruction by the same work-item ([load/store][segment]).
@@ -125,16 +127,33 @@ struct Dep {
   uint32_t ptr = 0;   // steps whose address came from a loaded value
   uint32_t fp = 0;    // floating-point operations on its longest data-dependence path
   uint32_t fma = 0;   // of those, fused multiply-adds (a longer latency than an add)
+  uint32_t reload = 0;  // loads on that path that read a stored word after another store
   void merge(const Dep &o);  // element-wise max
+};
+
+// A word a work-item stored: the chain of its value and when (the lane's store clock).
+struct StoredWord {
+  Dep dep;
+  uint64_t when = 0;
+};
+
+// Every store instruction of a work-item: later loads that may alias wait for its chain;
+// `last` is the store clock of its latest store.
+struct Fence {
+  uint32_t id = 0;
+  Dep dep;
+  uint64_t last = 0;
 };
 
 struct LaneDeps {
   std::vector<Dep> val;            // by instruction id: the value's latest chain
   std::vector<uint64_t> last_end;  // by instruction id: one past the last byte accessed (0: none)
-  std::unordered_map<uint64_t, Dep> stored;  // 4-byte word -> chain of the value stored there
-  std::vector<std::pair<uint32_t, Dep>> fences;  // store instruction id -> chain of its stores
+  std::unordered_map<uint64_t, StoredWord> stored;  // 4-byte word -> what was stored there last
+  std::vector<Fence> fences;       // one per store instruction: the chain of its stores
+  uint64_t stores = 0;             // global stores executed so far (a clock for `StoredWord`)
   Dep pending;                     // memory chain of the load being executed
   bool has_pending = false, pending_raw = false;
+  bool pending_reload = false;  // the load reads a stored word another store came after
   uint8_t pending_cold = 0;  // segment sizes (bit per kSegments entry) the load newly touched
   uint8_t cold_since = 0;    // the same, for global loads since the last dependent round
   Dep longest;              // the work-item's longest chains

@@ -95,20 +95,27 @@ def recurrence_time(
 ) -> tuple[float, dict[str, float]]:
     """Seconds a CPU needs for its work-items' loop-carried floating-point chains.
 
-    A loop that accumulates (``sum += a[k] * b[k]``, or ``tmp[i] += ...`` reloaded from
-    memory every trip) runs no faster than one dependent operation per trip, however
-    many units are free: the plugin counts each work-item's longest chain of dependent
-    floating-point operations (``dependence.fp_chain``, through registers and stored
-    words) and the fused multiply-adds on it (``fma_chain``). PoCL runs a work-item's loop
-    to its end before the next work-item, so a core spends ``chain x round`` per
-    work-item, one work-item after another; the rounds are measured on the device in that
-    very form (``detail.raw_loop``, devices/microbench/raw_loop.py; 2-core EPYC: 1.2 ns a
-    multiply-add, 0.87 ns an add), a read-after-write link paying what going through
-    memory adds to a multiply-add. Only kernels whose work-items loop, and have no
-    work-group barrier: a loop-free kernel's short chains overlap across the work-items a
-    core interleaves, and so do the loops of a kernel with barriers, which PoCL runs
-    trip by trip across the group. 0 without the measurement (GPUs hide the chain behind
-    other warps; profiles measured before it).
+    A loop that accumulates (``sum += a[k] * b[k]``, or ``tmp[i] += ...`` in global
+    memory) runs no faster than one dependent operation per trip, however many units are
+    free: the plugin counts each work-item's longest chain of dependent floating-point
+    operations (``dependence.fp_chain``, through registers and stored words) and the fused
+    multiply-adds on it (``fma_chain``). PoCL runs a work-item's loop to its end before
+    the next work-item, so a core spends ``chain x round`` per work-item, one work-item
+    after another; the rounds are measured on the device in that very form
+    (``detail.raw_loop``, devices/microbench/raw_loop.py; 2-core EPYC: 1.16 ns a
+    multiply-add, 0.87 ns an add).
+
+    A link through a stored word costs a multiply-add only while the compiler can forward
+    the stored value in a register, i.e. while the loop stores nothing else (measured:
+    1.19 ns a trip). A loop that also stores elsewhere (``tmp[i] += ...; y[i] += ...``)
+    must reload the accumulator every trip, since that store may alias it: the link then
+    waits for the store buffer too (``reload_round_s``, EPYC: 3.66 ns a trip). The plugin
+    counts those links (``fp_reload_chain``); each adds ``reload_round_s - fma_round_s``.
+    Only kernels whose work-items loop, and have no work-group barrier: a loop-free
+    kernel's short chains overlap across the work-items a core interleaves, and so do the
+    loops of a kernel with barriers, which PoCL runs trip by trip across the group. 0
+    without the measurement (GPUs hide the chain behind other warps; profiles measured
+    before it).
     """
     rounds = device.data.get("detail", {}).get("raw_loop") or {}
     items = float(total.get("work_items") or 0)
@@ -123,14 +130,16 @@ def recurrence_time(
         # 256-trip add chain after a barrier at 0.44 ns a trip, 0.72 ns without it).
         return 0.0, {}
     fma = min(fp, float(dep.get("fma_chain", 0) or 0) / items)
-    via_memory = min(fp, float(dep.get("raw_chain", 0) or 0) / items)
+    reloads = min(fp, float(dep.get("fp_reload_chain", 0) or 0) / items)
     fma_round, add_round = float(rounds["fma_round_s"]), float(rounds["add_round_s"])
-    memory_extra = max(0.0, float(rounds["raw_round_s"]) - fma_round)
-    per_item = fma * fma_round + (fp - fma) * add_round + via_memory * memory_extra
+    # Profiles measured before the reload form have no reload round: no such term.
+    reload_extra = max(0.0, float(rounds.get("reload_round_s") or fma_round) - fma_round)
+    per_item = fma * fma_round + (fp - fma) * add_round + reloads * reload_extra
     serial = occ.waves * occ.group_size  # work-items on the busiest core, one by one
     return per_item * serial, {
         "fp_chain_per_item": fp,
         "fma_chain_per_item": fma,
+        "reload_chain_per_item": reloads,
         "t_recurrence": per_item * serial,
     }
 

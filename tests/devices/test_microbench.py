@@ -69,7 +69,7 @@ def test_tiny_run_gives_a_valid_sane_profile(tiny_doc, pocl_device) -> None:
     # shared by 64 SIMD lanes (a PoCL that runs the loop across work-items, as PoCL 5 can,
     # overlaps the work-items' chains)
     rounds = tiny_doc["detail"]["raw_loop"]
-    for key in ("raw_round_s", "fma_round_s", "add_round_s"):
+    for key in ("raw_round_s", "reload_round_s", "fma_round_s", "add_round_s"):
         assert 1 / (ghz * 1e9 * 64) < rounds[key] < 1e-6, (key, rounds[key])
 
 
@@ -100,6 +100,18 @@ def test_wrong_compute_kernel_is_rejected(bench) -> None:
     intop = next(o for o in compute.OPS if o.name == "int_add")
     with pytest.raises(GarbageResult):
         compute.Compute(bench).run(dataclasses.replace(intop, body="(x ^ a) + b + 1u"))
+
+
+def test_wrong_reload_chain_is_rejected(bench, monkeypatch) -> None:
+    """The reload round's second accumulator is checked too: a kernel that drops it
+    (one accumulator: the fast register-forwarded form) is garbage, not a fast round."""
+    from devices.microbench import raw_loop
+
+    one = raw_loop.SRC.replace("acc2[i] += a[(j + 7u) & 255u] * s;", "")
+    assert one != raw_loop.SRC
+    monkeypatch.setattr(raw_loop, "SRC", one)
+    with pytest.raises(GarbageResult, match="raw_loop reload"):
+        raw_loop.measure(bench)
 
 
 def test_profiling_refuses_to_report_garbage(pocl_device, monkeypatch) -> None:

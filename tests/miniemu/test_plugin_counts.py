@@ -335,6 +335,13 @@ __kernel void ordered(__global float *t, __global const float *A, int n) {
   t[j] = 0.0f;                                    /* 2mm: the sum stays in a register, */
   for (int k = 0; k < n; k++) t[j] += A[k * n + j]; /* the store orders the next loads */
 }
+__kernel void tworeload(__global float *A, __global float *y, __global const float *x, int n) {
+  int i = get_global_id(0);                       /* gesummv: two sums, each store may */
+  for (int j = 0; j < n; j++) {                   /* alias the other's word: reloaded */
+    y[i] += A[i * n + j] * x[j];
+    y[n + i] += A[i * n + j] * x[j];
+  }
+}
 __kernel void restricted(__global float * restrict t, __global const float *A, int n) {
   int j = get_global_id(0);
   t[j] = 0.0f;
@@ -410,6 +417,19 @@ def test_floating_point_recurrence_chain():
     nxt = np.roll(np.arange(DN, dtype=np.int32), -1)
     chase, _ = dependence("chase", [nxt, np.zeros(DN, np.int32), np.int32(DN)])
     assert chase["fp_chain"] == 0
+
+
+def test_reloads_after_another_store_are_counted_on_the_fp_chain():
+    """A stored accumulator reloaded with no other store in between can stay in a
+    register (a compiler forwards it: no reload link); one reloaded after a store to
+    another word that may alias it cannot: one reload link per trip on the fp chain."""
+    rmw, _ = dependence("rmw", [*mats(), np.int32(DN)])
+    assert rmw["fp_reload_chain"] == 0
+    y = np.zeros(2 * DN, np.float32)
+    two, _ = dependence(
+        "tworeload", [np.ones(DN * DN, np.float32), y, np.ones(DN, np.float32), np.int32(DN)]
+    )
+    assert two["fp_chain"] == DN and two["fp_reload_chain"] == DN - 1  # the first is fresh
 
 
 def test_store_orders_later_loads_unless_restrict():
