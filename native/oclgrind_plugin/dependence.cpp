@@ -127,14 +127,18 @@ uint32_t DependenceTracker::idOf(const llvm::Value *v) {
 
 uint32_t DependenceTracker::assign(const llvm::Instruction *inst) {
   uint32_t id = idOf(inst);
-  if (operands_.size() <= id) operands_.resize(id + 1);
-  std::vector<uint32_t> &ops = operands_[id];
-  ops.clear();
   // Only instruction operands can carry a chain (arguments and constants are ready).
-  for (const llvm::Value *op : inst->operands())
+  std::vector<uint32_t> ops;
+  ops.reserve(inst->getNumOperands());
+  uint32_t top = id;
+  for (const llvm::Value *op : inst->operands()) {
     ops.push_back(llvm::isa<llvm::Instruction>(op) ? idOf(op) : kNoId);
-  for (uint32_t i = 0; i < ops.size(); ++i)  // ids_ may have grown: size the table
-    if (ops[i] != kNoId && operands_.size() <= ops[i]) operands_.resize(ops[i] + 1);
+    if (ops.back() != kNoId) top = std::max(top, ops.back());
+  }
+  // Size the table before storing into it: growing it moves the rows (a reference into it
+  // taken earlier would dangle).
+  if (operands_.size() <= top) operands_.resize(top + 1);
+  operands_[id] = std::move(ops);
   if (objects_.size() < operands_.size()) objects_.resize(operands_.size());
   if (const llvm::Value *ptr = pointerOperand(inst)) {
     const llvm::Value *object = llvm::getUnderlyingObject(ptr);
