@@ -18,56 +18,64 @@ import cffi
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHIM_DIR = os.path.join(HERE, "shim")
 
-ffibuilder = cffi.FFI()
-
 # cdef: the plain struct declarations shared with C, then the callbacks and helpers.
 _CDEF_TYPES = "typedef int32_t cl_int;\ntypedef uint32_t cl_uint;\n"
-with open(os.path.join(SHIM_DIR, "launch_types.h")) as f:
-    _cdef = _CDEF_TYPES + f.read()
-with open(os.path.join(SHIM_DIR, "route_types.h")) as f:
-    _cdef += f.read()
-with open(os.path.join(SHIM_DIR, "shim_api.h")) as f:
-    ffibuilder.cdef(_cdef + f.read())
-with open(os.path.join(SHIM_DIR, "embedding_api.h")) as f:
-    ffibuilder.embedding_api(f.read())
-
-ffibuilder.embedding_init_code(
-    """
-    from intercept._shim import ffi, lib
-    from intercept.shim_runtime import install as _clproj_install
-    _clproj_install(ffi, lib)
-    from intercept.route.platform import install as _clproj_route_install
-    _clproj_route_install(ffi, lib)
-    """
-)
 
 _LIBPYTHON = os.path.join(
     sysconfig.get_config_var("LIBDIR"),
     sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY"),
 )
 
-ffibuilder.set_source(
-    "intercept._shim",
-    '#include "shim.h"\n#include "route.h"\n',
-    sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
-    include_dirs=[SHIM_DIR],
-    # A C application has no Python in it, yet libpython is NOT linked: the shim dlopens it
-    # only when Python is needed (shim/lazy_python.h says why), see _LIBPYTHON.
-    libraries=["dl", "pthread"],
-    py_limited_api=False,
-    extra_compile_args=[
-        *("-include", os.path.join(SHIM_DIR, "lazy_python.h")),
-        *("-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"),
-    ],
-    define_macros=[
-        ("CL_TARGET_OPENCL_VERSION", "300"),
-        ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"'),
-        # the build interpreter's home: track.c pin_python_home() says why
-        ("CLPROJ_PYTHONHOME", f'"{sys.base_prefix}"'),
-    ],
-)
-# cffi adds -lpython for embedding modules; the shim loads libpython itself.
-ffibuilder._apply_embedding_fix = lambda kwds: None  # noqa: SLF001  (cffi has no public switch)
+
+def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
+    """The shim's cffi build; ``extra_flags`` go to the compiler and the linker (the
+    sanitizer test builds a copy with ``-fsanitize=address,undefined``)."""
+    ffi = cffi.FFI()
+    with open(os.path.join(SHIM_DIR, "launch_types.h")) as f:
+        cdef = _CDEF_TYPES + f.read()
+    with open(os.path.join(SHIM_DIR, "route_types.h")) as f:
+        cdef += f.read()
+    with open(os.path.join(SHIM_DIR, "shim_api.h")) as f:
+        ffi.cdef(cdef + f.read())
+    with open(os.path.join(SHIM_DIR, "embedding_api.h")) as f:
+        ffi.embedding_api(f.read())
+    ffi.embedding_init_code(
+        """
+        from intercept._shim import ffi, lib
+        from intercept.shim_runtime import install as _clproj_install
+        _clproj_install(ffi, lib)
+        from intercept.route.platform import install as _clproj_route_install
+        _clproj_route_install(ffi, lib)
+        """
+    )
+    ffi.set_source(
+        "intercept._shim",
+        '#include "shim.h"\n#include "route.h"\n',
+        sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
+        include_dirs=[SHIM_DIR],
+        # A C application has no Python in it, yet libpython is NOT linked: the shim
+        # dlopens it only when Python is needed (shim/lazy_python.h says why), see _LIBPYTHON.
+        libraries=["dl", "pthread"],
+        py_limited_api=False,
+        extra_compile_args=[
+            *("-include", os.path.join(SHIM_DIR, "lazy_python.h")),
+            *("-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"),
+            *extra_flags,
+        ],
+        extra_link_args=list(extra_flags),
+        define_macros=[
+            ("CL_TARGET_OPENCL_VERSION", "300"),
+            ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"'),
+            # the build interpreter's home: track.c pin_python_home() says why
+            ("CLPROJ_PYTHONHOME", f'"{sys.base_prefix}"'),
+        ],
+    )
+    # cffi adds -lpython for embedding modules; the shim loads libpython itself.
+    ffi._apply_embedding_fix = lambda kwds: None  # noqa: SLF001  (cffi has no public switch)
+    return ffi
+
+
+ffibuilder = builder()
 
 if __name__ == "__main__":
     ffibuilder.compile(verbose=True)

@@ -67,6 +67,71 @@ def test_c_app_observe_output_unchanged(c_app, tmp_path):
     assert "clproj" not in shimmed.stdout
 
 
+STACKED = r"""
+#define _GNU_SOURCE
+#define CL_TARGET_OPENCL_VERSION 300
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <CL/cl.h>
+/* Another tool's interposer: wraps two entry points, finds the next definition with
+ * dlsym(RTLD_NEXT, ...) as such tools do, and counts what it saw. */
+static int depth = 0, launches = 0;
+static void *next_of(const char *name) {
+    void *fn = dlsym(RTLD_NEXT, name);
+    if (fn == NULL) { fprintf(stderr, "stacked: no next %s\n", name); exit(41); }
+    return fn;
+}
+cl_int clFinish(cl_command_queue q) {
+    static cl_int (*next)(cl_command_queue);
+    if (!next) next = (cl_int (*)(cl_command_queue))next_of("clFinish");
+    if (++depth > 100) { fprintf(stderr, "stacked: clFinish found itself\n"); exit(42); }
+    cl_int r = next(q);
+    depth--;
+    return r;
+}
+typedef cl_int (*nd_fn)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *,
+                        const size_t *, cl_uint, const cl_event *, cl_event *);
+cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint d, const size_t *o,
+                              const size_t *g, const size_t *l, cl_uint n, const cl_event *w,
+                              cl_event *e) {
+    static nd_fn next;
+    if (!next) next = (nd_fn)next_of("clEnqueueNDRangeKernel");
+    launches++;
+    return next(q, k, d, o, g, l, n, w, e);
+}
+__attribute__((destructor)) static void report(void) { fprintf(stderr, "stacked launches %d\n", launches); }
+"""
+
+
+@pytest.mark.parametrize("order", ["before", "after"])
+def test_other_interposers_stack_with_the_shim(c_app, tmp_path, order):
+    """A tool preloaded beside the shim that finds the next definition with
+    dlsym(RTLD_NEXT, ...) gets the next object after *itself*: the shim's interposed
+    dlsym must not change whom the C library takes for the caller. Preloaded after the
+    shim, such a wrapper once got itself back (endless recursion); before it, it skipped
+    the shim (no launch seen). Both tools now see every launch, and the app's output is
+    its own."""
+    src = tmp_path / "stacked.c"
+    src.write_text(STACKED)
+    lib = str(tmp_path / "stacked.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", lib, str(src), "-ldl"], check=True)
+    app = c_app("app_basic")
+    plain, _ = run([app, "20", "3"], tmp_path, shim=False)
+    summary = str(tmp_path / "summary.tsv")
+    env = shim_environment(summary_file=summary)
+    env.setdefault("POCL_DEVICES", "pthread basic")
+    shim = env["LD_PRELOAD"]
+    env["LD_PRELOAD"] = f"{shim}:{lib}" if order == "after" else f"{lib}:{shim}"
+    p = subprocess.run([app, "20", "3"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert sorted(p.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+    rows = read_summary(summary)
+    seen = sum(r["launches"] for r in rows)
+    assert seen == 63  # 60 x scale, rev, one, twice
+    assert "stacked launches 62" in p.stderr  # "one" is a clEnqueueTask, not wrapped
+
+
 def test_c_app_record_verify_replay(c_app, tmp_path, cl_device):
     app = c_app("app_basic")
     rec_dir = tmp_path / "rec"

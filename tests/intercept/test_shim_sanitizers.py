@@ -1,0 +1,110 @@
+"""The interception shim under AddressSanitizer and UndefinedBehaviorSanitizer.
+
+Why: the shim runs inside applications we did not write; a memory error in it corrupts
+their results or crashes them, far from its cause. Here the shim is rebuilt from the same
+sources and flags with ``-fsanitize=address,undefined`` (``native/build_shim.py``
+``builder``), preloaded after the sanitizer runtime into each C test app (valid and
+invalid OpenCL calls, events and callbacks, threads, rectangles) and a pyopencl script, in
+observe and project modes (project mode records launches and emulates them): no sanitizer
+report, and the app's output and exit status are its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from intercept.cli import read_summary, shim_environment
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "native"))
+import build_shim  # noqa: E402  (native/ is a folder of build scripts, not a package)
+
+FLAGS = (
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=undefined",
+    "-fno-omit-frame-pointer",
+    "-g",
+)
+APPS = {  # C test app -> arguments
+    "app_basic": ["20", "3"],
+    "app_events": [],
+    "app_invalid": [],
+    "app_many": ["2000"],
+    "app_order": [],
+    "app_rect": [],
+}
+PY_APP = """
+import numpy as np, pyopencl as cl
+ctx = cl.create_some_context(False); q = cl.CommandQueue(ctx)
+src = "__kernel void twice(__global float* a) { a[get_global_id(0)] *= 2.0f; }"
+k = cl.Kernel(cl.Program(ctx, src).build(), "twice")
+a = np.arange(1024, dtype=np.float32)
+b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+for _ in range(5):
+    k(q, (1024,), (64,), b)
+cl.enqueue_copy(q, a, b)
+print(a[:4])
+"""
+
+
+def libasan() -> str:
+    path = subprocess.run(
+        ["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert os.path.isabs(path), "gcc has no AddressSanitizer runtime: install libasan8"
+    return path
+
+
+@pytest.fixture(scope="module")
+def sanitized_shim(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("asan-shim")
+    return str(build_shim.builder(FLAGS).compile(tmpdir=str(out)))
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory) -> dict[str, list[str]]:
+    out = tmp_path_factory.mktemp("capps")
+    cmds = {}
+    for name, args in APPS.items():
+        exe = str(out / name)
+        src = os.path.join(REPO, "tests", "c_apps", name + ".c")
+        subprocess.run(["gcc", "-O1", "-w", "-o", exe, src, "-lOpenCL", "-lpthread"], check=True)
+        cmds[name] = [exe, *args]
+    script = out / "py_app.py"
+    script.write_text(PY_APP)
+    cmds["pyopencl"] = [sys.executable, str(script)]
+    return cmds
+
+
+def own_lines(text: str) -> list[str]:
+    # Whether a callback ran inside the API call that completed its event is timing.
+    return sorted(ln for ln in text.splitlines() if not ln.startswith("ASYNC "))
+
+
+@pytest.mark.parametrize("mode", ["observe", "project"])
+@pytest.mark.parametrize("app", [*APPS, "pyopencl"])
+def test_shim_is_clean_under_sanitizers(app, mode, apps, sanitized_shim, tmp_path) -> None:
+    from clproj.native import shim_library
+
+    cmd = apps[app]
+    base = dict(os.environ, POCL_DEVICES="pthread")
+    plain = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=300)
+    summary = str(tmp_path / "summary.tsv")
+    record = str(tmp_path / "rec") if mode == "project" else None
+    env = shim_environment(mode=mode, summary_file=summary, record=record)
+    env["POCL_DEVICES"] = "pthread"
+    # The sanitizer runtime must be the first library of the process.
+    env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(shim_library(), f"{libasan()}:{sanitized_shim}")
+    env["ASAN_OPTIONS"] = "detect_leaks=0:halt_on_error=1"
+    env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    reports = [ln for ln in p.stderr.splitlines() if "Sanitizer" in ln or "runtime error:" in ln]
+    assert not reports, p.stderr[-4000:]
+    assert p.returncode == plain.returncode, p.stderr[-2000:]
+    assert own_lines(p.stdout) == own_lines(plain.stdout)
+    assert read_summary(summary), "the sanitized shim did not intercept the app"
