@@ -55,8 +55,11 @@ def _create_context(r: Route, c: Any) -> int:
 def _create_queue(r: Route, c: Any) -> int:
     ctx = r.get(c.id, VContext)
     props = int(c.u.create_queue.properties)
-    known = C.CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | C.CL_QUEUE_PROFILING_ENABLE
-    if props & ~known:
+    served = C.CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | C.CL_QUEUE_PROFILING_ENABLE
+    defined = served | C.CL_QUEUE_ON_DEVICE | C.CL_QUEUE_ON_DEVICE_DEFAULT
+    if props & ~defined:  # a bit no OpenCL version defines: invalid (PoCL says so too)
+        return C.CL_INVALID_VALUE
+    if props & ~served:  # defined, but device-side queues are not served
         return C.CL_INVALID_QUEUE_PROPERTIES
     c.ret = r.new(r.lib.RT_QUEUE, VQueue(ctx, props), ctx)
     return C.CL_SUCCESS

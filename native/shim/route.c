@@ -10,6 +10,7 @@
  * Entry points the virtual platform does not implement return CL_INVALID_OPERATION (or
  * NULL with that error code) and are logged once by name. */
 #define _GNU_SOURCE
+#include <CL/cl_ext.h>
 #include <CL/cl_icd.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -478,8 +479,18 @@ static cl_command_queue rt_clCreateCommandQueueWithProperties(cl_context ctx, cl
                                                               const cl_queue_properties *props,
                                                               cl_int *errcode_ret) {
     cl_command_queue_properties p = 0;
-    for (int i = 0; props && props[i] != 0; i += 2)
-        if (props[i] == CL_QUEUE_PROPERTIES) p = props[i + 1];
+    for (int i = 0; props && props[i] != 0; i += 2) {
+        if (props[i] == CL_QUEUE_PROPERTIES) {
+            p = props[i + 1];
+        } else if (props[i] != CL_QUEUE_SIZE && props[i] != CL_QUEUE_PRIORITY_KHR &&
+                   props[i] != CL_QUEUE_THROTTLE_KHR) {
+            /* a name no OpenCL version defines: what an implementation answers (PoCL) */
+            if (!rt_is(ctx, RT_CONTEXT)) break; /* the context is checked first */
+            SET_ERR(CL_INVALID_VALUE);
+            return NULL;
+        }
+        /* the other names are hints this platform ignores, as before */
+    }
     return rt_new_queue(ctx, dev, p, errcode_ret);
 }
 
@@ -726,6 +737,14 @@ static cl_int rt_clCreateKernelsInProgram(cl_program prog, cl_uint n, cl_kernel 
  * __global/__constant pointer argument's value is a cl_mem that may be looked at; any
  * other value is bytes (an 8-byte double or long2 is not a pointer), copied at the call.
  * Python reads the arguments that changed at the next launch (clproj_route_kernel_argv). */
+/* SVM is not served, but an argument index the kernel does not have is the first error an
+ * implementation reports (PoCL: CL_INVALID_ARG_INDEX). */
+static cl_int rt_clSetKernelArgSVMPointer(cl_kernel k, cl_uint idx, const void *value) {
+    (void)value;
+    if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
+    if (OBJ(k)->argv && idx >= OBJ(k)->nargs) return CL_INVALID_ARG_INDEX;
+    return rt_unsupported();
+}
 static cl_int rt_clSetKernelArg(cl_kernel k, cl_uint idx, size_t size, const void *value) {
     if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
     rt_obj *o = OBJ(k);
@@ -1007,17 +1026,20 @@ static cl_int rt_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem b, void *ptr
     c.want_event = ev != NULL;
     return rt_event_out(rt_call_waiting(&c, nw, wl), &c, ev);
 }
+static cl_int rt_marker(cl_command_queue q, cl_uint nw, const cl_event *wl, cl_event *ev);
 static cl_int rt_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim,
                                         const size_t *off, const size_t *g, const size_t *l,
                                         cl_uint nw, const cl_event *wl, cl_event *ev) {
     QCHECK(q, nw, wl);
     if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
     if (dim < 1 || dim > 3) return CL_INVALID_WORK_DIMENSION;
-    if (!g) return CL_INVALID_GLOBAL_WORK_SIZE;
-    for (cl_uint i = 0; i < dim; i++) {
-        if (g[i] == 0) return CL_INVALID_GLOBAL_WORK_SIZE;
+    /* OpenCL 2.1 on (this platform reports 3.0): with no global size, or a zero in it, the
+     * command trivially succeeds once its wait list has (a marker), as PoCL does. */
+    int empty = g == NULL;
+    for (cl_uint i = 0; g && i < dim; i++) empty |= g[i] == 0;
+    if (empty) return rt_marker(q, nw, wl, ev);
+    for (cl_uint i = 0; i < dim; i++)
         if (l && (l[i] == 0 || g[i] % l[i])) return CL_INVALID_WORK_GROUP_SIZE;
-    }
     clproj_rcall c;
     rt_init_call(&c, RT_OP_LAUNCH, k);
     c.u.launch.dim = dim;
@@ -1158,7 +1180,7 @@ static void rt_fill_table(void) {
     T(clReleaseProgram); T(clBuildProgram); T(clCompileProgram); T(clGetProgramInfo);
     T(clGetProgramBuildInfo); T(clUnloadPlatformCompiler); T(clUnloadCompiler);
     T(clCreateKernel); T(clCreateKernelsInProgram); T(clRetainKernel); T(clReleaseKernel);
-    T(clSetKernelArg); T(clGetKernelInfo); T(clGetKernelWorkGroupInfo); T(clGetKernelArgInfo);
+    T(clSetKernelArg); T(clSetKernelArgSVMPointer); T(clGetKernelInfo); T(clGetKernelWorkGroupInfo); T(clGetKernelArgInfo);
     T(clWaitForEvents); T(clGetEventInfo); T(clRetainEvent); T(clReleaseEvent);
     T(clGetEventProfilingInfo);
     T(clFlush); T(clFinish);

@@ -93,6 +93,19 @@ def test_event_callbacks_and_image_probe(tmp_path):
     assert "not supported" not in err, err
 
 
+@needs_shim
+def test_invalid_calls_return_pocls_codes(tmp_path):
+    """Every invalid call of ``tests/c_apps/app_invalid.c`` (NULL and released handles, bad
+    flags, sizes, indices, properties, wait lists) returns under route mode the code PoCL
+    returns, and every object-returning one the same NULL and error: among them an unknown
+    queue property bit and name (CL_INVALID_VALUE), an NDRange with no global size or a zero
+    in it (it trivially succeeds, OpenCL 2.1 on) and an SVM argument at an index the kernel
+    does not have (CL_INVALID_ARG_INDEX before the unsupported SVM)."""
+    plain, routed, err = plain_and_route(tmp_path, build(tmp_path, "app_invalid"))
+    assert "Enqueue.null_global 0" in plain and "SetKernelArgSVMPointer.bad_index -49" in plain
+    assert routed == plain, err
+
+
 PY_APP = textwrap.dedent(
     """
     import threading

@@ -5,8 +5,9 @@ their results or crashes them, far from its cause. Here the shim is rebuilt from
 sources and flags with ``-fsanitize=address,undefined`` (``native/build_shim.py``
 ``builder``), preloaded after the sanitizer runtime into each C test app (valid and
 invalid OpenCL calls, events and callbacks, threads, rectangles) and a pyopencl script, in
-observe and project modes (project mode records launches and emulates them): no sanitizer
-report, and the app's output and exit status are its own.
+observe, project and route modes (project mode records launches and emulates them; route
+mode serves them through an embedded broker and node): no sanitizer report, and the
+app's output and exit status are its own.
 """
 
 from __future__ import annotations
@@ -82,12 +83,20 @@ def apps(tmp_path_factory) -> dict[str, list[str]]:
 
 
 def own_lines(text: str) -> list[str]:
-    # Whether a callback ran inside the API call that completed its event is timing.
-    return sorted(ln for ln in text.splitlines() if not ln.startswith("ASYNC "))
+    # Whether a callback ran inside the API call that completed its event is timing; how
+    # route mode's virtual platform describes an image is its own (test_route_coverage).
+    return sorted(ln for ln in text.splitlines() if not ln.startswith(("ASYNC ", "IMG ")))
 
 
-@pytest.mark.parametrize("mode", ["observe", "project"])
-@pytest.mark.parametrize("app", [*APPS, "pyopencl"])
+CASES = [(app, mode) for app in [*APPS, "pyopencl"] for mode in ("observe", "project", "route")]
+# Route mode preloaded by hand into a Python app (no `clproj run`) can abort at the app's
+# exit: a daemon thread is still inside pyopencl when the interpreter finalises (5 of 8
+# runs, the ordinary shim alike; under `clproj run --mode route` 0 of 8). A known
+# limit (docs/intercept.md), not a sanitizer finding: the C apps cover route mode here.
+CASES.remove(("pyopencl", "route"))
+
+
+@pytest.mark.parametrize(("app", "mode"), CASES)
 def test_shim_is_clean_under_sanitizers(app, mode, apps, sanitized_shim, tmp_path) -> None:
     from clproj.native import shim_library
 
