@@ -107,7 +107,8 @@ TABLE: tuple[Setting, ...] = (
         "both",
         "The devices projections are made for (`--devices`): `local`, `measured`, `all`, "
         "or a comma list of profile keys and profile files. `clproj run` pins it for the "
-        "app to the resolved profile files (or `cluster` in route mode).",
+        "app to the resolved profile files (or `cluster` in route mode); unset in route "
+        "mode, it means `cluster`.",
     ),
     Setting(
         "CLPROJ_MODE",

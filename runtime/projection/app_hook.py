@@ -67,6 +67,13 @@ def _local_devices() -> list[Any]:
         from runtime.projection import device_set
 
         spec = settings.get("CLPROJ_DEVICES")
+        if settings.get("CLPROJ_MODE") == "route" and not settings.is_set("CLPROJ_DEVICES"):
+            # Preloaded without `clproj run`: route mode's devices are the cluster's, as
+            # its --devices default says. Never the local ones here: finding them queries
+            # OpenCL from this daemon thread, i.e. the virtual platform, and a thread still
+            # inside pyopencl when the interpreter finalises aborts the app (measured: a
+            # short pyopencl app, 5 of 8 runs aborted at exit; 0 of 8 now).
+            spec = "cluster"
         if spec == "cluster":
             _devices = _cluster_devices()
         else:

@@ -106,6 +106,42 @@ def test_invalid_calls_return_pocls_codes(tmp_path):
     assert routed == plain, err
 
 
+BARE_APP = """
+import numpy as np, pyopencl as cl
+ctx = cl.create_some_context(False); q = cl.CommandQueue(ctx)
+k = cl.Kernel(cl.Program(ctx, "__kernel void t(__global float* a) { a[get_global_id(0)] *= 2.0f; }").build(), "t")
+a = np.arange(1024, dtype=np.float32)
+b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+for _ in range(5):
+    k(q, (1024,), (64,), b)
+cl.enqueue_copy(q, a, b)
+print(a[1])
+"""
+
+
+@needs_shim
+def test_route_mode_preloaded_without_clproj_run_exits_cleanly(tmp_path):
+    """The shim preloaded by hand in route mode (no ``clproj run``, so no pinned device
+    list): the app's projections use the cluster's devices, never a query of the local
+    OpenCL devices from clproj's projection thread (that reached the virtual platform,
+    failed, and, still inside pyopencl when the interpreter finalised, aborted the app at
+    exit in 5 of 8 runs of this script)."""
+    from intercept.cli import shim_environment
+
+    script = tmp_path / "app.py"
+    script.write_text(BARE_APP)
+    env = shim_environment(mode="route", summary_file=str(tmp_path / "summary.tsv"))
+    env["POCL_DEVICES"] = "pthread"
+    env.pop("CLPROJ_DEVICES", None)
+    for _ in range(3):
+        p = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert p.stdout.split() == ["32.0"]
+        assert "failed" not in p.stderr, p.stderr
+
+
 PY_APP = textwrap.dedent(
     """
     import threading

@@ -6,8 +6,8 @@ sources and flags with ``-fsanitize=address,undefined`` (``native/build_shim.py`
 ``builder``), preloaded after the sanitizer runtime into each C test app (valid and
 invalid OpenCL calls, events and callbacks, threads, rectangles) and a pyopencl script, in
 observe, project and route modes (project mode records launches and emulates them; route
-mode serves them through an embedded broker and node): no sanitizer report, and the
-app's output and exit status are its own.
+mode serves them through a local broker and node): no sanitizer report, and the app's
+output and exit status are its own.
 """
 
 from __future__ import annotations
@@ -89,11 +89,6 @@ def own_lines(text: str) -> list[str]:
 
 
 CASES = [(app, mode) for app in [*APPS, "pyopencl"] for mode in ("observe", "project", "route")]
-# Route mode preloaded by hand into a Python app (no `clproj run`) can abort at the app's
-# exit: a daemon thread is still inside pyopencl when the interpreter finalises (5 of 8
-# runs, the ordinary shim alike; under `clproj run --mode route` 0 of 8). A known
-# limit (docs/intercept.md), not a sanitizer finding: the C apps cover route mode here.
-CASES.remove(("pyopencl", "route"))
 
 
 @pytest.mark.parametrize(("app", "mode"), CASES)
