@@ -70,3 +70,21 @@ def repo_root() -> str:
 @pytest.fixture(scope="session")
 def python_exe() -> str:
     return sys.executable
+
+
+@pytest.fixture(scope="session")
+def sanitizer_env() -> dict[str, str]:
+    """What a process needs to run code built with ``-fsanitize=address,undefined``: the
+    AddressSanitizer runtime preloaded first (``LD_PRELOAD`` prefix), leaks not reported
+    (Python and PoCL keep memory until exit), the first report fatal."""
+    import subprocess
+
+    libasan = subprocess.run(
+        ["g++", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert os.path.isabs(libasan), "g++ has no AddressSanitizer runtime: install libasan8"
+    return {
+        "LD_PRELOAD": libasan,
+        "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1",
+        "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    }

@@ -53,14 +53,6 @@ print(a[:4])
 """
 
 
-def libasan() -> str:
-    path = subprocess.run(
-        ["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert os.path.isabs(path), "gcc has no AddressSanitizer runtime: install libasan8"
-    return path
-
-
 @pytest.fixture(scope="module")
 def sanitized_shim(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("asan-shim")
@@ -92,7 +84,9 @@ CASES = [(app, mode) for app in [*APPS, "pyopencl"] for mode in ("observe", "pro
 
 
 @pytest.mark.parametrize(("app", "mode"), CASES)
-def test_shim_is_clean_under_sanitizers(app, mode, apps, sanitized_shim, tmp_path) -> None:
+def test_shim_is_clean_under_sanitizers(
+    app, mode, apps, sanitized_shim, sanitizer_env, tmp_path
+) -> None:
     from clproj.native import shim_library
 
     cmd = apps[app]
@@ -103,9 +97,10 @@ def test_shim_is_clean_under_sanitizers(app, mode, apps, sanitized_shim, tmp_pat
     env = shim_environment(mode=mode, summary_file=summary, record=record)
     env["POCL_DEVICES"] = "pthread"
     # The sanitizer runtime must be the first library of the process.
-    env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(shim_library(), f"{libasan()}:{sanitized_shim}")
-    env["ASAN_OPTIONS"] = "detect_leaks=0:halt_on_error=1"
-    env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+    preload = env["LD_PRELOAD"].replace(
+        shim_library(), f"{sanitizer_env['LD_PRELOAD']}:{sanitized_shim}"
+    )
+    env.update(sanitizer_env, LD_PRELOAD=preload)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     reports = [ln for ln in p.stderr.splitlines() if "Sanitizer" in ln or "runtime error:" in ln]
     assert not reports, p.stderr[-4000:]
