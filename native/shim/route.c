@@ -1033,8 +1033,10 @@ static cl_int rt_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint
     QCHECK(q, nw, wl);
     if (!rt_is(k, RT_KERNEL)) return CL_INVALID_KERNEL;
     if (dim < 1 || dim > 3) return CL_INVALID_WORK_DIMENSION;
-    /* OpenCL 2.1 on (this platform reports 3.0): with no global size, or a zero in it, the
-     * command trivially succeeds once its wait list has (a marker), as PoCL does. */
+    /* With no global size, or a zero in it, the command trivially succeeds once its wait
+     * list has (a marker): what the implementations behind the virtual platform answer
+     * natively (OpenCL 2.1 on; PoCL 3.1), although it reports 1.2, whose rule was
+     * CL_INVALID_GLOBAL_WORK_SIZE. An app sees the code it would see without clproj. */
     int empty = g == NULL;
     for (cl_uint i = 0; g && i < dim; i++) empty |= g[i] == 0;
     if (empty) return rt_marker(q, nw, wl, ev);
