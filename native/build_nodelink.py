@@ -16,18 +16,26 @@ import cffi
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.path.join(HERE, "nodelink")
 
-ffibuilder = cffi.FFI()
-with open(os.path.join(SRC_DIR, "nodelink_api.h")) as f:
-    ffibuilder.cdef(f.read())
 
-ffibuilder.set_source(
-    "runtime.cluster.node._nodelink",
-    '#include "nodelink_api.h"\n',
-    sources=[os.path.join(SRC_DIR, "nodelink.c")],
-    include_dirs=[SRC_DIR],
-    libraries=["pthread"],
-    extra_compile_args=["-Wall", "-Wextra", "-O2", "-std=gnu11"],
-)
+def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
+    """The link's cffi build; ``extra_flags`` go to the compiler and the linker (the
+    sanitizer test builds a copy with ``-fsanitize=address,undefined``)."""
+    ffi = cffi.FFI()
+    with open(os.path.join(SRC_DIR, "nodelink_api.h")) as f:
+        ffi.cdef(f.read())
+    ffi.set_source(
+        "runtime.cluster.node._nodelink",
+        '#include "nodelink_api.h"\n',
+        sources=[os.path.join(SRC_DIR, "nodelink.c")],
+        include_dirs=[SRC_DIR],
+        libraries=["pthread"],
+        extra_compile_args=["-Wall", "-Wextra", "-O2", "-std=gnu11", *extra_flags],
+        extra_link_args=list(extra_flags),
+    )
+    return ffi
+
+
+ffibuilder = builder()
 
 if __name__ == "__main__":
     ffibuilder.compile(verbose=True)

@@ -75,16 +75,22 @@ def python_exe() -> str:
 @pytest.fixture(scope="session")
 def sanitizer_env() -> dict[str, str]:
     """What a process needs to run code built with ``-fsanitize=address,undefined``: the
-    AddressSanitizer runtime preloaded first (``LD_PRELOAD`` prefix), leaks not reported
-    (Python and PoCL keep memory until exit), the first report fatal."""
+    AddressSanitizer runtime preloaded first (``LD_PRELOAD`` prefix), then the C++ runtime
+    (the sanitizer finds the real ``__cxa_throw`` only if libstdc++ is there when it
+    starts: Python does not link it, and pyopencl's first C++ exception failed a sanitizer
+    check), leaks not reported (Python and PoCL keep memory until exit), the first report
+    fatal."""
     import subprocess
 
-    libasan = subprocess.run(
-        ["g++", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert os.path.isabs(libasan), "g++ has no AddressSanitizer runtime: install libasan8"
+    def lib(name: str) -> str:
+        path = subprocess.run(
+            ["g++", f"-print-file-name={name}"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        assert os.path.isabs(path), f"g++ has no {name}: install g++ (libasan8, libstdc++)"
+        return path
+
     return {
-        "LD_PRELOAD": libasan,
+        "LD_PRELOAD": lib("libasan.so") + ":" + lib("libstdc++.so"),
         "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
     }
