@@ -41,6 +41,19 @@ _start_failed: str | None = None
 _prestarted: LocalCluster | None = None
 
 
+_CL_VALUES: frozenset[int] | None = None
+
+
+def _defined_in_opencl(value: object) -> bool:
+    """Whether ``value`` is the value of some constant of the OpenCL headers."""
+    global _CL_VALUES
+    if _CL_VALUES is None:
+        _CL_VALUES = frozenset(
+            v for k, v in vars(C).items() if k.startswith("CL_") and isinstance(v, int)
+        )
+    return isinstance(value, int) and value in _CL_VALUES
+
+
 # ---- the ops with no module of their own ---------------------------------------------------
 def _release(r: Route, c: Any) -> int:
     r.release(c.id)
@@ -226,10 +239,13 @@ def install(ffi: Any, lib: Any) -> None:
                 log_once(f"cl{exc.code}-{c.op}", f"op {c.op}: {exc} ({exc.code})")
             return exc.code
         except KeyError as exc:  # an info parameter we do not answer
-            log_once(
-                f"param-{c.op}-{c.kind}-{exc}",
-                f"info parameter {exc} of handle kind {c.kind} not supported",
-            )
+            if _defined_in_opencl(exc.args[0] if exc.args else None):
+                log_once(
+                    f"param-{c.op}-{c.kind}-{exc}",
+                    f"info parameter {exc} of handle kind {c.kind} not supported",
+                )
+            # A value no OpenCL header defines is the app's own error: the code alone, as
+            # the implementation answers it, and nothing in the app's stderr.
             return C.CL_INVALID_VALUE
         except ClprojError as exc:
             log_once(f"err-{c.op}-{exc.cause}", f"op {c.op} failed: {exc.cause}")
