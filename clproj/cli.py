@@ -62,6 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        # A path the user named that cannot be made, read or written (--record, --report,
+        # --build-dir under a read-only or missing parent): the system's reason and the
+        # path, one line, like every other error.
+        path = exc.filename or ""
+        what = f"{exc.strerror or exc}" + (f": {path}" if path else "")
+        stderr.print(f"[bold red]error:[/] {what}", highlight=False)
+        stderr.print(
+            "  [bold]fix:[/] check that the path exists and that you may read or write it",
+            highlight=False,
+        )
+        return 2
 
 
 if __name__ == "__main__":

@@ -627,3 +627,30 @@ def test_other_reported_times_must_be_finite(header: dict[str, Any]) -> None:
         if k in ok:
             ok[k] = v
     protocol.decode([msgpack.packb({"v": protocol.PROTOCOL_VERSION, **ok})])  # control
+
+
+# ---- output paths that cannot be made ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "--record", "{bad}", "--", sys.executable, "-c", "pass"),
+        ("evaluate", "--report", "{bad}"),
+        ("validate", "{suite}", "--truth", "{truth}", "--report", "{bad}"),
+        ("validate", "{suite}", "--truth", "{truth}", "--build-dir", "{bad}"),
+    ],
+    ids=["run-record", "evaluate-report", "validate-report", "validate-build-dir"],
+)
+def test_unmakeable_output_folder_is_one_line_error(tmp_path, args) -> None:
+    """A folder the user names under a regular file (or a read-only parent) is the
+    system's reason and the path in one line, at once (before any app runs), exit 2."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    suite = REPO.parent / "shared" / "validation" / "polybench"
+    values = {"bad": str(blocker / "out"), "suite": str(suite), "truth": str(suite / "truth")}
+    start = time.monotonic()
+    proc = clproj(*(a.format(**values) for a in args))
+    assert_one_line_error(proc, "Not a directory")
+    assert str(blocker) in proc.stderr
+    assert time.monotonic() - start < 30  # refused up front, not after the apps ran

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from clproj.console import emit_json, fmt_time, print_table, stderr
 from miniemu.backend import GROUP_MODES
@@ -73,6 +74,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from runtime.evaluation.evaluate import evaluate
 
     apps = [a.strip() for a in args.apps.split(",")] if args.apps else None
+    if args.report:  # a folder that cannot be made fails now, not after the evaluation
+        os.makedirs(args.report, exist_ok=True)
     if args.emulate:
         from benchmarks.apps import APPS
 

@@ -72,6 +72,8 @@ def run_validate(args: argparse.Namespace) -> int:
         models = check_model_names([m.strip() for m in args.models.split(",") if m.strip()])
     if args.timeout <= 0:
         raise ClprojError("--timeout must be positive", "e.g. --timeout 1800")
+    if args.report:  # a folder that cannot be made fails now, not after minutes of apps
+        os.makedirs(args.report, exist_ok=True)
 
     def on_app(run: Any) -> None:
         status = "ok" if run.ok else f"[red]FAILED[/]: {run.error}"
