@@ -158,6 +158,63 @@ def _points(field: str, value: Any) -> None:
         last = x
 
 
+# Optional measured values the projection reads (each a positive, finite number where
+# present): single fields, and objects whose every value is one.
+_OPTIONAL_NUMBERS = (
+    "memory.cache_bytes",
+    "memory.cache_read_bytes_per_s",
+    "detail.loop_factor",
+    "detail.host_cores",
+    "detail.launch.event_s",
+    "detail.launch.event_b2b_s",
+    "detail.latency.global_latency_s",
+    "detail.latency.cache_latency_s",
+    "detail.latency.departure_delay_s",
+    "detail.latency.global_buffer_bytes",
+    "detail.latency.cache_buffer_bytes",
+    "detail.cache.read_bytes_per_s",
+    "detail.cache.buffer_bytes",
+    "detail.straight_bandwidth.global_copy",
+)
+_OPTIONAL_NUMBER_MAPS = (
+    "detail.loop_throughput",
+    "detail.special",
+    "detail.atomics_same_address_per_s",
+    "detail.straight_bandwidth.rates",
+)
+
+
+def _lookup(doc: dict[str, Any], path: str) -> tuple[bool, Any]:
+    """(present, value) of a dotted path; absent when a parent is missing or not an object."""
+    cur: Any = doc
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return False, None
+        cur = cur[part]
+    return True, cur
+
+
+def _optional_numbers(doc: dict[str, Any]) -> None:
+    """The optional measured values: a profile copied from another machine may carry any
+    of them broken (a list, a string, NaN), and the model divides by them."""
+    for path in _OPTIONAL_NUMBERS:
+        present, value = _lookup(doc, path)
+        if present and value is not None:
+            _num(doc, path)
+    for path in _OPTIONAL_NUMBER_MAPS:
+        present, value = _lookup(doc, path)
+        if not present or value is None:
+            continue
+        if not isinstance(value, dict):
+            _fail(path, f"expected an object of name -> number, got {type(value).__name__}")
+        for name in value:
+            _num(doc, f"{path}.{name}")
+    for path in ("detail.latency", "detail.cache", "detail.straight_bandwidth", "detail.launch"):
+        present, value = _lookup(doc, path)
+        if present and value is not None and not isinstance(value, dict):
+            _fail(path, f"expected an object, got {type(value).__name__}")
+
+
 def validate(doc: dict[str, Any]) -> None:
     """Raise ``ClprojError("device profile field X: ...")`` at the first invalid field."""
     if not isinstance(doc, dict):
@@ -249,6 +306,7 @@ def validate(doc: dict[str, Any]) -> None:
             _num(doc, f"detail.raw_loop.{f}")
         if "reload_round_s" in rounds:  # measured since 2026-11-25
             _num(doc, "detail.raw_loop.reload_round_s")
+    _optional_numbers(doc)
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):
         _fail("nvml", f"expected an object or null, got {type(nv).__name__}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 
@@ -55,6 +56,25 @@ def h100() -> dict:
             lambda d: d.update(detail={"launch": {"groups": [[2, 1e-6], [1, 2e-6]]}}),
             "detail.launch.groups[1]",
         ),
+        # optional measured values the model divides by (random mutations found these)
+        (
+            lambda d: d.update(detail={"latency": {"global_latency_s": [[-1, 5]]}}),
+            "detail.latency.global_latency_s",
+        ),
+        (
+            lambda d: d.update(detail={"straight_bandwidth": {"rates": {"copy": math.nan}}}),
+            "detail.straight_bandwidth.rates.copy",
+        ),
+        (
+            lambda d: d.update(detail={"cache": {"read_bytes_per_s": -1.0}}),
+            "detail.cache.read_bytes_per_s",
+        ),
+        (
+            lambda d: d.update(detail={"special": {"special_sin": "x"}}),
+            "detail.special.special_sin",
+        ),
+        (lambda d: d.update(detail={"loop_throughput": [1]}), "detail.loop_throughput"),
+        (lambda d: d["memory"].update(cache_bytes=0), "memory.cache_bytes"),
     ],
 )
 def test_validator_names_the_field(h100: dict, mutate, field: str) -> None:
