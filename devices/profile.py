@@ -110,6 +110,12 @@ def _get(doc: dict[str, Any], path: str) -> Any:
     return cur
 
 
+# No rate, size or time of a device comes near this (1e18 ops/s, bytes or bytes/s); a value
+# above it is a corrupt file, and it would overflow the model's arithmetic (a curve point
+# of 1e308 ended in "cannot convert float infinity to integer").
+PLAUSIBLE_MAX = 1e18
+
+
 def _num(
     doc: dict[str, Any],
     path: str,
@@ -117,6 +123,7 @@ def _num(
     integer: bool = False,
     minimum: float = 0.0,
     strict: bool = True,
+    maximum: float = PLAUSIBLE_MAX,
 ) -> float:
     value = _get(doc, path)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -127,6 +134,8 @@ def _num(
         _fail(path, f"expected a finite number, got {value!r}")
     if (strict and value <= minimum) or (not strict and value < minimum):
         _fail(path, f"expected a number {'>' if strict else '>='} {minimum:g}, got {value!r}")
+    if value > maximum:
+        _fail(path, f"expected at most {maximum:g}, got {value!r}")
     return value
 
 
@@ -153,6 +162,8 @@ def _points(field: str, value: Any) -> None:
         x, y = pt
         if x <= 0 or y <= 0:
             _fail(where, f"expected positive x and y, got {pt!r}")
+        if x > PLAUSIBLE_MAX or y > PLAUSIBLE_MAX:
+            _fail(where, f"expected values at most {PLAUSIBLE_MAX:g}, got {pt!r}")
         if x <= last:
             _fail(where, f"x values must be strictly ascending ({x!r} after {last!r})")
         last = x
@@ -236,8 +247,10 @@ def validate(doc: dict[str, Any]) -> None:
     conf = doc["source"].get("confidence", "normal")  # a dict: source.kind was read from it
     if conf not in _CONFIDENCE:
         _fail("source.confidence", f"expected one of {', '.join(_CONFIDENCE)}, got {conf!r}")
-    for f in ("compute_units", "clock_mhz", "warp_width"):
-        _num(doc, f, integer=True)
+    # Upper bounds far beyond any device (a profile is a file from elsewhere: 10**30
+    # compute units validated, and projected a launch at 1e22 s).
+    for f, most in (("compute_units", 2**20), ("clock_mhz", 100_000), ("warp_width", 1024)):
+        _num(doc, f, integer=True, maximum=most)
     for f in ("global_bytes", "local_bytes_per_cu", "bank_width_bytes", "cache_line_bytes"):
         _num(doc, f"memory.{f}", integer=True)
     _num(doc, "memory.peak_bandwidth_gbs")

@@ -75,6 +75,7 @@ def h100() -> dict:
         ),
         (lambda d: d.update(detail={"loop_throughput": [1]}), "detail.loop_throughput"),
         (lambda d: d["memory"].update(cache_bytes=0), "memory.cache_bytes"),
+        (lambda d: d.update(compute_units=10**30), "compute_units"),
     ],
 )
 def test_validator_names_the_field(h100: dict, mutate, field: str) -> None:
