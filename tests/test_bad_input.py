@@ -647,7 +647,13 @@ def test_unmakeable_output_folder_is_one_line_error(tmp_path, args) -> None:
     system's reason and the path in one line, at once (before any app runs), exit 2."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    suite = REPO.parent / "shared" / "validation" / "polybench"
+    suite = tmp_path / "suite"  # a suite of its own: validate reads its truth first
+    (suite / "truth").mkdir(parents=True)
+    (suite / "build.sh").write_text('#!/bin/sh\nmkdir -p "$1"\n')
+    (suite / "truth" / "epyc2.tsv").write_text(
+        "app\tdevice\tkernel\twork_dim\tglobal\tlocal\tlaunches\tmean_ns\tmedian_ns\tmin_ns\n"
+        "app\tdev\tk\t1\t64,1,1\t64,1,1\t1\t1000\t1000\t1000\n"
+    )
     values = {"bad": str(blocker / "out"), "suite": str(suite), "truth": str(suite / "truth")}
     start = time.monotonic()
     proc = clproj(*(a.format(**values) for a in args))
