@@ -186,6 +186,7 @@ _OPTIONAL_NUMBERS = (
     "detail.cache.read_bytes_per_s",
     "detail.cache.buffer_bytes",
     "detail.straight_bandwidth.global_copy",
+    "detail.raw_loop.reload_round_s",  # measured since 2026-11-25
 )
 _OPTIONAL_NUMBER_MAPS = (
     "detail.loop_throughput",
@@ -195,35 +196,35 @@ _OPTIONAL_NUMBER_MAPS = (
 )
 
 
-def _lookup(doc: dict[str, Any], path: str) -> tuple[bool, Any]:
-    """(present, value) of a dotted path; absent when a parent is missing or not an object."""
+def _optional(doc: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path, or None where it (or a parent) is absent; like
+    :func:`_get`, a parent that is there but not an object is an error."""
     cur: Any = doc
+    walked = []
     for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return False, None
-        cur = cur[part]
-    return True, cur
+        walked.append(part)
+        if cur is None:
+            return None
+        if not isinstance(cur, dict):
+            _fail(".".join(walked[:-1]), f"expected an object, got {type(cur).__name__}")
+        cur = cur.get(part)
+    return cur
 
 
 def _optional_numbers(doc: dict[str, Any]) -> None:
     """The optional measured values: a profile copied from another machine may carry any
     of them broken (a list, a string, NaN), and the model divides by them."""
     for path in _OPTIONAL_NUMBERS:
-        present, value = _lookup(doc, path)
-        if present and value is not None:
+        if _optional(doc, path) is not None:
             _num(doc, path)
     for path in _OPTIONAL_NUMBER_MAPS:
-        present, value = _lookup(doc, path)
-        if not present or value is None:
+        value = _optional(doc, path)
+        if value is None:
             continue
         if not isinstance(value, dict):
             _fail(path, f"expected an object of name -> number, got {type(value).__name__}")
         for name in value:
             _num(doc, f"{path}.{name}")
-    for path in ("detail.latency", "detail.cache", "detail.straight_bandwidth", "detail.launch"):
-        present, value = _lookup(doc, path)
-        if present and value is not None and not isinstance(value, dict):
-            _fail(path, f"expected an object, got {type(value).__name__}")
 
 
 def validate(doc: dict[str, Any]) -> None:
@@ -317,8 +318,6 @@ def validate(doc: dict[str, Any]) -> None:
             _fail("detail.raw_loop", f"expected an object, got {type(rounds).__name__}")
         for f in ("raw_round_s", "fma_round_s", "add_round_s"):
             _num(doc, f"detail.raw_loop.{f}")
-        if "reload_round_s" in rounds:  # measured since 2026-11-25
-            _num(doc, "detail.raw_loop.reload_round_s")
     _optional_numbers(doc)
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):
