@@ -108,9 +108,10 @@ def run(args: argparse.Namespace) -> int:
     results = []
     failed = 0
     for dev in devices:
-        key = harness.device_key(dev)
-        res = _bench_with_bar(harness, dev, apps, args, references, track)
+        key = harness.results_key(dev, template, args.size)
         path = harness.output_path(template, key, args.size)
+        harness.check_overwrite(path, dev)  # before minutes of apps, not after
+        res = _bench_with_bar(harness, dev, apps, args, references, track, key)
         harness.write_results(res, path)
         results.append(res)
         failed += sum(1 for a in res["apps"].values() if not a["verified"] and not a["skipped"])
@@ -142,10 +143,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bench_with_bar(
-    harness: Any, dev: Any, apps: list[Any], args: argparse.Namespace, references: dict, track: Any
+    harness: Any,
+    dev: Any,
+    apps: list[Any],
+    args: argparse.Namespace,
+    references: dict,
+    track: Any,
+    key: str,
 ) -> dict:
     """One device, with a per-app progress bar."""
-    key = harness.device_key(dev)
     it = iter(track(apps, f"  {key}"))
     done = {"n": 0}
 
@@ -154,7 +160,7 @@ def _bench_with_bar(
         done["n"] += 1
 
     res = harness.bench_device(
-        dev, apps, args.size, args.repeat, args.warmup, references, on_app=on_app
+        dev, apps, args.size, args.repeat, args.warmup, references, on_app=on_app, key=key
     )
     for _ in it:  # finish the bar
         pass

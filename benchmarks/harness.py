@@ -12,6 +12,7 @@ Only pyopencl, numpy and rich are needed here (the GPU machine has nothing else)
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
@@ -102,9 +103,9 @@ def _nvml_clocks(dev: Any) -> dict[str, int] | None:
     return None
 
 
-def device_identity(dev: Any) -> dict[str, Any]:
+def device_identity(dev: Any, key: str | None = None) -> dict[str, Any]:
     ident = {
-        "key": device_key(dev),
+        "key": key or device_key(dev),
         "name": dev.name.strip(),
         "vendor": dev.vendor.strip(),
         "type": _type_name(dev),
@@ -218,8 +219,12 @@ def bench_device(
     warmup: int,
     references: dict[tuple[str, str], Any] | None = None,
     on_app: Callable[[str], None] | None = None,
+    key: str | None = None,
 ) -> dict[str, Any]:
-    """Measure every app on one device; a failing app is recorded, never fatal."""
+    """Measure every app on one device; a failing app is recorded, never fatal.
+
+    ``key`` names the device in the results (default :func:`device_key`; see
+    :func:`results_key`)."""
     import pyopencl as cl
 
     from benchmarks.apps.execute import execute
@@ -230,7 +235,7 @@ def bench_device(
     result: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
-        "device": device_identity(dev),
+        "device": device_identity(dev, key),
         "host": host_identity(),
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "size": size,
@@ -281,6 +286,45 @@ def bench_device(
 
 def output_path(template: str, key: str, size: str) -> str:
     return template.replace("{key}", key).replace("{size}", size)
+
+
+def _held_device(path: str) -> str | None:
+    """The device name of the results already at ``path``; None when there are none."""
+    if not os.path.exists(path):
+        return None
+    try:
+        return str(load_results(path)["device"]["name"])
+    except ClprojError:
+        return None  # not a results file we could read: what holds it is unknown
+
+
+def results_key(dev: Any, template: str, size: str) -> str:
+    """The key under which ``dev``'s results are written (and named in the file).
+
+    :func:`device_key` names a CPU by family and core count, so two hosts of one family
+    share it: this project's 2-core EPYC VMs come as PoCL ``pthread-skylake-avx512`` and
+    ``pthread-haswell`` builds, and the second's ``clproj bench`` would overwrite the
+    first's committed ground truth. When the file the key names holds another device's
+    results, the key gains a digest of this device's name instead.
+    """
+    key = device_key(dev)
+    name = dev.name.strip()
+    if "{key}" not in template:
+        return key
+    held = _held_device(output_path(template, key, size))
+    if held is None or held == name:
+        return key
+    return f"{key}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
+
+
+def check_overwrite(path: str, dev: Any) -> None:
+    """Refuse to replace another device's results (an explicit ``-o`` naming such a file)."""
+    held = _held_device(path)
+    if held is not None and held != dev.name.strip():
+        raise ClprojError(
+            f"{path} holds bench results of {held!r}, not of {dev.name.strip()!r}",
+            "write to another file (-o PATH, or put {key} in it), or move that file away first",
+        )
 
 
 def write_results(result: dict[str, Any], path: str) -> None:

@@ -20,7 +20,9 @@ T = TypeVar("T")
 
 # Piped output (tests, logs, `| less`) gets wide tables instead of wrapped cells.
 stdout = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True)
+# Piped errors and notes stay one line each (grep-able, as the CLI promises), however long
+# the paths in them: rich would otherwise wrap them at 80 columns.
+stderr = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 def fmt_time(seconds: float | None) -> str:

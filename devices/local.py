@@ -125,6 +125,12 @@ def _cached(dev: Any) -> tuple[DeviceProfile | None, str]:
     return prof, ""
 
 
+def cached_profile(dev: Any) -> DeviceProfile | None:
+    """The profile measured earlier on this machine for ``dev`` (an object with ``name``,
+    ``platform.name`` and ``driver_version``, like a pyopencl device), or None."""
+    return _cached(dev)[0]
+
+
 def busy_note() -> str:
     """A warning when other work keeps the cores busy (empty when the machine is quiet):
     more than a quarter of the cores busy over half a second (clproj itself is idle then)."""

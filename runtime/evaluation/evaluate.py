@@ -132,7 +132,14 @@ def default_results(size: str = "paper") -> list[str]:
 
 
 def device_profile_for(bench_device: dict[str, Any]) -> Any:
-    """The measured device profile of the device a results file was measured on."""
+    """The measured device profile of the device a results file was measured on.
+
+    A committed one, else the one measured on this machine (``clproj devices --profiles``
+    or a first ``clproj run``): a user who benchmarks a device nobody committed a profile
+    for judges the projections for it with the profile clproj uses for it. None when
+    neither exists.
+    """
+    from devices.local import cached_profile
     from devices.profile import profile_for_device
 
     dev = SimpleNamespace(
@@ -140,7 +147,7 @@ def device_profile_for(bench_device: dict[str, Any]) -> Any:
         platform=SimpleNamespace(name=bench_device.get("platform", "")),
         driver_version=bench_device.get("driver", ""),
     )
-    return profile_for_device(dev)
+    return profile_for_device(dev) or cached_profile(dev)
 
 
 def project_app(doc: dict[str, Any], device: Any, model: Any = None) -> tuple[float, str]:
@@ -173,10 +180,11 @@ def project_app(doc: dict[str, Any], device: Any, model: Any = None) -> tuple[fl
 
 
 def load_measured(
-    results_paths: list[str] | None = None,
+    results_paths: list[str] | None = None, skipped: dict[str, str] | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, str]]:
-    """The committed ground truth: results key -> bench results, measured device profile
-    and device name, for every results file whose device has a measured profile."""
+    """The ground truth: results key -> bench results, measured device profile and device
+    name, for every results file whose device has a measured profile (the others go into
+    ``skipped``, keyed ``device <key>``, with the reason)."""
     from benchmarks.harness import load_results
 
     paths = results_paths or default_results()
@@ -190,6 +198,11 @@ def load_measured(
         dev = res["device"]
         prof = device_profile_for(dev)
         if prof is None:
+            if skipped is not None:
+                skipped[f"device {dev['key']}"] = (
+                    f"no measured profile of {dev['name']!r} ({path}): run `clproj devices "
+                    "--profiles` on the machine that has it (measures and caches one)"
+                )
             continue
         key = dev["key"]
         measured[key] = res
@@ -226,10 +239,12 @@ def evaluate(
     """``model``: a ``runtime.projection.models`` model instead of the bound model. A model with
     ``fit`` is evaluated leave-one-app-out: before predicting an app it is trained on the
     measured launch groups of every other app (all measured apps, not only ``apps``)."""
-    measured, profiles, names = load_measured(results_paths)
+    skipped: dict[str, str] = {}
+    measured, profiles, names = load_measured(results_paths, skipped)
     if len(measured) < 2:
         raise ClprojError(
-            f"need results on at least two devices with measured profiles, have {sorted(measured)}",
+            f"need results on at least two devices with measured profiles, have {sorted(measured)}"
+            + "".join(f"; {k}: {why}" for k, why in skipped.items()),
             "measure profiles with `clproj profile-device` for the devices in the results files",
         )
     devices = sorted(measured)
@@ -237,7 +252,6 @@ def evaluate(
     if apps:
         app_names = [a for a in app_names if a in apps]
     out: list[AppEvaluation] = []
-    skipped: dict[str, str] = {}
     rows: list[Any] = []
     if model is not None and hasattr(model, "fit"):
         rows = bench_training_rows(measured, profiles, mode, profiles_dir)

@@ -180,3 +180,33 @@ def test_c_host_fails_on_a_wrong_kernel(c_hosts, tmp_path) -> None:
     (tmp_path / "transpose_lmem.cl").write_text(broken)
     proc = _run_host(c_hosts["transpose_lmem"], "32", 0, str(tmp_path))
     assert proc.returncode == 1 and "FAIL" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _committed_cpu_results() -> str:
+    return os.path.join(harness.RESULTS_DIR, "bench-pocl-pthread-epyc2-paper.json")
+
+
+def test_another_hosts_results_are_never_overwritten(tmp_path) -> None:
+    """Two 2-core EPYC hosts share the key ``pocl-pthread-epyc2`` (PoCL's
+    ``pthread-skylake-avx512`` and ``pthread-haswell`` builds): the second host's results
+    get a key of their own instead of replacing the first's committed ground truth."""
+    template = str(tmp_path / "bench-{key}-{size}.json")
+    committed = harness.load_results(_committed_cpu_results())
+    (tmp_path / "bench-pocl-pthread-epyc2-paper.json").write_text(json.dumps(committed))
+    same = _fake_device(
+        committed["device"]["name"], "AuthenticAMD", "Portable Computing Language", 2
+    )
+    other = _fake_device(
+        "pthread-haswell-AMD EPYC", "AuthenticAMD", "Portable Computing Language", 2
+    )
+    assert harness.device_key(other) == harness.device_key(same) == "pocl-pthread-epyc2"
+    assert harness.results_key(same, template, "paper") == "pocl-pthread-epyc2"
+    key = harness.results_key(other, template, "paper")
+    assert key.startswith("pocl-pthread-epyc2-") and key != "pocl-pthread-epyc2"
+    assert harness.results_key(other, template, "small") == "pocl-pthread-epyc2"  # no file yet
+    # An explicit file of another device is refused, one of the same device is replaced.
+    path = str(tmp_path / "bench-pocl-pthread-epyc2-paper.json")
+    with pytest.raises(ClprojError, match="holds bench results of 'pthread-skylake-avx512"):
+        harness.check_overwrite(path, other)
+    harness.check_overwrite(path, same)
+    harness.check_overwrite(str(tmp_path / "new.json"), other)

@@ -97,3 +97,44 @@ def test_project_a_record_on_measured_profiles(tmp_path):
     assert by_key[h100]["bound"] == "G"  # a streaming scale is memory-bound on a GPU
     table = clproj("project", path, "--devices", "measured")
     assert "recommended device" in table.stdout
+
+
+def test_evaluate_judges_a_device_only_this_machine_profiled(tmp_path, monkeypatch):
+    """Results of a device no committed profile describes (a host of another CPU type) are
+    judged with the profile clproj measured for it on this machine; without one they are
+    named as skipped, with the fix, not dropped silently."""
+    from types import SimpleNamespace
+
+    from benchmarks.harness import load_results
+    from devices.local import cache_path
+
+    monkeypatch.setenv("CLPROJ_CACHE", str(tmp_path / "cache"))
+    name = "pthread-haswell-AMD EPYC"
+    cpu = next(p for p in default_results() if "pocl-pthread-epyc2" in p)
+    gpu = next(p for p in default_results() if "nvidia-h100" in p)
+    res = load_results(cpu)
+    res["device"] |= {"name": name, "key": "pocl-pthread-epyc2-0a1b2c"}
+    mine = tmp_path / "bench-mine.json"
+    mine.write_text(json.dumps(res))
+
+    skipped = evaluate([gpu, str(mine), next(p for p in default_results() if "h200" in p)])
+    assert "device pocl-pthread-epyc2-0a1b2c" in skipped.skipped
+    assert "clproj devices --profiles" in skipped.skipped["device pocl-pthread-epyc2-0a1b2c"]
+    assert "pocl-pthread-epyc2-0a1b2c" not in skipped.devices
+
+    # The profile a first `clproj run` would have measured and cached for that device.
+    dev = SimpleNamespace(
+        name=name,
+        platform=SimpleNamespace(name=res["device"]["platform"]),
+        driver_version=res["device"]["driver"],
+    )
+    from devices.profile import PROFILES_DIR
+
+    prof = json.loads((PROFILES_DIR / "measured" / "pocl-pthread-amd-epyc.json").read_text())
+    prof["identity"]["name"] = name
+    os.makedirs(os.path.dirname(cache_path(dev)), exist_ok=True)
+    with open(cache_path(dev), "w") as fh:
+        json.dump(prof, fh)
+    judged = evaluate([gpu, str(mine)])
+    assert judged.devices == sorted(["nvidia-h100", "pocl-pthread-epyc2-0a1b2c"])
+    assert len(judged.apps) >= 20 and not any(k.startswith("device ") for k in judged.skipped)
