@@ -314,6 +314,12 @@ def results_key(dev: Any, template: str, size: str) -> str:
     held = _held_device(output_path(template, key, size))
     if held is None or held == name:
         return key
+    return distinct_key(key, name)
+
+
+def distinct_key(key: str, name: str) -> str:
+    """``key`` made distinct for the device called ``name`` (a digest of the name): what
+    two devices sharing a :func:`device_key` are told apart by."""
     return f"{key}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
 
 

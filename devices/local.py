@@ -289,3 +289,19 @@ def resolve_all(measure_missing: bool = True, remeasure: bool = False) -> list[L
     return [
         resolve_device(d, i, measure_missing, remeasure) for i, d in enumerate(opencl_devices())
     ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m devices.local --committed-here``: exit 0 when a local device resolves to a
+    committed profile (`make test` then runs the suite again as on a machine nobody
+    profiled), 1 when none does (the suite already ran that way)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m devices.local")
+    ap.add_argument("--committed-here", action="store_true", required=True)
+    ap.parse_args(argv)
+    return 0 if any(p.how == "committed" for p in resolve_all(measure_missing=False)) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

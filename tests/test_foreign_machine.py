@@ -226,3 +226,20 @@ def test_a_bad_setting_is_one_line_naming_it(tmp_path):
     assert out.returncode == 2
     assert "CLPROJ_COLD_PROFILE='fast'" in out.stderr and "quick, tiny, off" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_make_test_runs_the_foreign_pass_exactly_where_a_committed_profile_matches(tmp_path):
+    """`make test` runs the suite a second time as on a machine nobody profiled only where
+    the first run was not already that: ``python -m devices.local --committed-here`` exits
+    0 exactly when some local device has a committed profile, and 1 under the flag."""
+    from devices.discovery import opencl_devices
+    from devices.profile import profile_for_device
+
+    matches = any(profile_for_device(d) is not None for d in opencl_devices())
+    cmd = [sys.executable, "-m", "devices.local", "--committed-here"]
+    env = dict(os.environ, CLPROJ_CACHE=str(tmp_path))
+    env.pop("CLPROJ_FOREIGN_MACHINE", None)
+    here = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    assert here.returncode == (0 if matches else 1), here.stderr
+    foreign = subprocess.run(cmd, cwd=REPO, env=foreign_env(str(tmp_path)), capture_output=True)
+    assert foreign.returncode == 1

@@ -178,7 +178,8 @@ def profile_device(
         s.__name__ = f"strided_read stride={stride}"
         steps.append((s.__name__, guarded(s)))
 
-    def cached() -> None:
+    def cached_best() -> tuple[float, int, int]:
+        """(bytes/s, buffer bytes, cache bytes): the best of a few group sizes."""
         wg, g = best_read_config()
         cache = int(getattr(device, "global_mem_cache_size", 0) or 0)
         # NVIDIA's OpenCL reports a per-SM cache here, not the L2: prefer the sheet's L2.
@@ -186,13 +187,29 @@ def profile_device(
         if sheet is not None and sheet.l2_bytes > cache:
             cache = sheet.l2_bytes
         # PoCL vectorises some group sizes better than others: keep the best of a few.
-        sizes = sorted({wg, 64, 256} & {w for w, _ in grid}) if bench.is_cpu else [wg]
-        best = max((gm.cached_read(w, g, cache) for w in sizes), key=lambda r: r[0])
+        sizes = sorted({wg, 64, 256}) if bench.is_cpu else [wg]
+        rate, size = max((gm.cached_read(w, g, cache) for w in sizes), key=lambda r: r[0])
+        return rate, size, cache
+
+    def cached() -> None:
+        rate, size, cache = cached_best()
         extra["cache"] = {
-            "read_bytes_per_s": best[0],
-            "buffer_bytes": best[1],
+            "read_bytes_per_s": rate,
+            "buffer_bytes": size,
             "device_cache_bytes": cache,
         }
+
+    def cached_again() -> None:
+        """The last-level cache is shared with whatever else runs on the host (other VMs
+        on a cloud machine): its rate comes and goes in phases of seconds (a 2-core EPYC
+        VM, one group size back to back: 9.0-15.9 GB/s; quick profiles measured once:
+        4.0-21.9 GB/s). Interference only slows it, so the best of two measurements the
+        whole profile run apart is the estimate."""
+        first = extra.get("cache")
+        if first:
+            rate, size, _ = cached_best()
+            if rate > first["read_bytes_per_s"]:
+                first["read_bytes_per_s"], first["buffer_bytes"] = rate, size
 
     cached.__name__ = "global_read_cached"
     steps.append((cached.__name__, guarded(cached)))
@@ -287,6 +304,7 @@ def profile_device(
 
         steps.append(("loop recurrence", guarded(recurrence)))
         steps.append(("loop-free streaming", guarded(straight)))
+    steps.append(("global_read_cached, again", guarded(cached_again)))
 
     for _, fn in progress(steps) if progress else steps:
         fn()

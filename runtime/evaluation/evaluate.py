@@ -185,7 +185,7 @@ def load_measured(
     """The ground truth: results key -> bench results, measured device profile and device
     name, for every results file whose device has a measured profile (the others go into
     ``skipped``, keyed ``device <key>``, with the reason)."""
-    from benchmarks.harness import load_results
+    from benchmarks.harness import distinct_key, load_results
 
     paths = results_paths or default_results()
     if not paths:
@@ -205,6 +205,10 @@ def load_measured(
                 )
             continue
         key = dev["key"]
+        if key in names and names[key] != dev["name"]:
+            # Two hosts of one CPU family and core count (results written apart, e.g. on
+            # two machines): both are judged, under distinct keys.
+            key = distinct_key(key, dev["name"])
         measured[key] = res
         profiles[key] = prof
         names[key] = dev["name"]

@@ -138,3 +138,12 @@ def test_evaluate_judges_a_device_only_this_machine_profiled(tmp_path, monkeypat
     judged = evaluate([gpu, str(mine)])
     assert judged.devices == sorted(["nvidia-h100", "pocl-pthread-epyc2-0a1b2c"])
     assert len(judged.apps) >= 20 and not any(k.startswith("device ") for k in judged.skipped)
+    # Results written apart under one key (`clproj bench` on each host) are both judged.
+    from benchmarks.harness import distinct_key
+
+    res["device"]["key"] = "pocl-pthread-epyc2"
+    mine.write_text(json.dumps(res))
+    both = evaluate([gpu, cpu, str(mine)])
+    assert both.devices == sorted(
+        ["nvidia-h100", "pocl-pthread-epyc2", distinct_key("pocl-pthread-epyc2", name)]
+    )
