@@ -108,9 +108,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     failed = 0
     for dev in devices:
-        key = harness.results_key(dev, template, args.size)
-        path = harness.output_path(template, key, args.size)
-        harness.check_overwrite(path, dev)  # before minutes of apps, not after
+        key, path = harness.results_target(dev, template, args.size)  # before the apps run
         res = _bench_with_bar(harness, dev, apps, args, references, track, key)
         harness.write_results(res, path)
         results.append(res)

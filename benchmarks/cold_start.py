@@ -60,26 +60,21 @@ def committed_results() -> list[str]:
 
 def device_scores(doc: dict[str, Any], key: str) -> dict[str, Any]:
     """Ratio metrics of one device in an ``evaluate --json`` document."""
-    ratios = [
-        a["projected_s"][key] / a["actual_s"][key]
+    ratios = {
+        a["app"]: a["projected_s"][key] / a["actual_s"][key]
         for a in doc["apps"]
         if a["actual_s"].get(key) and a["projected_s"].get(key)
-    ]
-    off = [max(r, 1 / r) for r in ratios]
-    worst = max(
-        doc["apps"],
-        key=lambda a: max(
-            a["projected_s"][key] / a["actual_s"][key], a["actual_s"][key] / a["projected_s"][key]
-        ),
-    )
+    }
+    off = {app: max(r, 1 / r) for app, r in ratios.items()}
+    worst_app = max(off, key=lambda app: off[app])
     return {
         "apps": len(ratios),
-        "median": statistics.median(ratios),
-        "within_25": sum(1 for r in ratios if 0.8 <= r <= 1.25),
-        "within_2x": sum(1 for r in ratios if 0.5 <= r <= 2.0),
-        "mape": 100 * statistics.mean(abs(r - 1) for r in ratios),
-        "worst": max(off),
-        "worst_app": worst["app"],
+        "median": statistics.median(ratios.values()),
+        "within_25": sum(1 for r in ratios.values() if 0.8 <= r <= 1.25),
+        "within_2x": sum(1 for r in ratios.values() if 0.5 <= r <= 2.0),
+        "mape": 100 * statistics.mean(abs(r - 1) for r in ratios.values()),
+        "worst": off[worst_app],
+        "worst_app": worst_app,
     }
 
 
@@ -88,13 +83,6 @@ def evaluate(results: list[str], env: dict[str, str]) -> dict[str, Any]:
     if out.returncode != 0:
         sys.exit(f"clproj evaluate failed: {out.stderr.strip()}")
     return json.loads(out.stdout)
-
-
-def local_key(doc: dict[str, Any], name: str) -> str:
-    keys = [k for k, n in doc["device_names"].items() if n == name]
-    if not keys:
-        sys.exit(f"evaluate did not judge {name!r}: {doc.get('skipped')}")
-    return keys[0]
 
 
 def main() -> int:
@@ -107,7 +95,6 @@ def main() -> int:
         old.unlink()
     cache = tempfile.mkdtemp(prefix="clproj-cold-")
     env = dict(os.environ, CLPROJ_CACHE=cache, CLPROJ_FOREIGN_MACHINE="1")
-    lines: list[str] = []
     try:
         t0 = time.time()
         dev = json.loads(clproj("devices", "--profiles", "--json", env=env).stdout)
@@ -151,7 +138,7 @@ def main() -> int:
         shutil.rmtree(cache, ignore_errors=True)
 
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines += [
+    lines = [
         "# Accuracy out of the box on a CPU nobody profiled",
         "",
         f"Run {date} on `{name}` ({quick['compute_units']} compute units, "

@@ -224,7 +224,7 @@ def bench_device(
     """Measure every app on one device; a failing app is recorded, never fatal.
 
     ``key`` names the device in the results (default :func:`device_key`; see
-    :func:`results_key`)."""
+    :func:`results_target`)."""
     import pyopencl as cl
 
     from benchmarks.apps.execute import execute
@@ -298,39 +298,38 @@ def _held_device(path: str) -> str | None:
         return None  # not a results file we could read: what holds it is unknown
 
 
-def results_key(dev: Any, template: str, size: str) -> str:
-    """The key under which ``dev``'s results are written (and named in the file).
+def results_target(dev: Any, template: str, size: str) -> tuple[str, str]:
+    """(key, path) under which ``dev``'s results are written; the key is also named in
+    the file.
 
     :func:`device_key` names a CPU by family and core count, so two hosts of one family
     share it: this project's 2-core EPYC VMs come as PoCL ``pthread-skylake-avx512`` and
     ``pthread-haswell`` builds, and the second's ``clproj bench`` would overwrite the
     first's committed ground truth. When the file the key names holds another device's
-    results, the key gains a digest of this device's name instead.
+    results, the key gains a digest of this device's name instead (:func:`distinct_key`).
+    A file of another device that stays the target (an explicit ``-o`` without ``{key}``)
+    is refused, before any app runs.
     """
-    key = device_key(dev)
     name = dev.name.strip()
-    if "{key}" not in template:
-        return key
-    held = _held_device(output_path(template, key, size))
-    if held is None or held == name:
-        return key
-    return distinct_key(key, name)
+    key = device_key(dev)
+    path = output_path(template, key, size)
+    held = _held_device(path)
+    if held not in (None, name) and "{key}" in template:
+        key = distinct_key(key, name)
+        path = output_path(template, key, size)
+        held = _held_device(path)
+    if held not in (None, name):
+        raise ClprojError(
+            f"{path} holds bench results of {held!r}, not of {name!r}",
+            "write to another file (-o PATH, or put {key} in it), or move that file away first",
+        )
+    return key, path
 
 
 def distinct_key(key: str, name: str) -> str:
     """``key`` made distinct for the device called ``name`` (a digest of the name): what
     two devices sharing a :func:`device_key` are told apart by."""
     return f"{key}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
-
-
-def check_overwrite(path: str, dev: Any) -> None:
-    """Refuse to replace another device's results (an explicit ``-o`` naming such a file)."""
-    held = _held_device(path)
-    if held is not None and held != dev.name.strip():
-        raise ClprojError(
-            f"{path} holds bench results of {held!r}, not of {dev.name.strip()!r}",
-            "write to another file (-o PATH, or put {key} in it), or move that file away first",
-        )
 
 
 def write_results(result: dict[str, Any], path: str) -> None:

@@ -200,13 +200,17 @@ def test_another_hosts_results_are_never_overwritten(tmp_path) -> None:
         "pthread-haswell-AMD EPYC", "AuthenticAMD", "Portable Computing Language", 2
     )
     assert harness.device_key(other) == harness.device_key(same) == "pocl-pthread-epyc2"
-    assert harness.results_key(same, template, "paper") == "pocl-pthread-epyc2"
-    key = harness.results_key(other, template, "paper")
+    assert harness.results_target(same, template, "paper")[0] == "pocl-pthread-epyc2"
+    key, path = harness.results_target(other, template, "paper")
     assert key.startswith("pocl-pthread-epyc2-") and key != "pocl-pthread-epyc2"
-    assert harness.results_key(other, template, "small") == "pocl-pthread-epyc2"  # no file yet
+    assert path == str(tmp_path / f"bench-{key}-paper.json")
+    assert (
+        harness.results_target(other, template, "small")[0] == "pocl-pthread-epyc2"
+    )  # no file yet
     # An explicit file of another device is refused, one of the same device is replaced.
     path = str(tmp_path / "bench-pocl-pthread-epyc2-paper.json")
     with pytest.raises(ClprojError, match="holds bench results of 'pthread-skylake-avx512"):
-        harness.check_overwrite(path, other)
-    harness.check_overwrite(path, same)
-    harness.check_overwrite(str(tmp_path / "new.json"), other)
+        harness.results_target(other, path, "paper")
+    assert harness.results_target(same, path, "paper")[1] == path
+    new = str(tmp_path / "new.json")
+    assert harness.results_target(other, new, "paper")[1] == new
