@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clproj.errors import ClprojError
+from devices.launch_rules import NullLocalRule, rule_for, validate_rule
 
 FORMAT = "clproj.device-profile"
 VERSION = 1
@@ -319,6 +320,14 @@ def validate(doc: dict[str, Any]) -> None:
         for f in ("raw_round_s", "fma_round_s", "add_round_s"):
             _num(doc, f"detail.raw_loop.{f}")
     _optional_numbers(doc)
+    driver = doc.get("driver")
+    if driver is not None:
+        if not isinstance(driver, dict):
+            _fail("driver", f"expected an object, got {type(driver).__name__}")
+        if driver.get("null_local") is not None:
+            why = validate_rule(driver["null_local"])
+            if why:
+                _fail("driver.null_local", why)
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):
         _fail("nvml", f"expected an object or null, got {type(nv).__name__}")
@@ -444,6 +453,16 @@ class DeviceProfile:
         if not pts:
             return None
         return _interp_loglinear(pts, max(1.0, float(groups)))
+
+    @property
+    def null_local_rule(self) -> NullLocalRule:
+        """How this device's driver picks a work-group size for a NULL local size."""
+        return rule_for(self.data)
+
+    def null_local_size(self, global_size: list[int]) -> list[int]:
+        """The local size this device's driver runs a NULL-local launch of ``global_size``
+        with (:mod:`devices.launch_rules`)."""
+        return self.null_local_rule.choose(global_size)
 
     def provenance(self, path: str) -> str:
         """How a field was obtained; a path not listed inherits from its parent, else source.kind."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from clproj.errors import ClprojError
 from clproj.untrusted import is_finite_number, is_int
+from devices.launch_rules import divisor_local_size
 from miniemu.backend import RawEmulation
 
 FORMAT = "clproj.kernel-profile"
@@ -26,6 +27,16 @@ VERSION = 1
 # Relative first-vs-last difference (per work-item) above which a launch is data-dependent.
 DATA_DEPENDENT_THRESHOLD = 0.05
 _NOT_SCALED = ("bytes_per_group", "private_bytes_per_work_item")
+# The group a NULL-local launch is emulated with: AMD's driver rule at 256 work-items
+# (devices/launch_rules.py), full warps of every width the plugin counts (8-64) wherever
+# the global size allows. Statistics are per work-item, so the projection regroups them
+# to the size each device's own driver picks (runtime/projection/launch_shape.py).
+EMULATED_NULL_LOCAL_LIMIT = 256
+
+
+def emulated_local_size(global_size: list[int]) -> list[int]:
+    """The local size a launch the app left to the driver (NULL) is emulated with."""
+    return divisor_local_size([int(g) for g in global_size], EMULATED_NULL_LOCAL_LIMIT)
 
 
 def _map(stats: Any, fn) -> Any:
@@ -311,7 +322,10 @@ def build_profile(
     confidence = "high"
     partial = any(gs % ls for gs, ls in zip(raw.global_size, raw.local_size, strict=True))
     if local_size_was_null:
-        flags.append(f"local size was NULL: the emulator chose {raw.local_size}")
+        flags.append(
+            f"local size was NULL: emulated with groups of {raw.local_size}, "
+            "regrouped for each device by its driver's rule"
+        )
     if partial:
         flags.append("partial work-groups: scaled per work-item")
     if len(raw.groups) >= 2:

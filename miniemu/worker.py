@@ -36,9 +36,15 @@ def main(argv: list[str]) -> int:
     from clproj.errors import ClprojError
     from intercept.record import load
     from intercept.replay import replay
+    from miniemu.profile import emulated_local_size
 
     try:
-        result = replay(load(args.record), device_limits=False)  # Oclgrind's are nominal
+        record = load(args.record)
+        if record.local_size is None:
+            # The driver would choose; Oclgrind would choose one work-item. Emulate a
+            # representative group instead; the projection regroups for each device.
+            record.local_size = emulated_local_size(record.global_size)
+        result = replay(record, device_limits=False)  # Oclgrind's are nominal
     except ClprojError as exc:
         sys.stderr.write(f"clproj-worker-error: {exc}\n")
         return 3

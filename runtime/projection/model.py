@@ -38,6 +38,7 @@ from runtime.projection.kernel_stats import (
     nearest_key,
 )
 from runtime.projection.latency import cold_latency, latency_time
+from runtime.projection.launch_shape import for_device
 from runtime.projection.memory_units import access_granularity, cache_resident_bytes, line_bytes
 from runtime.projection.occupancy import Occupancy, profile_occupancy
 
@@ -476,6 +477,7 @@ def project(profile: Any, device: Any, footprint_bytes: float | None = None) -> 
     global term credit cache hits; without it every transaction is priced at DRAM rate.
     """
     doc = profile.to_dict() if hasattr(profile, "to_dict") else profile
+    doc = for_device(doc, device)  # a NULL local size: the device driver's groups
     total = doc["total"]
     occ = profile_occupancy(doc, device)
     t_c, by_class = compute_time(total, device, occ)

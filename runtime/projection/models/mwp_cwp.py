@@ -40,6 +40,7 @@ import math
 from typing import Any
 
 from runtime.projection.kernel_stats import MEMORY_CLASSES, SEGMENT_KEYS, WARP_KEYS, nearest_key
+from runtime.projection.launch_shape import for_device
 from runtime.projection.model import compute_time, device_launch_time, dram_bytes
 from runtime.projection.models.base import ModelPrediction
 from runtime.projection.occupancy import profile_occupancy
@@ -127,6 +128,7 @@ class MwpCwpModel:
     def predict(
         self, profile: dict[str, Any], device: Any, footprint_bytes: float | None = None
     ) -> ModelPrediction:
+        profile = for_device(profile, device)  # a NULL local size: the driver's groups
         launch, total = profile["launch"], profile["total"]
         occ = profile_occupancy(profile, device)
         warp = max(1, int(device.warp_width))

@@ -31,6 +31,7 @@ from runtime.projection.kernel_stats import (
     WARP_KEYS,
     nearest_key,
 )
+from runtime.projection.launch_shape import for_device
 from runtime.projection.model import local_time
 from runtime.projection.models.base import ModelPrediction
 from runtime.projection.occupancy import profile_occupancy
@@ -70,6 +71,7 @@ class PaperModel:
     def predict(
         self, profile: dict[str, Any], device: Any, footprint_bytes: float | None = None
     ) -> ModelPrediction:
+        profile = for_device(profile, device)  # a NULL local size: the driver's groups
         total = profile["total"]
         occ = profile_occupancy(profile, device)
         frac = occ.active_cus / max(1, device.compute_units)
