@@ -30,6 +30,7 @@ from devices.microbench import (
     stream,
     sync,
 )
+from devices.microbench import null_local as null_local_probe
 from devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
 from devices.profile import FORMAT, VERSION, validate
 
@@ -285,6 +286,13 @@ def profile_device(
         # after launch(): the floor per group count goes into the same detail.launch
         extra["launch_groups"] = overhead.launch_groups(bench)
 
+    def null_local() -> None:  # the group size the driver picks for a NULL local size
+        extra["null_local"] = {
+            "observed": null_local_probe.observe(bench),
+            "multiple": null_local_probe.preferred_multiple(bench),
+        }
+
+    steps.append(("NULL local size", guarded(null_local)))
     steps.append(("launch overhead", guarded(launch)))
     steps.append(("launch floor per group count", guarded(launch_groups)))
     steps.append(("transfer", guarded(transfer)))
@@ -505,6 +513,15 @@ def _assemble(
     if "straight_bandwidth" in extra:
         doc["detail"]["straight_bandwidth"] = extra["straight_bandwidth"]
         prov["detail.straight_bandwidth"] = "measured"
+    if "null_local" in extra:
+        seen = extra["null_local"]["observed"]
+        doc["detail"]["null_local"] = seen
+        rule = null_local_probe.identify(
+            seen, bench.max_wg, bench.cus, extra["null_local"]["multiple"]
+        )
+        if rule is not None:
+            doc["driver"] = {"null_local": rule}
+            prov["driver.null_local"] = "measured"
     if bench.is_cpu:
         discovery.add_host_l1(doc["memory"], prov)
     validate(doc)

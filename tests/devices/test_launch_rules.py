@@ -116,3 +116,18 @@ def test_a_profile_may_name_its_rule_and_a_bad_one_is_refused():
         broken["driver"] = {"null_local": bad}
         with pytest.raises(ClprojError, match=f"driver.null_local: {why}"):
             DeviceProfile(broken)
+
+
+def test_the_probe_identifies_the_drivers_rule(cl_device):
+    from devices.microbench import null_local
+    from devices.microbench.common import MODES, Bench
+
+    bench = Bench(cl_device, MODES["tiny"])
+    seen = null_local.observe(bench)
+    assert len(seen) == len(null_local.SIZES)
+    rule = null_local.identify(seen, bench.max_wg, bench.cus, null_local.preferred_multiple(bench))
+    assert rule is not None and rule["source"].startswith("measured")
+    if "Portable Computing Language" in cl_device.platform.name:
+        assert rule["rule"] == "pocl" and rule["multiple"] == 8
+    # A driver no rule reproduces is left to its vendor's rule.
+    assert null_local.identify([{"global": [64], "local": [3]}], 64, 1, 8) is None
