@@ -34,7 +34,62 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --profiles: never measure; an unprofiled device shows its generic profile",
     )
+    p.add_argument(
+        "--sheet",
+        metavar="FILE",
+        help="build the device profile of a device sheet (clproj.device-sheet TOML, "
+        "docs/formats.md section 4) and print it; usable as --devices FILE elsewhere",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="PROFILE.json", help="with --sheet: write the profile here"
+    )
     p.set_defaults(func=run)
+
+
+def show_sheet(path: str, output: str | None, as_json: bool) -> int:
+    """The profile a device sheet builds into: its headline numbers (or the whole document
+    with ``--json``), written to ``output`` when given, so a user sees what the projection
+    will assume before using the sheet in ``--devices``."""
+    from devices.profile import DeviceProfile
+    from devices.sheet import profile_from_sheet
+
+    prof = DeviceProfile(profile_from_sheet(path), path)
+    if output:
+        prof.save(output)
+    if as_json:
+        emit_json(prof.to_dict())
+        return 0
+    mem = prof.data["memory"]
+    print_table(
+        [
+            "key",
+            "device",
+            "kind",
+            "CUs",
+            "MHz",
+            "fp32 Gflop/s",
+            "fp64 Gflop/s",
+            "sheet GB/s",
+            "read GB/s",
+            "copy GB/s",
+        ],
+        [
+            (
+                prof.key,
+                prof.name,
+                prof.kind,
+                prof.compute_units,
+                prof.clock_mhz,
+                2 * prof.throughput("fp32_fma") / 1e9,
+                2 * prof.throughput("fp64_fma") / 1e9,
+                mem["peak_bandwidth_gbs"],
+                prof.peak("global_read") / 1e9,
+                prof.peak("global_copy") / 1e9,
+            )
+        ],
+        title=f"device profile built from {path}" + (f" (written to {output})" if output else ""),
+    )
+    return 0
 
 
 def list_profiles(as_json: bool, measure: bool = True, remeasure: bool = False) -> int:
@@ -117,6 +172,10 @@ def _print_profiles(rows: list[dict]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output and not args.sheet:
+        raise ClprojError("-o/--output is for --sheet", "add --sheet FILE or drop -o")
+    if args.sheet:
+        return show_sheet(args.sheet, args.output, args.json)
     if args.profiles:
         if args.remeasure and args.no_measure:
             raise ClprojError("--remeasure and --no-measure contradict", "pick one")

@@ -518,8 +518,13 @@ def known_profiles() -> list[DeviceProfile]:
 
 
 def load_profile(path_or_key: str) -> DeviceProfile:
-    """A profile from a JSON file path, or a shipped profile by its ``key``."""
+    """A profile from a JSON file path, a device sheet (``.toml``, built by
+    :mod:`devices.sheet`), or a shipped profile by its ``key``."""
     p = Path(path_or_key)
+    if p.suffix == ".toml":
+        from devices.sheet import profile_from_sheet
+
+        return DeviceProfile(profile_from_sheet(str(p)), str(p))
     if p.suffix == ".json" or p.exists():
         if not p.exists():
             raise ClprojError(f"no device profile file {p}", "check the path")

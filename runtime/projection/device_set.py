@@ -4,7 +4,8 @@
 :mod:`devices.local` (committed measured profile, cached, measured now, or a generic
 low-confidence one). ``measured``: every committed profile measured on real hardware.
 ``all``: measured and spec-sheet profiles. Anything else: a comma list of profile keys,
-profile file paths, and ``local`` itself (``local,nvidia-h100-80gb-hbm3-nvidia``: this
+profile file paths (a device-profile JSON, or a device sheet ``.toml`` built into a
+profile by :mod:`devices.sheet`), and ``local`` itself (``local,nvidia-h100-80gb-hbm3-nvidia``: this
 machine's devices beside a cluster GPU). The same spec means the same profiles in the app and
 after it exits: ``clproj run`` resolves it once and hands the app the profile files.
 """
@@ -40,7 +41,8 @@ def resolve(spec: str | None, measure_missing: bool = True) -> list[Any]:
     if not items:
         raise ClprojError(
             f"--devices {spec!r} names no device",
-            "use local, measured, all, or a comma list of profile keys or files",
+            "use local, measured, all, or a comma list of profile keys, profile JSON files or "
+            "device sheets (.toml)",
         )
     out: list[Any] = []
     for item in items:

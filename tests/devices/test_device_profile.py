@@ -19,6 +19,26 @@ from devices.profile import (
     validate,
 )
 
+# The devices the published-result suites name (docs/devices.md, spec profiles).
+PUBLISHED_RESULT_DEVICES = (
+    "r9-290x-spec",
+    "r9-295x2-spec",
+    "r9-fury-x-spec",
+    "firepro-s9150-spec",
+    "firepro-s10000-spec",
+    "a10-7850k-gpu-spec",
+    "gtx-580-spec",
+    "gtx-780-ti-spec",
+    "gtx-980-spec",
+    "gtx-980-ti-spec",
+    "k20c-spec",
+    "k40c-spec",
+    "k80-spec",
+    "v100-pcie-spec",
+    "mi100-spec",
+    "xeon-phi-se10p-spec",
+)
+
 
 @pytest.fixture
 def h100() -> dict:
@@ -99,6 +119,7 @@ def test_every_shipped_profile_validates_and_answers() -> None:
         "a100-sxm-spec",
         "mi250x-gcd-spec",
         "mi300x-spec",
+        *PUBLISHED_RESULT_DEVICES,
     ):
         assert want in keys
     assert len(keys) == len(profiles), "profile keys must be unique"
@@ -269,3 +290,78 @@ def test_xeon_loop_rounds_are_derived_from_published_latencies(tmp_path) -> None
         text=True,
     )
     assert bad.returncode != 0 and "no published latencies" in bad.stderr
+
+
+def test_published_result_devices_match_their_sheets() -> None:
+    """Sheet peaks (fp32 flop/s = 2 x fma rate, fp64 by the architecture's ratio) and each
+    entry's sources; the dual-GPU boards are one GPU each, as OpenCL sees them."""
+    tflops = {  # (fp32, fp64) TFLOPS printed on the vendor sheets, per GPU
+        "r9-290x-spec": (5.63, 0.70),
+        "firepro-s9150-spec": (5.07, 2.53),
+        "r9-fury-x-spec": (8.6, 0.54),
+        "firepro-s10000-spec": (5.91 / 2, 1.48 / 2),
+        "k20c-spec": (3.52, 1.17),
+        "k40c-spec": (4.29, 1.43),
+        "v100-pcie-spec": (14.1, 7.07),
+        "mi100-spec": (23.1, 11.5),
+        "xeon-phi-se10p-spec": (2.11, 1.06),  # 60 of the 61 cores run OpenCL work
+    }
+    for key, (sp, dp) in tflops.items():
+        p = load_profile(key)
+        assert 2 * p.throughput("fp32_fma") / 1e12 == pytest.approx(sp, rel=0.01), key
+        assert 2 * p.throughput("fp64_fma") / 1e12 == pytest.approx(dp, rel=0.01), key
+    for key in PUBLISHED_RESULT_DEVICES:
+        p = load_profile(key)
+        assert p.source_kind == "spec" and p.data["source"]["sheets"], key
+    assert load_profile("xeon-phi-se10p-spec").kind == "ACCELERATOR"
+    assert not load_profile("xeon-phi-se10p-spec").has_bank_conflicts
+    assert load_profile("a10-7850k-gpu-spec").data["memory"]["peak_bandwidth_gbs"] == 34.1
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("GeForce GTX 980 Ti", "gtx-980-ti-spec"),
+        ("GeForce GTX 980", "gtx-980-spec"),
+        ("GeForce GTX 780 Ti", "gtx-780-ti-spec"),
+        ("GeForce GTX 580", "gtx-580-spec"),
+        ("Tesla K20c", "k20c-spec"),
+        ("Tesla K40c", "k40c-spec"),
+        ("Tesla K80", "k80-spec"),
+        ("Tesla V100-PCIE-16GB", "v100-pcie-spec"),
+        ("gfx908:sramecc+:xnack-", "mi100-spec"),
+        ("Hawaii", "r9-290x-spec"),
+        ("AMD FirePro S9150", "firepro-s9150-spec"),
+        ("Fiji", "r9-fury-x-spec"),
+        ("Tahiti", "hd7970-spec"),
+        ("Spectre", "a10-7850k-gpu-spec"),
+        ("Intel(R) Many Integrated Core Acceleration Card", "xeon-phi-se10p-spec"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm-spec"),
+        ("Some Unknown GPU", None),
+    ],
+)
+def test_spec_for_probes_longest_name_first(name: str, key: str | None) -> None:
+    spec = specs.spec_for(name)
+    assert (spec.key if spec else None) == key
+
+
+def test_bandwidth_efficiency_is_measured_peak_over_sheet() -> None:
+    """eff = mean over the measured GPUs with a sheet of (measured curve peak / sheet
+    bandwidth); copy counts bytes read plus written on both sides of the division."""
+    eff, evidence = specs.measured_efficiency()
+    for curve in ("global_read", "global_write", "global_copy"):
+        ratios = [
+            load_profile(f"devices/profiles/measured/{f}").peak(curve)
+            / (load_profile(key).data["memory"]["peak_bandwidth_gbs"] * 1e9)
+            for f, key in (
+                ("nvidia-h100-opencl.json", "h100-sxm-spec"),
+                ("nvidia-h200-opencl.json", "h200-spec"),
+            )
+        ]
+        assert eff[curve] == pytest.approx(sum(ratios) / 2, rel=1e-12)
+        assert 0.5 < eff[curve] < 1.0
+    v100 = load_profile("v100-pcie-spec")
+    assert v100.peak("global_read") == pytest.approx(900e9 * eff["global_read"])
+    assert v100.peak("global_copy") == pytest.approx(900e9 * eff["global_copy"])
+    prov = v100.provenance("curves.global_copy")
+    assert "derived from measured: nvidia-h100-opencl.json" in prov and evidence in prov
