@@ -12,8 +12,10 @@ profiles onto both and judges each against the same truth, side by side in one r
   results of each GPU (``clproj evaluate``'s inputs).
 
 The spec profile stands in for the measured one: it is given the measured profile's key
-and name, so the matching of projections to truth rows is the validation's own. Nothing is
-fitted; the gap between the two columns is what projecting from a sheet costs.
+and name, so the matching of projections to truth rows is the validation's own. The
+numbers no sheet gives are taken from the other measured GPU (leave-one-device-out, see
+:func:`stand_in`). Nothing is fitted; the gap between the two columns is what projecting
+from a sheet costs.
 
     POCL_DEVICES=pthread python -m benchmarks.spec_vs_measured \\
         --out benchmarks/results/spec_vs_measured.md
@@ -29,6 +31,8 @@ from typing import Any
 
 from clproj import paths
 from devices.profile import DeviceProfile, load_profile
+from devices.spec_sheets import SPECS
+from devices.specs import EFFICIENCY_FROM, build
 from runtime.evaluation import metrics
 from runtime.evaluation.app_profiles import RESULTS_DIR, load_cached
 from runtime.evaluation.evaluate import load_measured, project_app
@@ -47,8 +51,12 @@ SUITE = os.path.join(os.path.dirname(RESULTS_DIR), "..", "..", "shared", "valida
 
 
 def stand_in(spec_key: str, measured: DeviceProfile) -> DeviceProfile:
-    """The spec profile under the measured profile's key and name (its numbers untouched)."""
-    doc = load_profile(spec_key).to_dict()
+    """The spec profile under the measured profile's key and name, built with the numbers
+    no sheet gives (bandwidth efficiency, L2 rate, latencies) from the *other* measured
+    GPUs only: the device's own measurement never answers its own check."""
+    spec = next(s for s in SPECS if s.key == spec_key)
+    others = tuple(src for src in EFFICIENCY_FROM if src[1] != spec_key)
+    doc = build(spec, others)
     doc["key"] = measured.key
     doc["identity"] = dict(doc["identity"], name=measured.name)
     return DeviceProfile(doc)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.profile import FORMAT, PROFILES_DIR, VERSION, load_profile, validate
+from devices.spec_memory import dram_latency_s, hierarchy
 from devices.spec_sheets import SPECS, Spec
 
 # Measured GPU profiles that also have a sheet here: their sustained bandwidth over the
@@ -40,7 +41,9 @@ PCIE_GBS = {2: 8.0, 3: 15.75, 4: 31.5, 5: 63.0}  # x16, per direction
 
 
 @functools.cache
-def measured_efficiency() -> tuple[dict[str, float], str]:
+def measured_efficiency(
+    sources: tuple[tuple[str, str], ...] = EFFICIENCY_FROM,
+) -> tuple[dict[str, float], str]:
     """Sustained / sheet bandwidth per streaming curve, and the evidence, as a text.
 
     Why measured: a constant efficiency is a guess that nothing checks; the peaks of our
@@ -53,7 +56,7 @@ def measured_efficiency() -> tuple[dict[str, float], str]:
     """
     ratios: dict[str, list[float]] = {name: [] for name in STREAM_CURVES}
     parts = []
-    for filename, key in EFFICIENCY_FROM:
+    for filename, key in sources:
         prof = load_profile(str(PROFILES_DIR / "measured" / filename))
         sheet_bw = next(s for s in SPECS if s.key == key).bandwidth_gbs * 1e9
         mine = {name: prof.peak(name) / sheet_bw for name in STREAM_CURVES}
@@ -80,13 +83,13 @@ def littles_law_curve(peak: float, x_sat: float, xs: list[int]) -> list[list[flo
 
 
 def derived_memory_curves(
-    spec: Spec, clock_hz: float
+    spec: Spec, clock_hz: float, sources: tuple[tuple[str, str], ...] = EFFICIENCY_FROM
 ) -> tuple[dict[str, list[list[float]]], dict[str, str]]:
     """Curves from sheet numbers; returns (curves, provenance entries)."""
     peak_bw = spec.bandwidth_gbs * 1e9
     xs = occupancy_points(spec.max_items_per_cu, spec.warp)
-    x_sat = peak_bw / spec.cus * spec.mem_latency_ns * 1e-9 / BYTES_IN_FLIGHT_PER_ITEM
-    eff, evidence = measured_efficiency()
+    x_sat = peak_bw / spec.cus * dram_latency_s(spec, sources) / BYTES_IN_FLIGHT_PER_ITEM
+    eff, evidence = measured_efficiency(sources)
     curves = {name: littles_law_curve(peak_bw * eff[name], x_sat, xs) for name in STREAM_CURVES}
     # Banked local memory serves one 4-byte word per bank a clock; unbanked (a cache, on
     # CPU-like devices) one load of the fp32 vector width a clock.
@@ -121,8 +124,10 @@ def derived_memory_curves(
     return curves, prov
 
 
-def build(spec: Spec) -> dict[str, Any]:
-    """The device-profile document of one spec-sheet device."""
+def build(spec: Spec, sources: tuple[tuple[str, str], ...] = EFFICIENCY_FROM) -> dict[str, Any]:
+    """The device-profile document of one spec-sheet device; ``sources``: the measured
+    GPUs the rules take what no sheet gives from (``benchmarks/spec_vs_measured.py``
+    leaves the judged device out)."""
     clock_hz = spec.clock_mhz * 1e6
     throughput = {cls: rate * spec.cus * clock_hz for cls, rate in spec.per_cu.items()}
     prov: dict[str, str] = {
@@ -139,7 +144,7 @@ def build(spec: Spec) -> dict[str, Any]:
     throughput["int_div"] = throughput["int_mul"] / 20
     prov["throughput.fp32_div"] = "derived: special / 2"
     throughput["fp32_div"] = throughput["special"] / 2
-    curves, cprov = derived_memory_curves(spec, clock_hz)
+    curves, cprov = derived_memory_curves(spec, clock_hz, sources)
     prov.update(cprov)
     pcie = PCIE_GBS[spec.pcie_gen] * 1e9 * PCIE_EFF
     prov["transfer"] = f"derived: {PCIE_EFF} x PCIe gen{spec.pcie_gen} x16 rate"
@@ -191,6 +196,11 @@ def build(spec: Spec) -> dict[str, Any]:
         "provenance": prov,
         "nvml": None,
     }
+    extra, hprov = hierarchy(spec, sources)
+    if extra:
+        doc["memory"].update(extra["memory"])
+        doc["detail"] = {"cache": extra["cache"], "latency": extra["latency"]}
+        prov.update(hprov)
     validate(doc)
     return doc
 
