@@ -168,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         [
             "## Spec-sheet profiles against measured ones (bound model, one run)",
             "",
-            "`python -m benchmarks.spec_vs_measured --out benchmarks/results/spec_vs_measured.md`",
+            "`POCL_DEVICES=pthread python -m benchmarks.spec_vs_measured --out "
+            "benchmarks/results/spec_vs_measured.md` (2-core Xeon VM, PoCL 3.1: the PolyBench "
+            "apps run once under project mode, each signature's kernel profile projected "
+            "onto both profiles; each spec profile built from the other GPU's measurement)",
             "",
             *table(
                 "Shared PolyBench eight (per kernel, vs the suite's truth)",
