@@ -10,6 +10,7 @@ regular file and reads at most a stated number of bytes; each failure is one
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import stat
 
@@ -68,6 +69,33 @@ def read_regular_file(path: str, what: str, max_bytes: int, fix: str | None = No
         if len(buf) > max_bytes:
             raise ClprojError(f"{what} {path} grew beyond {max_bytes} bytes while read", fix)
         return bytes(buf)
+    finally:
+        os.close(fd)
+
+
+def map_regular_file(path: str, what: str, size: int, fix: str | None = None) -> mmap.mmap:
+    """``path``, a regular file of exactly ``size`` bytes, mapped copy-on-write.
+
+    Why a mapping: a reader that touches a few pages of a large file (the emulator runs a
+    few work-items of a launch over 1 GB buffers) pays for those pages only. Writes go to
+    private pages and never reach the file. Checked as :func:`read_regular_file` checks,
+    except the content: nothing here reads it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ClprojError(f"{what} {path}: no such file", fix) from None
+    except OSError as exc:
+        raise ClprojError(f"cannot read {what} {path}: {exc.strerror or exc}", fix) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ClprojError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file", fix)
+        if st.st_size != size:
+            raise ClprojError(f"{what} {path} has {st.st_size} bytes, expected {size}", fix)
+        if size == 0:
+            return mmap.mmap(-1, 1)
+        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
 

@@ -10,12 +10,13 @@ record format that refers to them.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import re
 
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
-from clproj.untrusted import read_regular_file
+from clproj.untrusted import map_regular_file, read_regular_file
 
 BLOBS_SUBDIR = "blobs"
 MAX_SIZE_T = 2**64 - 1  # sizes and NDRange entries are size_t: no blob is larger
@@ -86,6 +87,43 @@ class BlobStore:
                 "record the launch again",
             )
         return data
+
+    def map(self, sha: str, size: int) -> mmap.mmap:
+        """The blob named ``sha`` mapped copy-on-write, without reading it: a regular file
+        of exactly ``size`` bytes. The content hash is not checked (that would read every
+        page); readers that need the whole content use :meth:`get`. The emulator maps:
+        it reads the pages its sampled work-items touch, and a corrupt page can only make
+        a projection wrong, never reach the app or the record."""
+        if not is_blob_key(sha):
+            raise ClprojError(
+                f"blob reference {str(sha)[:80]!r} is not a content hash (64 lowercase hex digits)",
+                "record the launch again with `clproj run --record DIR -- ...`",
+            )
+        target = os.path.join(self.path, sha)
+        if not os.path.lexists(target):
+            raise ClprojError(
+                f"blob {sha} is missing from {self.path}",
+                "copy the record directory together with its blobs/ folder",
+            )
+        return map_regular_file(
+            target, "blob", size, "copy the blobs/ folder again, or record the launch again"
+        )
+
+    def link(self, sha: str, source: BlobStore) -> None:
+        """Make blob ``sha`` of ``source`` a blob of this store without copying it: a hard
+        link, or a symbolic link to the source file across file systems. Readers check the
+        linked file as any blob (:meth:`get`, :meth:`map`)."""
+        if not is_blob_key(sha):
+            raise ClprojError(f"blob key {str(sha)[:80]!r} is not a content hash")
+        os.makedirs(self.path, exist_ok=True)
+        origin = os.path.abspath(os.path.join(source.path, sha))
+        target = os.path.join(self.path, sha)
+        try:
+            os.link(origin, target)
+        except FileExistsError:
+            return
+        except OSError:
+            os.symlink(origin, target)
 
     def has(self, sha: str) -> bool:
         return is_blob_key(sha) and os.path.exists(os.path.join(self.path, sha))

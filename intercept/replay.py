@@ -280,13 +280,21 @@ def replay(
     check_outputs: bool = False,
     max_work_items: int | None = None,
     device_limits: bool = True,
+    map_buffers: bool = False,
+    read_outputs: bool = True,
 ) -> ReplayResult:
     """Run ``record`` once on ``device`` (pyopencl device; default: the first one).
 
     ``max_work_items`` caps the NDRange (``clproj replay`` passes :data:`MAX_WORK_ITEMS`;
     emulation runs a few groups of any NDRange and passes none). ``device_limits=False``
     skips :func:`check_device`: Oclgrind reports nominal limits (128 MiB of memory) that it
-    does not enforce, and the device the record is emulated for is another one."""
+    does not enforce, and the device the record is emulated for is another one.
+
+    ``map_buffers``: each buffer is the record's snapshot mapped copy-on-write and handed
+    to the device as its storage (``CL_MEM_USE_HOST_PTR``, :meth:`LaunchRecord.buffer_view`),
+    so only the pages the kernel touches are read; ``read_outputs=False`` reads nothing
+    back. The emulator uses both: its sampled work-items touch kilobytes of gigabyte
+    buffers, and its statistics, not the outputs, are the result."""
     import numpy as np
     import pyopencl as cl
 
@@ -346,6 +354,7 @@ def replay(
                 "replay on another device, or fix local_size in the record",
             )
     buffers: dict[int, cl.Buffer] = {}
+    mapped: list[Any] = []  # the storage of USE_HOST_PTR buffers lives as long as they do
     mf = cl.mem_flags
     access = mf.READ_WRITE | mf.WRITE_ONLY | mf.READ_ONLY
     for a in sorted(record.args, key=lambda a: a.index):
@@ -362,7 +371,7 @@ def replay(
             with _cl_step(step, fix_driver):
                 kernel.set_arg(a.index, cl.LocalMemory(max(1, int(a.size or 1))))
         elif a.kind == "buffer":
-            data = record.buffer_bytes(a.index)
+            data = b"" if map_buffers else record.buffer_bytes(a.index)
             size = max(1, int(a.size or len(data)))
             flags = (a.flags or mf.READ_WRITE) & access or mf.READ_WRITE
             if bin(flags).count("1") > 1:  # e.g. READ_ONLY | WRITE_ONLY: no valid buffer
@@ -371,6 +380,14 @@ def replay(
                     "exclusive access flags (read-write, write-only, read-only)",
                     _FIX_RECORD,
                 )
+            if map_buffers:
+                with _cl_step(step, fix_driver):
+                    host = record.buffer_view(a.index)
+                    mapped.append(host)
+                    buf = cl.Buffer(ctx, flags | mf.USE_HOST_PTR, hostbuf=host)
+                    kernel.set_arg(a.index, buf)
+                buffers[a.index] = buf
+                continue
             with _cl_step(step, fix_driver):
                 buf = cl.Buffer(ctx, flags, size)
                 if data:
@@ -394,7 +411,7 @@ def replay(
         time_ns = int(event.profile.end - event.profile.start)
     outputs: dict[int, bytes] = {}
     with _cl_step(f"replay of {name}: reading the buffers back from {dev}", fix_driver):
-        for index, buf in buffers.items():
+        for index, buf in buffers.items() if read_outputs else ():
             host = np.empty(buf.size, dtype=np.uint8)
             cl.enqueue_copy(queue, host, buf, is_blocking=True)
             size = int(record.arg(index).size or buf.size)

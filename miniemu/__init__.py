@@ -66,7 +66,7 @@ def emulate(
             # Save a copy, so that the caller's record keeps its own path/store.
             import copy
 
-            path = save(copy.copy(record), tmp)
+            path = save(copy.copy(record), tmp, link_blobs=True)
         kwargs = {"threads": threads} if threads is not None else {}
         raw = engine.run(path, mode, timeout_s, **kwargs)
     return build_profile(raw, record.kernel, record.signature, record.local_size is None)

@@ -352,7 +352,7 @@ class _Runner:
     def run(self, record: LaunchRecord) -> Any:
         from intercept.record import save
 
-        path = save(copy.copy(record), os.path.join(self.tmp, f"r{id(record)}"))
+        path = save(copy.copy(record), os.path.join(self.tmp, f"r{id(record)}"), link_blobs=True)
         wall = self.budget.wall_s
         limits = {
             "CLPROJ_STATS_MAX_WORK_ITEMS": str(self.budget.work_items),

@@ -44,7 +44,9 @@ def main(argv: list[str]) -> int:
             # The driver would choose; Oclgrind would choose one work-item. Emulate a
             # representative group instead; the projection regroups for each device.
             record.local_size = emulated_local_size(record.global_size)
-        result = replay(record, device_limits=False)  # Oclgrind's are nominal
+        # Oclgrind's limits are nominal; the buffers are mapped, not read, and nothing is
+        # read back: the statistics are the result.
+        result = replay(record, device_limits=False, map_buffers=True, read_outputs=False)
     except ClprojError as exc:
         sys.stderr.write(f"clproj-worker-error: {exc}\n")
         return 3

@@ -124,7 +124,7 @@ def emulate_store_ranges(record: LaunchRecord, timeout_s: float = 120.0) -> list
     if why:
         raise ClprojError(f"Oclgrind cannot run here: {why}", "run `make setup`")
     with tempfile.TemporaryDirectory(prefix="clproj-split-") as tmp:
-        path = save(copy.copy(record), tmp)
+        path = save(copy.copy(record), tmp, link_blobs=True)
         out, log = os.path.join(tmp, "stats.jsonl"), os.path.join(tmp, "oclgrind.log")
         env = backend.environment("quick", out, log)
         env["CLPROJ_STORE_RANGES"] = "1"
