@@ -310,12 +310,15 @@ def _babelstream(
     if not profiles:
         return val
     binary = ensure_built("babelstream", suite, work)
-    docs: dict[int, dict[str, dict[str, Any]]] = {}  # elements -> kernel -> projection doc
+    runs = {}  # every app run first: a failed build or run shows before minutes of emulation
     for n in sizes:
         run = record_run(work, binary, f"s{n}", ["-s", str(n), "-n", "2"], kernels, timeout_s)
         val.runs.append(run)
+        runs[n] = run
         if on_run:
             on_run(run)
+    docs: dict[int, dict[str, dict[str, Any]]] = {}  # elements -> kernel -> projection doc
+    for n, run in runs.items():
         if run.ok:
             docs[n] = {d["kernel"]: d for d in _project(run.records, profiles, progress)}
     results_by_kernel = {k: _result("babelstream", k) for k in kernels}
@@ -369,10 +372,9 @@ def _mixbench(
         return val
     binary = ensure_built("mixbench", suite, work)
     wanted = [log for log, d in zip(logs, devs, strict=True) if d.status == "judged"] or logs
-    docs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}  # tag -> (prec, level) -> doc
-    for log in wanted:
+    for log in wanted:  # every app run first, then the emulations
         tag = _tag(log)
-        if tag in docs or any(r.tag == tag for r in val.runs):
+        if any(r.tag == tag for r in val.runs):
             continue
         run = record_run(
             work, binary, tag, pmb.run_args(log), ["benchmark_func"], timeout_s, snapshot_limit=0
@@ -380,8 +382,10 @@ def _mixbench(
         val.runs.append(run)
         if on_run:
             on_run(run)
+    docs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}  # tag -> (prec, level) -> doc
+    for run in val.runs:
         if run.ok:
-            docs[tag] = _mixbench_docs(run.records, profiles, progress)
+            docs[run.tag] = _mixbench_docs(run.records, profiles, progress)
     results: dict[tuple[str, int], KernelResult] = {}
     for log, d in zip(logs, devs, strict=True):
         if d.status != "judged":

@@ -52,15 +52,25 @@ def _scatter(plt: Any, val: PublishedValidation, app: str, directory: str) -> st
             [lo, hi], [lo * band[0], hi * band[0]], [lo * band[1], hi * band[1]], color=colour
         )
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    # One colour per vendor, one marker per kernel (BabelStream) or precision (mixbench's
+    # apps are one per precision, so its points share a marker): labels would not fit.
+    kinds = list(dict.fromkeys(kernel if app == "babelstream" else app for *_, kernel in pts))
+    marker = dict(zip(kinds, "osD^v<>pP*", strict=False))
     for x, y, d, kernel in pts:
-        ax.scatter([x], [y], s=20, color=VENDOR_COLOURS.get(vendor.get(d, ""), "#777"))
-        if app == "babelstream":
-            ax.annotate(
-                f"{d}/{kernel}", (x, y), fontsize=5, xytext=(3, 2), textcoords="offset points"
-            )
+        ax.scatter(
+            [x],
+            [y],
+            s=22,
+            marker=marker.get(kernel if app == "babelstream" else app, "o"),
+            color=VENDOR_COLOURS.get(vendor.get(d, ""), "#777"),
+            alpha=0.8,
+        )
     for v, c in VENDOR_COLOURS.items():
-        if v in vendor.values():
-            ax.scatter([], [], color=c, s=20, label=v)
+        if v in {vendor.get(p[2]) for p in pts}:
+            ax.scatter([], [], color=c, s=22, label=v)
+    if app == "babelstream":
+        for k, m in marker.items():
+            ax.scatter([], [], color="#555", marker=m, s=22, label=k)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
