@@ -72,6 +72,9 @@ def run_published(args: argparse.Namespace) -> int:
         status = f"{len(run.records)} records ({how})" if run.ok else f"FAILED: {run.error}"
         stderr.print(f"run {run.tag}: {status}", highlight=False)
 
+    def on_start(tag: str, command: list[str]) -> None:
+        stderr.print(f"run {tag}: recording `{' '.join(command)}`...", highlight=False)
+
     val = validate_published(
         os.path.abspath(args.suite),
         os.path.abspath(args.truth) if args.truth else None,
@@ -80,6 +83,7 @@ def run_published(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         progress=lambda items, desc: track(list(items), desc),
         on_run=on_run,
+        on_start=on_start,
     )
     if args.report:
         from runtime.evaluation.published_html import write_report

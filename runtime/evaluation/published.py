@@ -260,15 +260,20 @@ def validate_published(
     timeout_s: float = 3600.0,
     progress: Progress | None = None,
     on_run: Callable[[RecordedRun], None] | None = None,
+    on_start: Callable[[str, list[str]], None] | None = None,
 ) -> PublishedValidation:
-    """Build, record (or reuse the records), project and judge one published suite."""
+    """Build, record (or reuse the records), project and judge one published suite.
+
+    ``on_run`` is called with each finished (or reused) recording, ``on_start`` when an
+    app run starts (see :func:`runtime.evaluation.published_run.record_run`).
+    """
     start = time.perf_counter()
     kind, truth_dir = detect(suite, truth)
     work = work_dir or default_work_dir(suite, kind)
     if kind == "babelstream":
-        val = _babelstream(suite, truth_dir, devices, work, timeout_s, progress, on_run)
+        val = _babelstream(suite, truth_dir, devices, work, timeout_s, progress, on_run, on_start)
     else:
-        val = _mixbench(suite, truth_dir, devices, work, timeout_s, progress, on_run)
+        val = _mixbench(suite, truth_dir, devices, work, timeout_s, progress, on_run, on_start)
     val.wall_s = time.perf_counter() - start
     return val
 
@@ -281,6 +286,7 @@ def _babelstream(
     timeout_s: float,
     progress: Progress | None,
     on_run: Callable[[RecordedRun], None] | None,
+    on_start: Callable[[str, list[str]], None] | None = None,
 ) -> PublishedValidation:
     results, errors = pbs.load_results(truth_dir)
     if not results:
@@ -312,7 +318,8 @@ def _babelstream(
     binary = ensure_built("babelstream", suite, work)
     runs = {}  # every app run first: a failed build or run shows before minutes of emulation
     for n in sizes:
-        run = record_run(work, binary, f"s{n}", ["-s", str(n), "-n", "2"], kernels, timeout_s)
+        args = ["-s", str(n), "-n", "2"]
+        run = record_run(work, binary, f"s{n}", args, kernels, timeout_s, on_start=on_start)
         val.runs.append(run)
         runs[n] = run
         if on_run:
@@ -352,6 +359,7 @@ def _mixbench(
     timeout_s: float,
     progress: Progress | None,
     on_run: Callable[[RecordedRun], None] | None,
+    on_start: Callable[[str, list[str]], None] | None = None,
 ) -> PublishedValidation:
     logs, errors = pmb.load_logs(truth_dir)
     if not logs:
@@ -377,7 +385,14 @@ def _mixbench(
         if any(r.tag == tag for r in val.runs):
             continue
         run = record_run(
-            work, binary, tag, pmb.run_args(log), ["benchmark_func"], timeout_s, snapshot_limit=0
+            work,
+            binary,
+            tag,
+            pmb.run_args(log),
+            ["benchmark_func"],
+            timeout_s,
+            snapshot_limit=0,
+            on_start=on_start,
         )
         val.runs.append(run)
         if on_run:

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from clproj.atomic import write_atomic
@@ -171,13 +171,15 @@ def record_run(
     kernels: Sequence[str],
     timeout_s: float,
     snapshot_limit: int | None = None,
+    on_start: Callable[[str, list[str]], None] | None = None,
 ) -> RecordedRun:
     """Run ``binary args`` once under ``clproj run --record`` (or find the finished run).
 
     ``snapshot_limit`` is the run's ``CLPROJ_RECORD_MAX_BYTES`` (0: none), for an app whose
     snapshots repeat one buffer: mixbench records 66-132 launches of one 256 MB buffer
     that no launch writes, one blob on disk but 17-34 GB counted against the 4 GiB
-    default, which would stop recording at level 5.
+    default, which would stop recording at level 5. ``on_start(tag, command)`` is called
+    when the app is started (not for a finished run found on disk): a run can take minutes.
     """
     folder = os.path.join(work, "runs", tag)
     done = os.path.join(folder, "run.json")
@@ -199,6 +201,8 @@ def record_run(
     env = dict(os.environ)
     if snapshot_limit is not None:
         env["CLPROJ_RECORD_MAX_BYTES"] = str(snapshot_limit)
+    if on_start:
+        on_start(tag, [os.path.basename(binary), *args])
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
