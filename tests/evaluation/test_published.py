@@ -161,3 +161,25 @@ def test_not_a_suite_is_a_one_line_error(tmp_path):
     res = clproj("validate-published", str(tmp_path))
     assert res.returncode == 2
     assert "neither a BabelStream folder" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_table_profiles_that_do_not_exist_are_no_profile_but_named_ones_must_exist():
+    from clproj.errors import ClprojError
+    from runtime.evaluation.published import resolve_devices
+
+    profiles, missing = resolve_devices("truth", ["hd7970-spec", "no-such-card-spec"])
+    assert [p.key for p in profiles] == ["hd7970-spec"] and missing == {"no-such-card-spec"}
+    with pytest.raises(ClprojError):
+        resolve_devices("truth,no-such-card-spec", ["hd7970-spec"])
+
+
+def test_pooled_metrics_over_every_kernel_and_device():
+    from runtime.evaluation.published import pooled_metrics
+    from runtime.evaluation.validate_match import KernelResult
+
+    a = KernelResult("b", "copy", {"x": 1.0, "y": 2.0}, {"x": 1.1, "y": 8.0}, {}, 2, 2, 2, 2)
+    b = KernelResult("b", "add", {"x": 1.0}, {"x": 0.5}, {}, 1, 1, 1, 1)
+    m = pooled_metrics([a, b])
+    assert m["pairs"] == 3 and m["within_25"] == 1
+    assert m["median_ratio"] == pytest.approx(1.1)
+    assert m["mape"] == pytest.approx((0.1 + 3.0 + 0.5) / 3)
