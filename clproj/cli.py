@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "runtime.evaluation.cli_evaluate",
     "runtime.partition.cli",
     "runtime.evaluation.cli_validate",
+    "runtime.evaluation.cli_published",
 ]
 
 

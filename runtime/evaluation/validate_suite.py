@@ -169,7 +169,7 @@ def run_app(
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         out, err = proc.communicate()
         return AppRun(
             app,
@@ -201,7 +201,7 @@ def run_app(
     return AppRun(app, ok=True, wall_s=wall, doc=doc, output_tail=_tail(err))
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     """End the run's process group (ours: started with start_new_session)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

@@ -1,0 +1,455 @@
+"""Projections judged against *published* results of devices nobody here has.
+
+``clproj validate`` compares projections with times measured here on real devices.
+``clproj validate-published`` asks the same question of spec-sheet device profiles: a
+suite's authors published its times on fifteen-odd GPUs of three vendors, and the
+projection of the same app's launches onto those devices' spec profiles is compared with
+them. The app still runs unmodified, here, under ``clproj run --record``
+(:mod:`runtime.evaluation.published_run`), once per configuration the published results
+were measured at; each recorded launch is mini-emulated and projected as project mode
+does (:func:`runtime.projection.live.project_record`, the same emulation mode and
+projection cache). Two suite kinds, told apart by their folders:
+
+* **BabelStream** (``src/ocl/`` and ``results/v1.0/opencl/``): per results file and kernel,
+  the projected time of one launch at the file's array size vs the published Min (sec)
+  (:mod:`runtime.evaluation.published_babelstream`). The streaming kernels' NULL local
+  size is emulated and projected as project mode does it today; a change there shows up
+  here when the validation is run again (the projection cache is keyed on the model's code).
+  Dot's launch shape is chosen by the app from the device it runs on (here: this machine's),
+  so a published Dot time is compared with the projection of this machine's shape.
+* **mixbench** (``mixbench-opencl/`` and ``truth/``): per log, precision (SP, DP) and
+  compute-iteration level, the projected launch time vs the published one, and the
+  crossover level on both curves (:mod:`runtime.evaluation.published_mixbench`).
+
+Per-kernel results are :class:`runtime.evaluation.validate_match.KernelResult` and the
+metrics :mod:`runtime.evaluation.validate_scores`, exactly those of ``clproj validate``: a
+result file's stem is the device label, BabelStream's app is ``babelstream`` and mixbench's
+``mixbench-sp`` / ``mixbench-dp`` with one "kernel" per level.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from clproj.errors import ClprojError
+from runtime.evaluation import published_babelstream as pbs
+from runtime.evaluation import published_mixbench as pmb
+from runtime.evaluation.published_run import (
+    RecordedRun,
+    default_work_dir,
+    ensure_built,
+    record_run,
+)
+from runtime.evaluation.validate_match import KernelResult
+from runtime.evaluation.validate_scores import device_metrics, summarize
+
+FORMAT = "clproj.published-validation"
+VERSION = 1
+
+Progress = Callable[[Iterable[Any], str], Iterable[Any]]
+
+
+@dataclass
+class PublishedDevice:
+    """One published results file and what became of it."""
+
+    label: str
+    vendor: str
+    profile: str | None  # spec profile key from the table (None: the file is not in it)
+    status: str  # judged, no profile, not in table, not selected, run failed
+    device_name: str = ""
+    config: str = ""  # BabelStream: elements; mixbench: the run's configuration tag
+
+
+@dataclass
+class PublishedValidation:
+    """The whole validation: devices, per-kernel results, curves and runs."""
+
+    kind: str
+    suite: str
+    truth_dir: str
+    work_dir: str
+    devices: list[PublishedDevice]
+    kernels: list[KernelResult]
+    runs: list[RecordedRun]
+    errors: list[str]  # result files that did not parse, one line each
+    projected_only: list[dict[str, Any]]  # devices without a truth file: their projections
+    curves: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def judged(self) -> list[str]:
+        return [d.label for d in self.devices if d.status == "judged"]
+
+    def apps(self) -> list[str]:
+        return sorted({k.app for k in self.kernels})
+
+    def summary(self) -> dict[str, Any]:
+        """Per app: per-device metrics (as ``clproj validate``), selection, all devices pooled."""
+        out: dict[str, Any] = {}
+        for app in self.apps():
+            ks = [k for k in self.kernels if k.app == app]
+            labels = [d for d in self.judged if any(d in k.devices for k in ks)]
+            s = summarize(ks, labels)
+            s.pop("pairs")  # every pair of 18 devices is no table to read
+            s["pooled"] = pooled_metrics(ks)
+            out[app] = s
+        return out
+
+    def crossovers(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """mixbench: per device and precision, the published and projected crossover level."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for label, per_prec in self.curves.items():
+            for prec, points in per_prec.items():
+                pub = pmb.crossover([(p["level"], p["published_s"]) for p in points])
+                proj = pmb.crossover(
+                    [(p["level"], p["projected_s"]) for p in points if p["projected_s"]]
+                )
+                fpb = {p["level"]: p["flops_per_byte"] for p in points}
+                out.setdefault(label, {})[prec] = {
+                    "published": pub,
+                    "projected": proj,
+                    "published_flops_per_byte": fpb.get(pub) if pub is not None else None,
+                    "projected_flops_per_byte": fpb.get(proj) if proj is not None else None,
+                }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return finite(
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "kind": self.kind,
+                "suite": self.suite,
+                "truth": self.truth_dir,
+                "work_dir": self.work_dir,
+                "devices": [vars(d) for d in self.devices],
+                "errors": self.errors,
+                "runs": [r.to_dict() for r in self.runs],
+                "kernels": [k.to_dict() for k in self.kernels],
+                "summary": self.summary(),
+                "projected_only": self.projected_only,
+                **({"curves": self.curves, "crossovers": self.crossovers()} if self.curves else {}),
+                "wall_s": self.wall_s,
+            }
+        )
+
+
+def finite(obj: Any) -> Any:
+    """NaN and infinity become None: JSON has no such numbers."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def pooled_metrics(kernels: list[KernelResult]) -> dict[str, Any]:
+    """Every (kernel, device) pair in one pool: the suite's single-number summary."""
+    pairs = [(k.measured_s[d], k.projected_s[d]) for k in kernels for d in k.devices]
+    ratios = [p / m for m, p in pairs]
+    return {
+        "pairs": len(pairs),
+        "median_ratio": statistics.median(ratios) if ratios else math.nan,
+        "within_25": sum(1 for r in ratios if 0.8 <= r <= 1.25),
+        "mape": statistics.fmean(abs(p - m) / m for m, p in pairs) if pairs else math.nan,
+    }
+
+
+def per_device(val: PublishedValidation, app: str) -> dict[str, dict[str, Any]]:
+    ks = [k for k in val.kernels if k.app == app]
+    return {d: device_metrics(ks, d) for d in val.judged if any(d in k.devices for k in ks)}
+
+
+# ---------------------------------------------------------------------------------------
+# the suite and its devices
+
+
+def detect(suite: str, truth: str | None) -> tuple[str, str]:
+    """The suite's kind and its truth folder (``--truth`` or the suite's own)."""
+    if os.path.isdir(os.path.join(suite, "src", "ocl")):
+        return "babelstream", truth or os.path.join(suite, "results", "v1.0", "opencl")
+    if os.path.isdir(os.path.join(suite, "mixbench-opencl")):
+        return "mixbench", truth or os.path.join(suite, "truth")
+    raise ClprojError(
+        f"{suite} is neither a BabelStream folder (src/ocl/) nor a mixbench one (mixbench-opencl/)",
+        "pass the suite folder, e.g. /path/to/shared/validation/babelstream",
+    )
+
+
+def resolve_devices(spec: str, table_keys: list[str]) -> tuple[list[Any], set[str]]:
+    """Profiles named by ``--devices`` and the table's keys that have no profile.
+
+    ``truth`` (the default) stands for every profile the stem table names for the truth
+    files present; a missing one is reported as "no profile", not an error, because spec
+    profiles of these devices are added independently of this table. A key named
+    explicitly must exist.
+    """
+    from runtime.projection import device_set
+
+    out: list[Any] = []
+    missing: set[str] = set()
+    for item in [i.strip() for i in spec.split(",") if i.strip()]:
+        if item == "truth":
+            for key in dict.fromkeys(table_keys):
+                try:
+                    out += device_set.resolve(key)
+                except ClprojError:
+                    missing.add(key)
+        else:
+            out += device_set.resolve(item)
+    seen: set[str] = set()
+    return [p for p in out if not (p.key in seen or seen.add(p.key))], missing
+
+
+def _status(key: str | None, missing: set[str], selected: set[str]) -> str:
+    if key is None:
+        return "not in table"
+    if key in selected:
+        return "judged"
+    return "no profile" if key in missing else "not selected"
+
+
+def _project(records: list[str], profiles: list[Any], progress: Progress | None) -> list[dict]:
+    """Every record projected onto every profile, as project mode does (cached)."""
+    from intercept.record import load
+    from runtime.projection import live
+
+    mode = live.emulation_mode()
+    items: Iterable[str] = progress(records, "projecting") if progress else records
+    return [live.project_record(load(path), profiles, mode=mode, timeout_s=120.0) for path in items]
+
+
+def _times(doc: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    return {p["device"]: (p["time_s"], p.get("bound", "")) for p in doc.get("projections", [])}
+
+
+def _result(app: str, kernel: str) -> KernelResult:
+    return KernelResult(app, kernel, {}, {}, {}, 0, 0, 0, 0)
+
+
+def _add(k: KernelResult, label: str, measured: float, projected: tuple[float, str] | None) -> None:
+    k.launches_truth += 1
+    k.shapes_truth += 1
+    k.measured_s[label] = measured
+    if projected is not None:
+        k.projected_s[label] = projected[0]
+        k.bound[label] = projected[1]
+        k.launches_matched += 1
+        k.shapes_matched += 1
+        k.signatures += 1
+
+
+# ---------------------------------------------------------------------------------------
+# the validation
+
+
+def validate_published(
+    suite: str,
+    truth: str | None = None,
+    devices: str = "truth",
+    work_dir: str | None = None,
+    timeout_s: float = 3600.0,
+    progress: Progress | None = None,
+    on_run: Callable[[RecordedRun], None] | None = None,
+    on_start: Callable[[str, list[str]], None] | None = None,
+) -> PublishedValidation:
+    """Build, record (or reuse the records), project and judge one published suite.
+
+    ``on_run`` is called with each finished (or reused) recording, ``on_start`` when an
+    app run starts (see :func:`runtime.evaluation.published_run.record_run`).
+    """
+    start = time.perf_counter()
+    kind, truth_dir = detect(suite, truth)
+    work = work_dir or default_work_dir(suite, kind)
+    if kind == "babelstream":
+        val = _babelstream(suite, truth_dir, devices, work, timeout_s, progress, on_run, on_start)
+    else:
+        val = _mixbench(suite, truth_dir, devices, work, timeout_s, progress, on_run, on_start)
+    val.wall_s = time.perf_counter() - start
+    return val
+
+
+def _babelstream(
+    suite: str,
+    truth_dir: str,
+    spec: str,
+    work: str,
+    timeout_s: float,
+    progress: Progress | None,
+    on_run: Callable[[RecordedRun], None] | None,
+    on_start: Callable[[str, list[str]], None] | None = None,
+) -> PublishedValidation:
+    results, errors = pbs.load_results(truth_dir)
+    if not results:
+        raise ClprojError(
+            f"{truth_dir}: no BabelStream results file could be read", "; ".join(errors)[:300]
+        )
+    keys = [k for r in results if (k := pbs.profile_of(r.label)[0])]
+    profiles, missing = resolve_devices(spec, keys)
+    selected = {p.key for p in profiles}
+    devs = []
+    for r in results:
+        key, vendor = pbs.profile_of(r.label)
+        devs.append(
+            PublishedDevice(
+                r.label,
+                vendor,
+                key,
+                _status(key, missing, selected),
+                r.device_name,
+                str(r.elements),
+            )
+        )
+    judged = [r for r, d in zip(results, devs, strict=True) if d.status == "judged"]
+    kernels = sorted({k for r in results for k in r.min_s}, key=list(pbs.KERNELS.values()).index)
+    sizes = sorted({r.elements for r in judged} or {r.elements for r in results})
+    val = PublishedValidation("babelstream", suite, truth_dir, work, devs, [], [], errors, [])
+    if not profiles:
+        return val
+    binary = ensure_built("babelstream", suite, work)
+    runs = {}  # every app run first: a failed build or run shows before minutes of emulation
+    for n in sizes:
+        args = ["-s", str(n), "-n", "2"]
+        run = record_run(work, binary, f"s{n}", args, kernels, timeout_s, on_start=on_start)
+        val.runs.append(run)
+        runs[n] = run
+        if on_run:
+            on_run(run)
+    docs: dict[int, dict[str, dict[str, Any]]] = {}  # elements -> kernel -> projection doc
+    for n, run in runs.items():
+        if run.ok:
+            docs[n] = {d["kernel"]: d for d in _project(run.records, profiles, progress)}
+    results_by_kernel = {k: _result("babelstream", k) for k in kernels}
+    for r, d in zip(results, devs, strict=True):
+        if d.status != "judged":
+            continue
+        if r.elements not in docs:
+            d.status = "run failed"
+            continue
+        for kernel, t in r.min_s.items():
+            doc = docs[r.elements].get(kernel, {})
+            _add(results_by_kernel[kernel], r.label, t, _times(doc).get(str(d.profile)))
+    val.kernels = [k for k in results_by_kernel.values() if k.devices]
+    table_keys = {d.profile for d in devs}
+    for n, per_kernel in docs.items():
+        for kernel, doc in per_kernel.items():
+            for key, (t, bound) in _times(doc).items():
+                if key not in table_keys:
+                    val.projected_only.append(
+                        {"device": key, "config": f"{n} elements", "kernel": kernel,
+                         "projected_s": t, "bound": bound}
+                    )  # fmt: skip
+    return val
+
+
+def _mixbench(
+    suite: str,
+    truth_dir: str,
+    spec: str,
+    work: str,
+    timeout_s: float,
+    progress: Progress | None,
+    on_run: Callable[[RecordedRun], None] | None,
+    on_start: Callable[[str, list[str]], None] | None = None,
+) -> PublishedValidation:
+    logs, errors = pmb.load_logs(truth_dir)
+    if not logs:
+        raise ClprojError(f"{truth_dir}: no mixbench log could be read", "; ".join(errors)[:300])
+    keys = [k for log in logs if (k := pmb.profile_of(log.label)[0])]
+    profiles, missing = resolve_devices(spec, keys)
+    selected = {p.key for p in profiles}
+    devs = []
+    for log in logs:
+        key, vendor = pmb.profile_of(log.label)
+        devs.append(
+            PublishedDevice(
+                log.label, vendor, key, _status(key, missing, selected), log.device_name, _tag(log)
+            )
+        )
+    val = PublishedValidation("mixbench", suite, truth_dir, work, devs, [], [], errors, [])
+    if not profiles:
+        return val
+    binary = ensure_built("mixbench", suite, work)
+    wanted = [log for log, d in zip(logs, devs, strict=True) if d.status == "judged"] or logs
+    for log in wanted:  # every app run first, then the emulations
+        tag = _tag(log)
+        if any(r.tag == tag for r in val.runs):
+            continue
+        run = record_run(
+            work,
+            binary,
+            tag,
+            pmb.run_args(log),
+            ["benchmark_func"],
+            timeout_s,
+            snapshot_limit=0,
+            on_start=on_start,
+        )
+        val.runs.append(run)
+        if on_run:
+            on_run(run)
+    docs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}  # tag -> (prec, level) -> doc
+    for run in val.runs:
+        if run.ok:
+            docs[run.tag] = _mixbench_docs(run.records, profiles, progress)
+    results: dict[tuple[str, int], KernelResult] = {}
+    for log, d in zip(logs, devs, strict=True):
+        if d.status != "judged":
+            continue
+        if d.config not in docs:
+            d.status = "run failed"
+            continue
+        for prec in pmb.JUDGED:
+            points = []
+            for level, pt in log.curve(prec):
+                doc = docs[d.config].get((prec, level))
+                proj = _times(doc).get(str(d.profile)) if doc else None
+                k = results.setdefault((prec, level), _result(f"mixbench-{prec}", f"{level:3d}"))
+                _add(k, log.label, pt.time_s, proj)
+                points.append(
+                    {"level": level, "flops_per_byte": pt.flops_per_byte,
+                     "published_s": pt.time_s, "ex_time_ms": pt.ex_time_ms,
+                     "projected_s": proj[0] if proj else None, "bound": proj[1] if proj else None}
+                )  # fmt: skip
+            val.curves.setdefault(log.label, {})[prec] = points
+    val.kernels = [k for _, k in sorted(results.items()) if k.devices]
+    table_keys = {d.profile for d in devs}
+    for tag, per in docs.items():
+        for (prec, level), doc in sorted(per.items()):
+            for key, (t, bound) in _times(doc).items():
+                if key not in table_keys:
+                    val.projected_only.append(
+                        {"device": key, "config": f"{tag} {prec}", "kernel": f"level {level}",
+                         "projected_s": t, "bound": bound}
+                    )  # fmt: skip
+    return val
+
+
+def _tag(log: pmb.MixLog) -> str:
+    """The run configuration a log was measured at, as a folder name."""
+    stride = "-w" if log.block_strided else ""
+    return f"wg256-m{log.elements // 2**20}-e{log.elements_per_thread}-f{log.fusion}{stride}"
+
+
+def _mixbench_docs(
+    records: list[str], profiles: list[Any], progress: Progress | None
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Projection docs of the judged precisions' records, by (precision, level)."""
+    from intercept.record import load
+
+    keep = []
+    for path in records:
+        which = pmb.level_of(load(path).options)
+        if which and which[0] in pmb.JUDGED:
+            keep.append((which, path))
+    projected = _project([p for _, p in keep], profiles, progress)
+    return {which: doc for (which, _), doc in zip(keep, projected, strict=True)}

@@ -1,0 +1,216 @@
+"""mixbench's published logs: per compute-iteration level, the time of each precision.
+
+``clproj validate-published`` judges spec-sheet device profiles against published mixbench
+runs (mixbench-cuda on a V100, mixbench-hip on an MI100). One kernel runs at a series of
+*compute iterations* per element, from pure streaming (0) to compute-bound (256); the log's
+CSV block gives per level and precision: flops/byte, ex.time (ms), GFLOPS and GB/sec. This
+module reads the logs and the configuration the run must copy; running and judging are
+:mod:`runtime.evaluation.published`.
+
+**Times.** ``ex.time`` is printed in ms with two decimals (0.16 or 0.17 for a 0.1681 ms
+launch: up to 3 % of rounding at the memory plateau). The log's GB/sec column carries five
+significant digits of the same measurement: ``bytes / GB/sec`` with ``bytes = elements x
+sizeof(precision)`` (``elements`` = buffer size / 8: mixbench allocates the buffer in
+doubles and every precision reads ``elements`` values of its own type) gives the time to
+about 0.01 %. That time is used when it rounds to the printed ``ex.time`` (within 0.006
+ms); otherwise (a log whose GB/sec does not match) the printed ``ex.time`` is.
+
+**Crossover.** The first level whose time exceeds ``CROSSOVER x`` the level-0 time: where
+the kernel leaves the memory plateau (the time is flat while the added flops hide behind
+memory traffic, and grows with the level once compute dominates). 1.1 is above the plateau's
+own noise in the published logs (their level 0-24 times vary by under 5 %).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from clproj.errors import ClprojError
+
+# Log file stem -> (spec device-profile key, vendor).
+PROFILES: dict[str, tuple[str, str]] = {
+    "v100-mixbench-cuda": ("v100-pcie-spec", "NVIDIA"),
+    "mi100-mixbench-hip": ("mi100-spec", "AMD"),
+}
+
+# CSV group header -> precision name, and bytes per element read by that precision.
+GROUPS = {
+    "single precision ops": "sp",
+    "packed single precision ops": "sp2",
+    "double precision ops": "dp",
+    "half precision ops": "hp",
+    "integer operations": "int",
+}
+ELEMENT_BYTES = {"sp": 4, "sp2": 8, "dp": 8, "hp": 4, "int": 4}
+# The OpenCL kernel's class_T for each precision mixbench-opencl builds.
+CLASS_T = {"float": "sp", "double": "dp", "half2": "hp", "int": "int"}
+CROSSOVER = 1.1
+JUDGED = ("sp", "dp")  # precisions judged (the others are parsed and reported)
+
+
+@dataclass
+class MixPoint:
+    """One precision at one level: as printed, and the time used (see the module docstring)."""
+
+    flops_per_byte: float
+    ex_time_ms: float
+    gflops: float
+    gbps: float
+    time_s: float
+
+
+@dataclass
+class MixLog:
+    """One published mixbench log: its configuration and its per-level points."""
+
+    label: str
+    path: str
+    device_name: str
+    buffer_mb: int
+    elements_per_thread: int
+    fusion: int
+    block_strided: bool
+    levels: dict[int, dict[str, MixPoint]] = field(default_factory=dict)
+
+    @property
+    def elements(self) -> int:
+        """Elements per precision's array: the buffer holds this many doubles."""
+        return self.buffer_mb * 2**20 // 8
+
+    def curve(self, precision: str) -> list[tuple[int, MixPoint]]:
+        return [
+            (lvl, pts[precision]) for lvl, pts in sorted(self.levels.items()) if precision in pts
+        ]
+
+
+def _header_value(lines: list[str], name: str) -> str | None:
+    for line in lines:
+        if line.strip().startswith(name):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def parse_log(path: str) -> MixLog:
+    """One mixbench log; a file that is not one is a :class:`ClprojError` naming it."""
+    label = os.path.splitext(os.path.basename(path))[0]
+    fix = "pass mixbench's folder (it has truth/*.txt logs) or --truth DIR"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise ClprojError(f"{path}: {exc.strerror}", fix) from None
+    buffer = _header_value(lines, "Buffer size")
+    ept = _header_value(lines, "Elements per thread")
+    if not buffer or not ept:
+        raise ClprojError(
+            f"{path}: not a mixbench log (no 'Buffer size' or 'Elements per thread' line)", fix
+        )
+    m = re.match(r"(\d+)\s*MB", buffer)
+    if not m:
+        raise ClprojError(f"{path}: unreadable buffer size {buffer!r}", fix)
+    log = MixLog(
+        label=label,
+        path=path,
+        device_name=_header_value(lines, "Device") or "",
+        buffer_mb=int(m.group(1)),
+        elements_per_thread=int(ept.split()[0]),
+        fusion=int((_header_value(lines, "Thread fusion degree") or "1").split()[0]),
+        block_strided="block strided" in (_header_value(lines, "Trade-off type") or ""),
+    )
+    groups: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("Experiment ID"):
+            names = [c.strip().lower() for c in line.split(",")[1:]]
+            groups = [GROUPS.get(n, n) for n in names if n]
+            rows = lines[i + 2 :]
+            break
+    else:
+        raise ClprojError(f"{path}: not a mixbench log (no 'Experiment ID' CSV header)", fix)
+    for row in rows:
+        cells = [c.strip() for c in row.split(",")]
+        if not cells[0].isdigit():
+            if log.levels:
+                break
+            continue
+        level = int(cells[0])
+        values = cells[1:]
+        points: dict[str, MixPoint] = {}
+        for g, prec in enumerate(groups):
+            try:
+                fpb, ms, gf, gb = (float(v) for v in values[4 * g : 4 * g + 4])
+            except ValueError:
+                continue
+            points[prec] = MixPoint(fpb, ms, gf, gb, _time_s(log, prec, ms, gb))
+        log.levels[level] = points
+    if not log.levels:
+        raise ClprojError(f"{path}: the CSV block has no level rows", fix)
+    return log
+
+
+def _time_s(log: MixLog, precision: str, ex_time_ms: float, gbps: float) -> float:
+    nbytes = log.elements * ELEMENT_BYTES.get(precision, 4)
+    if gbps > 0:
+        from_rate = nbytes / (gbps * 1e9)
+        if abs(from_rate * 1e3 - ex_time_ms) <= 0.006:
+            return from_rate
+    return ex_time_ms * 1e-3
+
+
+def load_logs(folder: str) -> tuple[list[MixLog], list[str]]:
+    """Every ``*.txt`` log of ``folder``, and one error line per file that failed."""
+    if not os.path.isdir(folder):
+        raise ClprojError(
+            f"{folder}: no such folder", "pass mixbench's folder (it has truth/) or --truth DIR"
+        )
+    logs, errors = [], []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".txt"):
+            try:
+                logs.append(parse_log(os.path.join(folder, name)))
+            except ClprojError as exc:
+                errors.append(exc.cause)
+    return logs, errors
+
+
+def crossover(curve: list[tuple[int, float]]) -> int | None:
+    """The first level whose time exceeds ``CROSSOVER`` x the level-0 time (None: never)."""
+    times = dict(curve)
+    base = times.get(0)
+    if not base:
+        return None
+    return next((lvl for lvl, t in sorted(curve) if t > CROSSOVER * base), None)
+
+
+def profile_of(label: str) -> tuple[str | None, str]:
+    """The spec profile key and vendor a log is judged with (None: not in the table)."""
+    key, vendor = PROFILES.get(label, (None, ""))
+    if not vendor:
+        low = label.lower()
+        vendor = "NVIDIA" if "cuda" in low else "AMD" if "hip" in low else ""
+    return key, vendor
+
+
+def run_args(log: MixLog, workgroup: int = 256) -> list[str]:
+    """mixbench-opencl's arguments for the log's configuration (main-ocl.cpp's positional
+    order: device index, work-group size, array size in 1024^2 elements, elements per work-item,
+    fusion degree; ``-w`` for block-strided)."""
+    args = ["-w"] if log.block_strided else []
+    return [
+        *args,
+        "1",
+        str(workgroup),
+        str(log.elements // 2**20),
+        str(log.elements_per_thread),
+        str(log.fusion),
+    ]
+
+
+def level_of(options: str) -> tuple[str, int] | None:
+    """(precision, level) from a recorded launch's build options; None for the warm-up."""
+    t = re.search(r"-Dclass_T=(\w+)", options)
+    n = re.search(r"-DCOMPUTE_ITERATIONS=(\d+)", options)
+    if not t or not n or t.group(1) not in CLASS_T:
+        return None
+    return CLASS_T[t.group(1)], int(n.group(1))
