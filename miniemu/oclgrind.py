@@ -159,6 +159,26 @@ class OclgrindBackend:
         return parse_plugin_output(lines, mode, wall, log)
 
 
+def constant_trip_loops(loops: list[dict]) -> set[str]:
+    """Ids of the loops whose trip count ScalarEvolution found to be a constant (no
+    argument, id or load in it): the loops a device compiler can unroll completely."""
+    out = set()
+    for lp in loops:
+        exact = lp.get("exact")
+        if isinstance(exact, dict) and "c" in exact and set(exact) <= {"c", "bits"}:
+            out.add(str(lp.get("id")))
+    return out
+
+
+def with_loop_counts(stats: dict, iterations: dict, constant: set[str]) -> dict:
+    """A group's statistics plus ``loops.constant_trip_headers``: the header executions of
+    its constant-trip loops, a counter scaled like every other (docs/formats.md section 2)."""
+    headers = sum(int(n) for k, n in iterations.items() if str(k) in constant)
+    if not headers:
+        return stats
+    return {**stats, "loops": {"constant_trip_headers": headers}}
+
+
 def parse_plugin_output(lines: list[dict], mode: str, wall_s: float, log: str = "") -> RawEmulation:
     """The last kernel object of the plugin's JSON lines and the group objects before it."""
     last = max(i for i, d in enumerate(lines) if d.get("type") == "kernel")
@@ -171,12 +191,13 @@ def parse_plugin_output(lines: list[dict], mode: str, wall_s: float, log: str = 
     first = last
     while first > 0 and lines[first - 1].get("type") == "group":
         first -= 1
+    constant = constant_trip_loops(kernel.get("loops", []))
     groups = [
         GroupStats(
             group_id=list(g["group_id"]),
             group_index=int(g["group_index"]),
             work_items=int(g["stats"]["work_items"]),
-            stats=g["stats"],
+            stats=with_loop_counts(g["stats"], g.get("loop_iterations", {}), constant),
             loop_iterations=dict(g.get("loop_iterations", {})),
         )
         for g in lines[first:last]

@@ -34,6 +34,7 @@ from runtime.projection.kernel_stats import (
     MEMORY_CLASSES,
     SEGMENT_KEYS,
     WARP_KEYS,
+    issued_instructions,
     kernel_loops,
     nearest_key,
 )
@@ -103,7 +104,7 @@ def compute_time(
     """Seconds of ALU issue for the whole NDRange, and the per-class breakdown."""
     per_class: dict[str, float] = {}
     loops = kernel_loops(total)
-    for cls, count in total.get("instructions", {}).items():
+    for cls, count in issued_instructions(total, device).items():
         if not count or cls in MEMORY_CLASSES or cls in FREE_CLASSES:
             continue
         if cls == "barrier" and "barrier" not in device.data.get("throughput", {}):
