@@ -10,7 +10,7 @@ import sysconfig
 import tempfile
 
 from clproj import settings
-from clproj.console import emit_json, print_table
+from clproj.console import emit_json, print_table, stderr_tables
 from clproj.errors import ClprojError
 
 MODES = ("observe", "project", "route")
@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run an unmodified OpenCL app with the interception shim",
         description="Launch CMD with the clproj shim preloaded; print a per-kernel summary "
-        "(launches, device time, device) when it exits. The app's output is unchanged.",
+        "(launches, device time, device) on stderr when it exits. The app's output and exit "
+        "status are unchanged.",
     )
     p.add_argument(
         "--mode", choices=MODES, default="observe", help="observe (default), project, route"
@@ -46,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "totals and means are scaled from the timed launches)",
     )
     p.add_argument(
-        "--json", action="store_true", help="summary as JSON on stdout (after the app's output)"
+        "--json",
+        action="store_true",
+        help="summary as JSON alone on stdout (the app's stdout goes to stderr)",
     )
     p.add_argument(
         "--broker",
@@ -375,6 +378,23 @@ def run_cmd(args: argparse.Namespace) -> int:
             print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
             rows = read_summary(summary)
             splits = []
+    # clproj's own report; a stream that cannot take it drops it (clproj.streams), and
+    # the exit status stays the app's
+    _report_run(args, cmd, rc, rows, splits, split_file, projections)
+    return rc
+
+
+def _report_run(
+    args: argparse.Namespace,
+    cmd: list[str],
+    rc: int,
+    rows: list[dict],
+    splits: list[dict],
+    split_file: str | None,
+    projections: list[dict],
+) -> None:
+    """What ``clproj run`` measured and projected: on stderr (beside the app's own stdout,
+    never in it), or with ``--json`` the document alone on stdout."""
     if args.json:
         emit_json(
             {
@@ -385,7 +405,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                 **({"splits": splits} if split_file else {}),
             }
         )
-        return rc
+        return
     sys.stdout.flush()
     if rows:
         print_table(
@@ -402,6 +422,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                 for r in rows
             ],
             title=f"clproj {args.mode}: kernels of {os.path.basename(cmd[0])}",
+            to=stderr_tables,
         )
         if any(r["sampled"] for r in rows):
             print(
@@ -416,7 +437,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     if projections:
         from runtime.projection.live import print_projections
 
-        print_projections(projections, rows)
+        print_projections(projections, rows, to=stderr_tables)
     if args.record:
         from intercept.record import list_records
 
@@ -425,7 +446,6 @@ def run_cmd(args: argparse.Namespace) -> int:
         except ClprojError:
             n = 0
         print(f"clproj: {n} launch record(s) in {args.record}", file=sys.stderr)
-    return rc
 
 
 def records_cmd(args: argparse.Namespace) -> int:

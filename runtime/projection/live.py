@@ -358,9 +358,10 @@ def _summary(done: dict[str, dict[str, Any]], in_app: int, after: int, seconds: 
 
 
 def print_projections(
-    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]]
+    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]], to: Any = None
 ) -> None:
-    """One row per recorded launch: projected time per device, bound, recommendation."""
+    """One row per recorded launch: projected time per device, bound, recommendation; on
+    the console ``to`` (stdout unless told)."""
     from clproj.console import print_table
 
     devices: list[str] = []
@@ -402,4 +403,5 @@ def print_projections(
         ],
         rows,
         title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)",
+        to=to,
     )
