@@ -660,3 +660,17 @@ def test_unmakeable_output_folder_is_one_line_error(tmp_path, args) -> None:
     assert_one_line_error(proc, "Not a directory")
     assert str(blocker) in proc.stderr
     assert time.monotonic() - start < 30  # refused up front, not after the apps ran
+
+
+# ---- the user's config file ----------------------------------------------------------------
+
+
+def test_config_file_not_utf8_is_one_line_error(tmp_path, monkeypatch) -> None:
+    """A config.toml that is not UTF-8 (it was a traceback): one line naming the file, and
+    the app is not run under settings clproj could not read."""
+    conf = tmp_path / "config.toml"
+    conf.write_bytes(b'timeout = "\xff\xfe"\n')
+    monkeypatch.setenv("CLPROJ_CONFIG", str(conf))
+    proc = clproj("run", "--", "sh", "-c", "echo RAN")
+    assert_one_line_error(proc, r"config\.toml is not UTF-8")
+    assert "RAN" not in proc.stdout
