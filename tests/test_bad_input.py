@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -674,3 +675,36 @@ def test_config_file_not_utf8_is_one_line_error(tmp_path, monkeypatch) -> None:
     proc = clproj("run", "--", "sh", "-c", "echo RAN")
     assert_one_line_error(proc, r"config\.toml is not UTF-8")
     assert "RAN" not in proc.stdout
+
+
+# ---- clproj status pointed at something else ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [[b"HTTP/1.1 400 Bad Request\r\n\r\n"], [msgpack.packb({"t": "hello"})]],
+    ids=["http-text", "unknown-type"],
+)
+def test_status_of_another_service_is_one_line_error(reply: list[bytes]) -> None:
+    """A ZeroMQ service on that port that is no broker answers with something else (it was
+    a ProtocolError traceback): one line naming the address."""
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = False
+
+    def answer() -> None:
+        while not stop:
+            if router.poll(50):
+                frames = router.recv_multipart()
+                router.send_multipart([frames[0], *reply])
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        proc = clproj("status", "--broker", f"tcp://127.0.0.1:{port}", "--curve", "off")
+    finally:
+        stop = True
+        t.join(5)
+        router.close(0)
+    assert_one_line_error(proc, rf"127\.0\.0\.1:{port} answered, but not as a clproj broker")
