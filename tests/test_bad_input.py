@@ -346,6 +346,7 @@ RECORD_CASES = [
         r"building vecadd .* CL_BUILD_PROGRAM_FAILURE \(expected",
     ),
     RecordCase("kernel-not-string", put("kernel", ["vecadd"]), r"'kernel'"),
+    RecordCase("kernel-nul", put("kernel", "vecadd\x00x"), r"'kernel'.*not an OpenCL C identifier"),
     RecordCase("id-with-path", put("id", "../../evil"), r"'id'"),
     RecordCase("measured-negative", put("measured_time_ns", -5), r"'measured_time_ns'"),
     RecordCase("device-not-a-map", put("device", "gpu"), r"'device'"),
