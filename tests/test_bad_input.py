@@ -709,3 +709,18 @@ def test_status_of_another_service_is_one_line_error(reply: list[bytes]) -> None
         t.join(5)
         router.close(0)
     assert_one_line_error(proc, rf"127\.0\.0\.1:{port} answered, but not as a clproj broker")
+
+
+@pytest.mark.parametrize("where", ["records", "folder"])
+def test_records_on_a_symlink_loop_is_one_line_error(tmp_path, where: str) -> None:
+    """A ``records`` link that loops (it listed nothing and exited 0), or a folder that is
+    itself a loop: one line naming the loop."""
+    if where == "records":
+        (tmp_path / "records").symlink_to("records")
+        folder, loop = tmp_path, tmp_path / "records"
+    else:
+        (tmp_path / "a").symlink_to("b")
+        (tmp_path / "b").symlink_to("a")
+        folder = loop = tmp_path / "a"
+    proc = clproj("records", str(folder))
+    assert_one_line_error(proc, rf"{re.escape(str(loop))} leads nowhere: a loop of symbolic")
