@@ -378,10 +378,29 @@ def run_cmd(args: argparse.Namespace) -> int:
             print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
             rows = read_summary(summary)
             splits = []
+        failures = _node_failures(tmp)
     # clproj's own report; a stream that cannot take it drops it (clproj.streams), and
     # the exit status stays the app's
     _report_run(args, cmd, rc, rows, splits, split_file, projections)
+    if failures:  # said here, where the app's exit status is known
+        outcome = (
+            f"recovered from {failures} node failure(s)"
+            if rc == 0
+            else f"{failures} node failure(s) during the run, and the app failed (exit status {rc})"
+        )
+        print(f"clproj: route: {outcome}", file=sys.stderr)
     return rc
+
+
+def _node_failures(run_dir: str) -> int:
+    """How many node failures route mode's client lived through (0: none, or not route)."""
+    from intercept.route.summary import RECOVERIES_FILE
+
+    try:
+        with open(os.path.join(run_dir, RECOVERIES_FILE)) as fh:
+            return int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 def _report_run(
