@@ -724,3 +724,26 @@ def test_records_on_a_symlink_loop_is_one_line_error(tmp_path, where: str) -> No
         folder = loop = tmp_path / "a"
     proc = clproj("records", str(folder))
     assert_one_line_error(proc, rf"{re.escape(str(loop))} leads nowhere: a loop of symbolic")
+
+
+@pytest.mark.parametrize("command", ["emulate", "project", "replay"])
+def test_unbuildable_record_leaves_nothing_in_tmpdir(tmp_path, monkeypatch, command) -> None:
+    """pyopencl saves the source of a failed build as TMPDIR/tmpXXXX.cl and leaves it: one
+    file per run of an unbuildable record, before. Nothing stays now."""
+    from intercept import record as R
+
+    rec = R.from_arrays(
+        "__kernel void k(__global float *a) { a[get_global_id(0)] = no_such_name; }",
+        "k",
+        [np.zeros(16, np.float32)],
+        [16],
+    )
+    path = R.save(rec, str(tmp_path / "rec"))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    args = ("--devices", "measured") if command == "project" else ()
+    proc = clproj(command, path, *args)
+    assert proc.returncode == 2 and "CL_BUILD_PROGRAM_FAILURE" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert os.listdir(tmpdir) == []
