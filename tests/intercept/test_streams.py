@@ -59,3 +59,13 @@ def test_own_report_goes_to_stderr() -> None:
     assert p.returncode == 5
     assert p.stdout == "PASS\n"
     assert "kernels of sh" in p.stderr
+
+
+def test_app_sees_its_closed_stdout_closed() -> None:
+    """clproj keeps a closed stdout reserved for itself (so no file of its own becomes the
+    app's stdout), closed on exec: the app sees it closed, as it would alone."""
+    probe = "import os, sys; print('fd1', os.path.exists('/proc/self/fd/1'), file=sys.stderr)"
+    line = f'{CLPROJ} -- {sys.executable} -c "{probe}" >&-'
+    p = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    assert "fd1 False" in p.stderr
