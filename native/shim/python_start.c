@@ -1,7 +1,7 @@
 /* Starting the shim's Python side, once, without ever waiting on a lock while holding one
  * that the starting thread needs.
  *
- * cffi starts the embedded Python side (its init code: imports of intercept/*) under its
+ * cffi starts the embedded Python side (its init code: imports of the intercept package) under its
  * own start-up mutex, and that code needs the GIL (imports release and retake it around
  * file-system calls). A pyopencl thread calls clEnqueueNDRangeKernel holding the GIL; had
  * it gone straight to cffi while another thread was inside the start-up, it would have
