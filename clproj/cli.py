@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from clproj import __version__
+from clproj import __version__, streams
 from clproj.console import stderr
 from clproj.errors import ClprojError
 
@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # before anything is printed: clproj's own output never fails a run (clproj.streams)
+    streams.protect()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -18,11 +18,24 @@ from rich.table import Table
 
 T = TypeVar("T")
 
+
+def _isatty(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal; a closed or missing one (``>&-`` makes Python's
+    ``sys.stdout`` None) is not, and must not stop clproj from starting."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 # Piped output (tests, logs, `| less`) gets wide tables instead of wrapped cells.
-stdout = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+stdout = Console(soft_wrap=False, width=None if _isatty(sys.stdout) else 200)
 # Piped errors and notes stay one line each (grep-able, as the CLI promises), however long
 # the paths in them: rich would otherwise wrap them at 80 columns.
-stderr = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+stderr = Console(stderr=True, soft_wrap=not _isatty(sys.stderr))
+# Tables on stderr, as wide as those on stdout: a wrapper's own report (`clproj run`'s
+# summary) goes there, so the app's stdout stays the app's.
+stderr_tables = Console(stderr=True, soft_wrap=False, width=None if _isatty(sys.stderr) else 200)
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -50,9 +63,12 @@ def emit_json(obj: Any) -> None:
 
 
 def print_table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    title: str | None = None,
+    to: Console | None = None,
 ) -> None:
-    """Print a readable table; numbers are right-aligned."""
+    """Print a readable table on ``to`` (stdout unless told); numbers are right-aligned."""
     rows = [list(r) for r in rows]
     table = Table(title=title, show_lines=False, header_style="bold")
     for i, col in enumerate(columns):
@@ -64,7 +80,7 @@ def print_table(
         table.add_row(
             *["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in r]
         )
-    stdout.print(table)
+    (to or stdout).print(table)
 
 
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:

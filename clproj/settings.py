@@ -78,6 +78,11 @@ def _config_file(path: str) -> dict[str, Any]:
                 f"cannot read the config file {path}: {exc}",
                 "fix its TOML syntax or remove it (see docs/settings.md)",
             ) from None
+        except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib does not say so itself
+            raise ClprojError(
+                f"the config file {path} is not UTF-8 text (byte {exc.start})",
+                "save it as UTF-8 or remove it (see docs/settings.md)",
+            ) from None
         doc = loaded if isinstance(loaded, dict) else {}
     _config_docs[path] = doc
     return doc

@@ -35,7 +35,11 @@ def markdown() -> str:
         f"unset. Booleans: {', '.join(TRUE)} / {', '.join(FALSE)} (any case). C and C++ "
         "read them through `native/clproj_settings.h` (`python -m clproj.settings "
         "--c-header`), which parses them the same way; `clproj run` passes values from the "
-        "config file to the app in its environment.",
+        "config file to the app in its environment. A config file clproj cannot use (not "
+        "UTF-8, bad TOML, an unknown key, a bad value) is a one-line error naming it, exit "
+        "status 2, before any app runs: an app is never run under settings other than the "
+        "ones written. Cached files (device profiles, projections under `CLPROJ_CACHE`) are "
+        "checked when read; a bad one is measured or projected again, one line saying so.",
         "",
         "Scopes: " + "; ".join(f"*{k}*: {v}" for k, v in SCOPES.items()) + ".",
         "",

@@ -260,6 +260,8 @@ def resolve_device(
     mode = settings.get("CLPROJ_COLD_PROFILE")
     note = why
     if measure_missing and mode != "off":
+        if why:  # a cached file that cannot be trusted: say so, then measure again
+            print(f"clproj: {_label(dev, index)}: {why}; measuring it again", file=sys.stderr)
         path = cache_path(dev)
         try:
             prof = measure(dev, index, mode, cache_key(dev))

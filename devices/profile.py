@@ -494,8 +494,8 @@ class DeviceProfile:
 
 def _read(path: Path) -> DeviceProfile:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
         raise ClprojError(
             f"cannot read device profile {path}: {exc}", "pass a valid profile JSON file"
         ) from exc

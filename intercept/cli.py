@@ -10,7 +10,7 @@ import sysconfig
 import tempfile
 
 from clproj import settings
-from clproj.console import emit_json, print_table
+from clproj.console import emit_json, print_table, stderr_tables
 from clproj.errors import ClprojError
 
 MODES = ("observe", "project", "route")
@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run an unmodified OpenCL app with the interception shim",
         description="Launch CMD with the clproj shim preloaded; print a per-kernel summary "
-        "(launches, device time, device) when it exits. The app's output is unchanged.",
+        "(launches, device time, device) on stderr when it exits. The app's output and exit "
+        "status are unchanged.",
     )
     p.add_argument(
         "--mode", choices=MODES, default="observe", help="observe (default), project, route"
@@ -46,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "totals and means are scaled from the timed launches)",
     )
     p.add_argument(
-        "--json", action="store_true", help="summary as JSON on stdout (after the app's output)"
+        "--json",
+        action="store_true",
+        help="summary as JSON alone on stdout (the app's stdout goes to stderr)",
     )
     p.add_argument(
         "--broker",
@@ -375,6 +378,42 @@ def run_cmd(args: argparse.Namespace) -> int:
             print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
             rows = read_summary(summary)
             splits = []
+        failures = _node_failures(tmp)
+    # clproj's own report; a stream that cannot take it drops it (clproj.streams), and
+    # the exit status stays the app's
+    _report_run(args, cmd, rc, rows, splits, split_file, projections)
+    if failures:  # said here, where the app's exit status is known
+        outcome = (
+            f"recovered from {failures} node failure(s)"
+            if rc == 0
+            else f"{failures} node failure(s) during the run, and the app failed (exit status {rc})"
+        )
+        print(f"clproj: route: {outcome}", file=sys.stderr)
+    return rc
+
+
+def _node_failures(run_dir: str) -> int:
+    """How many node failures route mode's client lived through (0: none, or not route)."""
+    from intercept.route.summary import RECOVERIES_FILE
+
+    try:
+        with open(os.path.join(run_dir, RECOVERIES_FILE)) as fh:
+            return int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _report_run(
+    args: argparse.Namespace,
+    cmd: list[str],
+    rc: int,
+    rows: list[dict],
+    splits: list[dict],
+    split_file: str | None,
+    projections: list[dict],
+) -> None:
+    """What ``clproj run`` measured and projected: on stderr (beside the app's own stdout,
+    never in it), or with ``--json`` the document alone on stdout."""
     if args.json:
         emit_json(
             {
@@ -385,7 +424,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                 **({"splits": splits} if split_file else {}),
             }
         )
-        return rc
+        return
     sys.stdout.flush()
     if rows:
         print_table(
@@ -402,6 +441,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                 for r in rows
             ],
             title=f"clproj {args.mode}: kernels of {os.path.basename(cmd[0])}",
+            to=stderr_tables,
         )
         if any(r["sampled"] for r in rows):
             print(
@@ -416,7 +456,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     if projections:
         from runtime.projection.live import print_projections
 
-        print_projections(projections, rows)
+        print_projections(projections, rows, to=stderr_tables)
     if args.record:
         from intercept.record import list_records
 
@@ -425,7 +465,6 @@ def run_cmd(args: argparse.Namespace) -> int:
         except ClprojError:
             n = 0
         print(f"clproj: {n} launch record(s) in {args.record}", file=sys.stderr)
-    return rc
 
 
 def records_cmd(args: argparse.Namespace) -> int:

@@ -12,10 +12,12 @@ map is validated by :mod:`intercept.record_check`, written in the background by
 
 from __future__ import annotations
 
+import errno
 import itertools
 import mmap
 import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -337,12 +339,27 @@ def load(path: str) -> LaunchRecord:
     return rec
 
 
+def _is_folder(path: str) -> bool:
+    """Whether ``path`` is a folder; a name that is there but leads nowhere (a loop of
+    symbolic links, a dangling link) is an error naming it. Why: read as "no folder", such
+    a ``records`` link made ``clproj records`` list nothing and exit 0."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as exc:
+        if not os.path.lexists(path):
+            return False
+        why = "a loop of symbolic links" if exc.errno == errno.ELOOP else exc.strerror
+        raise ClprojError(
+            f"{path} leads nowhere: {why}", "point the link at the record folder, or remove it"
+        ) from None
+
+
 def list_records(directory: str) -> list[str]:
     """Record file paths under ``directory`` (or its ``records/``), oldest first."""
     rdir = os.path.join(directory, RECORDS_SUBDIR)
-    if not os.path.isdir(rdir):
+    if not _is_folder(rdir):
         rdir = directory
-    if not os.path.isdir(rdir):
+    if not _is_folder(rdir):
         raise ClprojError(
             f"{directory} is not a record directory", "pass the --record DIR of `clproj run`"
         )

@@ -24,6 +24,10 @@ MAX_ARGS = 1024
 MAX_SCALAR_BYTES = 1 << 16  # one by-value argument (a double16 is 128 bytes)
 MAX_NAME = 1024  # kernel names, ids
 _ID = re.compile(r"[A-Za-z0-9_.-]*")
+# A kernel name is an OpenCL C identifier. Why checked: it crosses to C as a
+# NUL-terminated string (clCreateKernel), so "vecadd\0x" would run vecadd under another
+# name, and it names files and table rows.
+_KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class BadField(Exception):
@@ -128,6 +132,8 @@ def check_map(m: dict[str, Any]) -> dict[str, Any]:
     kernel = m.get("kernel")
     if not isinstance(kernel, str) or not 1 <= len(kernel) <= MAX_NAME:
         raise BadField("kernel", f"must be a kernel name (1..{MAX_NAME} characters)")
+    if not _KERNEL_NAME.fullmatch(kernel):
+        raise BadField("kernel", f"{kernel[:40]!r} is not an OpenCL C identifier")
     out["kernel"] = kernel
     raw_args = m.get("args")
     if not isinstance(raw_args, list):

@@ -46,6 +46,22 @@ _FIX_RECORD = "record the launch again with `clproj run --record DIR -- ...`"
 # OpenCL C 2.0 on, and only when the program is built for it.
 _CL2_STD = re.compile(r"-cl-std=CL([0-9]+)\.")
 _SOURCE_POSITION = re.compile(r"^\S+:[0-9]+:[0-9]+:\s*")  # "/tmp/x.cl:1:23: " of a message
+_SAVED_SOURCE = re.compile(r"\(source saved as (\S+\.cl)\)")
+
+
+def drop_saved_source(message: str) -> None:
+    """Remove the copy of a program's source that pyopencl saved when its build failed.
+
+    Why: pyopencl writes the source of a failed build to a temporary file (its message
+    ends "(source saved as /tmp/tmpXXXX.cl)") and leaves it, so every `clproj emulate`,
+    `clproj project` or `clproj replay` of an unbuildable record left one in TMPDIR. The
+    build was ours, so the file is too; only a file in the temporary folder is touched."""
+    tmp = os.path.realpath(tempfile.gettempdir())
+    for path in _SAVED_SOURCE.findall(message):
+        real = os.path.realpath(path)
+        if os.path.dirname(real) == tmp and os.path.basename(real).startswith("tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(real)
 
 
 @dataclass
@@ -325,6 +341,7 @@ def replay(
     try:
         program = cl.Program(ctx, record.source).build(options=options)
     except cl.Error as exc:
+        drop_saved_source(str(exc))
         first = _first_build_error(str(exc))
         raise ClprojError(
             f"building {record.kernel} for {dev} failed: {_cl_error_name(exc)}"

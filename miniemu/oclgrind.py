@@ -143,7 +143,9 @@ class OclgrindBackend:
                     lines = [json.loads(line) for line in fh if line.strip()]
         kernels = [d for d in lines if d.get("type") == "kernel"]
         if proc.returncode != 0 or not kernels:
-            tail = (stderr_text.strip() or log.strip())[-1500:]
+            worker_error(stderr_text)
+            # one line, as every error: the emulator's last words, newlines folded
+            tail = " | ".join((stderr_text.strip() or log.strip()).splitlines())[-1500:]
             why = (
                 f"exit status {proc.returncode}"
                 if proc.returncode >= 0
@@ -177,6 +179,22 @@ def with_loop_counts(stats: dict, iterations: dict, constant: set[str]) -> dict:
     if not headers:
         return stats
     return {**stats, "loops": {"constant_trip_headers": headers}}
+
+
+def worker_error(stderr_text: str) -> None:
+    """Raise the error the worker reported (a record that does not build, a bad field) as
+    its own one-line error; return when it reported none (a crash: the caller says so).
+    Why: the worker's error came wrapped in the emulator's raw output, over several lines."""
+    from miniemu.worker import ERROR_MARK, FIX_MARK
+
+    cause = fix = None
+    for line in stderr_text.splitlines():
+        if line.startswith(ERROR_MARK):
+            cause = line[len(ERROR_MARK) :]
+        elif line.startswith(FIX_MARK):
+            fix = line[len(FIX_MARK) :]
+    if cause:
+        raise ClprojError(f"emulation failed in Oclgrind: {cause}", fix)
 
 
 def parse_plugin_output(lines: list[dict], mode: str, wall_s: float, log: str = "") -> RawEmulation:

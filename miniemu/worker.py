@@ -48,11 +48,18 @@ def main(argv: list[str]) -> int:
         # read back: the statistics are the result.
         result = replay(record, device_limits=False, map_buffers=True, read_outputs=False)
     except ClprojError as exc:
-        sys.stderr.write(f"clproj-worker-error: {exc}\n")
+        # one marked line each, found by the parent among the emulator's own output
+        sys.stderr.write(f"{ERROR_MARK}{' '.join(exc.cause.split())}\n")
+        if exc.fix:
+            sys.stderr.write(f"{FIX_MARK}{' '.join(exc.fix.split())}\n")
         return 3
     # Oclgrind's profiling event spans the emulation of the kernel alone (benchmarks use it).
     sys.stdout.write(json.dumps({"kernel_time_ns": result.time_ns}) + "\n")
     return 0
+
+
+ERROR_MARK = "clproj-worker-error: "
+FIX_MARK = "clproj-worker-fix: "
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -345,6 +346,7 @@ RECORD_CASES = [
         r"building vecadd .* CL_BUILD_PROGRAM_FAILURE \(expected",
     ),
     RecordCase("kernel-not-string", put("kernel", ["vecadd"]), r"'kernel'"),
+    RecordCase("kernel-nul", put("kernel", "vecadd\x00x"), r"'kernel'.*not an OpenCL C identifier"),
     RecordCase("id-with-path", put("id", "../../evil"), r"'id'"),
     RecordCase("measured-negative", put("measured_time_ns", -5), r"'measured_time_ns'"),
     RecordCase("device-not-a-map", put("device", "gpu"), r"'device'"),
@@ -660,3 +662,89 @@ def test_unmakeable_output_folder_is_one_line_error(tmp_path, args) -> None:
     assert_one_line_error(proc, "Not a directory")
     assert str(blocker) in proc.stderr
     assert time.monotonic() - start < 30  # refused up front, not after the apps ran
+
+
+# ---- the user's config file ----------------------------------------------------------------
+
+
+def test_config_file_not_utf8_is_one_line_error(tmp_path, monkeypatch) -> None:
+    """A config.toml that is not UTF-8 (it was a traceback): one line naming the file, and
+    the app is not run under settings clproj could not read."""
+    conf = tmp_path / "config.toml"
+    conf.write_bytes(b'timeout = "\xff\xfe"\n')
+    monkeypatch.setenv("CLPROJ_CONFIG", str(conf))
+    proc = clproj("run", "--", "sh", "-c", "echo RAN")
+    assert_one_line_error(proc, r"config\.toml is not UTF-8")
+    assert "RAN" not in proc.stdout
+
+
+# ---- clproj status pointed at something else ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [[b"HTTP/1.1 400 Bad Request\r\n\r\n"], [msgpack.packb({"t": "hello"})]],
+    ids=["http-text", "unknown-type"],
+)
+def test_status_of_another_service_is_one_line_error(reply: list[bytes]) -> None:
+    """A ZeroMQ service on that port that is no broker answers with something else (it was
+    a ProtocolError traceback): one line naming the address."""
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = False
+
+    def answer() -> None:
+        while not stop:
+            if router.poll(50):
+                frames = router.recv_multipart()
+                router.send_multipart([frames[0], *reply])
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        proc = clproj("status", "--broker", f"tcp://127.0.0.1:{port}", "--curve", "off")
+    finally:
+        stop = True
+        t.join(5)
+        router.close(0)
+    assert_one_line_error(proc, rf"127\.0\.0\.1:{port} answered, but not as a clproj broker")
+
+
+@pytest.mark.parametrize("where", ["records", "folder"])
+def test_records_on_a_symlink_loop_is_one_line_error(tmp_path, where: str) -> None:
+    """A ``records`` link that loops (it listed nothing and exited 0), or a folder that is
+    itself a loop: one line naming the loop."""
+    if where == "records":
+        (tmp_path / "records").symlink_to("records")
+        folder, loop = tmp_path, tmp_path / "records"
+    else:
+        (tmp_path / "a").symlink_to("b")
+        (tmp_path / "b").symlink_to("a")
+        folder = loop = tmp_path / "a"
+    proc = clproj("records", str(folder))
+    assert_one_line_error(proc, rf"{re.escape(str(loop))} leads nowhere: a loop of symbolic")
+
+
+@pytest.mark.parametrize("command", ["emulate", "project", "replay"])
+def test_unbuildable_record_leaves_nothing_in_tmpdir(tmp_path, monkeypatch, command) -> None:
+    """pyopencl saves the source of a failed build as TMPDIR/tmpXXXX.cl and leaves it: one
+    file per run of an unbuildable record, before. Nothing stays now, and the error is one
+    line."""
+    from intercept import record as R
+
+    rec = R.from_arrays(
+        "__kernel void k(__global float *a) { a[get_global_id(0)] = no_such_name; }",
+        "k",
+        [np.zeros(16, np.float32)],
+        [16],
+    )
+    path = R.save(rec, str(tmp_path / "rec"))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    args = ("--devices", "measured") if command == "project" else ()
+    proc = clproj(command, path, *args)
+    # one line naming the build failure (the emulator's raw output spread it over four)
+    assert_one_line_error(proc, r"building k .*CL_BUILD_PROGRAM_FAILURE.*no_such_name")
+    assert os.listdir(tmpdir) == []

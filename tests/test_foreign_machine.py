@@ -183,7 +183,7 @@ def test_without_measuring_profiles_are_generic_and_flagged(tmp_path):
     out = clproj(["run", "--mode", "project", "--", *app], env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "low-confidence (generic, not measured) profiles" in out.stderr
-    assert "LOW confidence" in out.stdout
+    assert "LOW confidence" in out.stderr  # clproj run's tables: on stderr
     out = clproj(["run", "--mode", "project", "--json", "--", *app], env)
     doc = json_tail(out.stdout)
     entries = [q for p in doc["projections"] for q in p.get("projections", [])]

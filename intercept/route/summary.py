@@ -12,8 +12,12 @@ import sys
 from typing import Any
 
 from clproj import settings
+from clproj.atomic import write_atomic
 
 HARVEST_EVERY = 4096  # launches kept before the completed ones are folded in
+# In the run's folder (CLPROJ_RUN_DIR): how many node failures the app's client lived
+# through, for `clproj run` to report beside the app's exit status.
+RECOVERIES_FILE = "node-failures"
 
 
 class LaunchStats:
@@ -64,10 +68,17 @@ class LaunchStats:
                     file=sys.stderr,
                 )
         if p.recoveries:
-            print(
-                f"clproj: route: recovered from {p.recoveries} node failure(s)",
-                file=sys.stderr,
-            )
+            # Whether the run recovered is the app's exit status to say, known only after
+            # the app: `clproj run` says it (intercept.cli); alone, the count is the news.
+            run_dir = settings.get("CLPROJ_RUN_DIR")
+            if run_dir:
+                write_atomic(os.path.join(run_dir, RECOVERIES_FILE), str(p.recoveries).encode())
+            else:
+                print(
+                    f"clproj: route: {p.recoveries} node failure(s) during the run; their "
+                    "launches were replayed on the devices left",
+                    file=sys.stderr,
+                )
         if split is not None and not settings.get("CLPROJ_SPLIT_FILE"):
             from runtime.partition.route_policy import (
                 print_summary,  # else `clproj run` prints them

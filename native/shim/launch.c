@@ -10,20 +10,6 @@
 
 #define PASS (clproj_in_shim || clproj_cfg.disabled)
 
-static int py_state = 0; /* 0: not started, 1: running, -1: failed (never retried) */
-
-static int python_ready(void) {
-    if (py_state == 0) {
-        int saved = clproj_in_shim;
-        clproj_in_shim = 1;
-        int ok = clproj_python_load() && clproj_py_start() == 1;
-        clproj_in_shim = saved;
-        __atomic_store_n(&py_state, ok ? 1 : -1, __ATOMIC_RELEASE);
-        /* failure was logged once by Python (or by cffi when Python cannot start) */
-    }
-    return py_state == 1;
-}
-
 static int name_selected(const char *name) {
     if (!clproj_cfg.kernel_filter) return 1;
     for (char **p = clproj_cfg.kernel_filter; *p; p++)
@@ -329,7 +315,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
             ki->stat_device = dev;
         }
         stat = ki->stat_idx;
-        if (qi && clproj_cfg.recording && !user_wait && py_state >= 0 && rdim >= 1 &&
+        if (qi && clproj_cfg.recording && !user_wait && !clproj_python_failed() && rdim >= 1 &&
             rdim <= 3 && rgsz && name_selected(ki->name)) {
             if (clproj_cfg.which_all) {
                 record = 1;
@@ -366,7 +352,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
     int handle = 0;
     if (L) {
         clproj_in_shim = 1;
-        if (python_ready()) handle = clproj_py_pre_launch(L);
+        if (clproj_python_start()) handle = clproj_py_pre_launch(L);
         clproj_in_shim = 0;
         if (handle <= 0) {
             free_launch(L, prog);

@@ -193,6 +193,7 @@ static cl_int rt_call(clproj_rcall *c) {
     int saved = clproj_in_shim;
     clproj_in_shim = 1;
     void *et = NULL, *ev = NULL, *etb = NULL;
+    clproj_python_start(); /* past the start-up before cffi's own start-up lock */
     int py = clproj_python_load() && Py_IsInitialized() && PyGILState_Check();
     if (py) PyErr_Fetch(&et, &ev, &etb);
     cl_int r = clproj_py_route(c);

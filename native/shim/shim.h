@@ -32,6 +32,11 @@ extern __thread int clproj_in_shim __attribute__((tls_model("initial-exec")));
 /* dlopen libpython (once) unless the process has Python already; 0 when it cannot. Must
  * precede the first Python callback: the shim is not linked against libpython. */
 int clproj_python_load(void);
+/* Start the shim's Python side once (python_start.c says how it cannot deadlock): 1 when it
+ * runs, 0 when it cannot. Every path into Python passes here first. */
+int clproj_python_start(void);
+/* 1 once Python failed to start (it is never retried: launches are no longer recorded). */
+int clproj_python_failed(void);
 
 /* Python callbacks (defined by cffi from shim_api.h). */
 int clproj_py_start(void);

@@ -219,7 +219,13 @@ def fetch_status(endpoint: str, keys: keys_mod.Keys | None, timeout: float) -> d
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if sock.poll(100):
-                h, _ = protocol.decode(sock.recv_multipart())
+                try:
+                    h, _ = protocol.decode(sock.recv_multipart())
+                except protocol.ProtocolError as exc:  # another service on that port
+                    raise ClprojError(
+                        f"{endpoint} answered, but not as a clproj broker ({exc})",
+                        "check the address: it names another service, not `clproj broker`",
+                    ) from None
                 if h["t"] == "status_reply":
                     return h["status"]
         raise ClprojError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -119,6 +120,74 @@ def project_record(
     return _project_record(record, devices, mode, timeout_s, use_cache, profile, cache)
 
 
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _cache_problem(doc: Any, record: Any) -> str:
+    """Why a cached projection cannot be served ('' when it can). The cache is a file on
+    disk like any other: a truncated, edited or foreign one must not reach the tables
+    (a missing field was a traceback after the app; a NaN time was shown and ranked)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        return "another format or version"
+    if doc.get("signature") != record.signature:
+        return "another launch's signature"
+    for key in ("kernel", "recommended"):
+        if not isinstance(doc.get(key), str):
+            return f"field {key} missing or not text"
+    shape = doc.get("global_size")
+    if not isinstance(shape, list) or not all(type(v) is int and v > 0 for v in shape):
+        return "field global_size missing or not a list of positive integers"
+    projections = doc.get("projections")
+    if not isinstance(projections, list) or not projections:
+        return "field projections missing or empty"
+    for p in projections:
+        if not isinstance(p, dict) or not isinstance(p.get("device"), str):
+            return "a projection without a device"
+        for key in ("time_s", "t_compute", "t_global", "t_local"):
+            v = p.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                return f"field {key} of {p['device']} is not a finite number"
+        if p["time_s"] <= 0:
+            return f"field time_s of {p['device']} is not positive"
+        if p.get("bound") not in ("C", "G", "L", "D"):
+            return f"field bound of {p['device']} is not one of C, G, L, D"
+    if doc["recommended"] not in {p["device"] for p in projections}:
+        return "the recommended device is none of the projected ones"
+    if not isinstance(doc.get("emulation"), dict):
+        return "field emulation missing"
+    if doc.get("profile") is not None:
+        from miniemu.profile import validate_profile
+
+        try:
+            validate_profile(doc["profile"])
+        except ClprojError as exc:
+            return f"its kernel profile: {exc.cause}"
+    return ""
+
+
+def _read_cached(path: str, record: Any) -> dict[str, Any] | None:
+    """The cached projection at ``path`` when it is whole and valid for ``record``; else
+    None (projected again), with one line saying why when the file is bad."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh, parse_constant=_reject_constant)
+        problem = _cache_problem(doc, record)
+    except OSError:
+        return None  # gone meanwhile (another run replaced it): projected again, quietly
+    except ValueError as exc:  # not UTF-8, not JSON, NaN or Infinity
+        problem = f"not valid JSON ({exc})"
+    if not problem:
+        return doc
+    print(
+        f"clproj: ignored a bad cached projection {path} ({problem}); projecting again",
+        file=sys.stderr,
+    )
+    return None
+
+
 def _project_record(
     record: Any,
     devices: list[Any],
@@ -136,21 +205,17 @@ def _project_record(
     )
     reused = profile is not None and profile["emulation"].get("method") == "reused"
     if not reused and use_cache and os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-            if doc.get("format") == FORMAT and doc.get("version") == VERSION:
-                if doc.get("profile"):  # let later launches of the family reuse it
-                    from miniemu.profile import KernelProfile
-                    from miniemu.reuse import default_cache
+        doc = _read_cached(path, record)
+        if doc is not None:
+            if doc.get("profile"):  # let later launches of the family reuse it
+                from miniemu.profile import KernelProfile
+                from miniemu.reuse import default_cache
 
-                    (cache or default_cache(mode, timeout_s)).seed(
-                        record, KernelProfile.from_dict(doc["profile"])
-                    )
-                doc["cached"] = True
-                return doc
-        except (OSError, ValueError):
-            pass  # a damaged cache entry is recomputed
+                (cache or default_cache(mode, timeout_s)).seed(
+                    record, KernelProfile.from_dict(doc["profile"])
+                )
+            doc["cached"] = True
+            return doc
     start = time.perf_counter()
     base = {
         "format": FORMAT,
@@ -358,9 +423,10 @@ def _summary(done: dict[str, dict[str, Any]], in_app: int, after: int, seconds: 
 
 
 def print_projections(
-    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]]
+    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]], to: Any = None
 ) -> None:
-    """One row per recorded launch: projected time per device, bound, recommendation."""
+    """One row per recorded launch: projected time per device, bound, recommendation; on
+    the console ``to`` (stdout unless told)."""
     from clproj.console import print_table
 
     devices: list[str] = []
@@ -402,4 +468,5 @@ def print_projections(
         ],
         rows,
         title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)",
+        to=to,
     )

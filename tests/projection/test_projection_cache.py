@@ -1,0 +1,89 @@
+"""Cached projections and device profiles are files like any other: a bad one is redone.
+
+A cached projection missing a field was a traceback after the app (and its exit status
+became 1); one holding NaN was shown as "nan us" and still recommended a device; a cached
+device profile that is not UTF-8 was a traceback before the app ran.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from clproj import settings
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+APP = [sys.executable, os.path.join(REPO, "tests", "intercept", "threaded_app.py")]
+
+
+def run_project(env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", *flags, "--", *APP],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+
+
+def test_bad_cached_projections_are_projected_again(tmp_path):
+    cache = tmp_path / "cache"
+    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
+    if os.path.isdir(session_profiles):  # measured once a session
+        shutil.copytree(session_profiles, cache / "profiles")
+    env = dict(os.environ, CLPROJ_CACHE=str(cache))
+    first = run_project(env, "--json")
+    assert first.returncode == 3, first.stderr[-2000:]
+    files = sorted((cache / "projections").glob("*.json"))
+    assert len(files) == 4  # one signature per thread
+    damage = [
+        lambda d: d.pop("global_size"),
+        lambda d: d["projections"][0].update(time_s=float("nan")),
+        lambda d: d.update(recommended=7),
+    ]
+    for path, spoil in zip(files, damage, strict=False):
+        doc = json.loads(path.read_text())
+        spoil(doc)
+        path.write_text(json.dumps(doc))
+    files[3].write_bytes(b"\xff\xfe{")  # not UTF-8
+    second = run_project(env)  # the tables: where a missing field was a traceback
+    assert second.returncode == 3, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr
+    assert second.stderr.count("ignored a bad cached projection") == 4, second.stderr[-3000:]
+    assert "nan" not in second.stderr
+    third = run_project(env, "--json")  # the redone ones were cached again, whole
+    assert third.returncode == 3
+    doc = json.loads(third.stdout)
+    assert len(doc["projections"]) == 4 and all(p["cached"] for p in doc["projections"])
+    for p in doc["projections"]:
+        assert all(math.isfinite(q["time_s"]) and q["time_s"] > 0 for q in p["projections"])
+    assert "ignored a bad cached projection" not in third.stderr
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe{", b'{"format": "clproj.device-profile", "version": 1, "key": NaN}'],
+    ids=["not-utf8", "nan"],
+)
+def test_bad_cached_device_profile_is_not_used(tmp_path, monkeypatch, content):
+    """The cached profile is not served (it is measured again, one line saying why)."""
+    from devices.discovery import opencl_devices
+    from devices.local import cache_path, cached_profile
+
+    monkeypatch.setenv("CLPROJ_CACHE", str(tmp_path))
+    settings.reload()
+    try:
+        dev = opencl_devices()[0]
+        with open(cache_path(dev), "wb") as fh:
+            fh.write(content)
+        assert cached_profile(dev) is None
+    finally:
+        monkeypatch.undo()
+        settings.reload()
