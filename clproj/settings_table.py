@@ -386,7 +386,8 @@ TABLE: tuple[Setting, ...] = (
         "",
         "internal",
         "`clproj run`'s temporary folder for this run; the app's helper processes put "
-        "their sockets and files in it.",
+        "their sockets and files in it, and clproj's parts in the app their scratch folders "
+        "(emulation, bounded probes, split checks): removed with the run however the app ends.",
     ),
     Setting(
         "CLPROJ_SUMMARY_FILE",

@@ -11,6 +11,7 @@ import os
 import tempfile
 from typing import TYPE_CHECKING
 
+from clproj.paths import scratch_parent
 from miniemu.backend import MODES, get_backend
 from miniemu.profile import KernelProfile, build_profile
 
@@ -59,7 +60,7 @@ def emulate(
         b = Budget.parse(budget)
         b.wall_s = min(b.wall_s, timeout_s)
         return emulate_bounded(record, b, engine)
-    with tempfile.TemporaryDirectory(prefix="clproj-rec-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="clproj-rec-", dir=scratch_parent()) as tmp:
         path = record.path if record.path and os.path.exists(record.path) else None
         if path is None:
             # An in-memory record: the worker subprocess needs it on disk.

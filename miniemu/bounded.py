@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
+from clproj.paths import scratch_parent
 from miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
 
 if TYPE_CHECKING:
@@ -608,7 +609,7 @@ def emulate_bounded(
 
     budget = budget or Budget()
     backend = backend or get_backend("oclgrind")
-    with tempfile.TemporaryDirectory(prefix="clproj-bounded-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="clproj-bounded-", dir=scratch_parent()) as tmp:
         runner = _Runner(record, budget, backend, tmp)
         first = runner.run(record)
         args = scalar_args(record)

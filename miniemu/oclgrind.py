@@ -24,6 +24,7 @@ import time
 
 from clproj import settings
 from clproj.errors import ClprojError
+from clproj.paths import scratch_parent
 from miniemu.backend import GroupStats, RawEmulation
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"
@@ -101,7 +102,7 @@ class OclgrindBackend:
         reason = self.unavailable()
         if reason:
             raise ClprojError(f"Oclgrind cannot run here: {reason}", "run `make setup`")
-        with tempfile.TemporaryDirectory(prefix="clproj-emu-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="clproj-emu-", dir=scratch_parent()) as tmp:
             out_path = os.path.join(tmp, "stats.jsonl")
             log_path = os.path.join(tmp, "oclgrind.log")
             env = self.environment(mode, out_path, log_path, threads)

@@ -11,6 +11,7 @@ import os
 import sys
 
 from clproj import settings
+from clproj.paths import socket_dir
 
 
 class LocalCluster:
@@ -24,13 +25,10 @@ class LocalCluster:
 
     def __init__(self, lifetime_s: float) -> None:
         import subprocess
-        import tempfile
 
         # inside `clproj run`'s run directory, which it removes however the app ends
-        self.tmp = tempfile.TemporaryDirectory(
-            prefix="clproj-route-", dir=settings.get("CLPROJ_RUN_DIR") or None
-        )
-        os.chmod(self.tmp.name, 0o700)
+        # (a short folder instead where that path is too long for a socket)
+        self.tmp = socket_dir("clproj-route-")
         self.endpoint = f"ipc://{self.tmp.name}/broker"
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)

@@ -31,6 +31,7 @@ from typing import Any
 
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
+from clproj.paths import scratch_parent
 from intercept.record import LaunchRecord
 
 
@@ -123,7 +124,7 @@ def emulate_store_ranges(record: LaunchRecord, timeout_s: float = 120.0) -> list
     why = backend.unavailable()
     if why:
         raise ClprojError(f"Oclgrind cannot run here: {why}", "run `make setup`")
-    with tempfile.TemporaryDirectory(prefix="clproj-split-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="clproj-split-", dir=scratch_parent()) as tmp:
         path = save(copy.copy(record), tmp, link_blobs=True)
         out, log = os.path.join(tmp, "stats.jsonl"), os.path.join(tmp, "oclgrind.log")
         env = backend.environment("quick", out, log)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import tempfile
 from typing import Any
 
-from clproj import settings
+from clproj.paths import socket_dir
 from runtime.cluster.keys import Keys
 
 
@@ -47,12 +46,9 @@ def direct_bind(broker: str, direct: str) -> tuple[str, str]:
 
 
 def private_dir() -> tempfile.TemporaryDirectory[str]:
-    """A 0700 directory for the node's ipc and Unix sockets (in ``CLPROJ_RUN_DIR`` if set)."""
-    tmp = tempfile.TemporaryDirectory(
-        prefix="clproj-node-", dir=settings.get("CLPROJ_RUN_DIR") or None
-    )
-    os.chmod(tmp.name, 0o700)
-    return tmp
+    """A 0700 directory for the node's ipc and Unix sockets (in ``CLPROJ_RUN_DIR`` if set,
+    short enough for a socket path: :func:`clproj.paths.socket_dir`)."""
+    return socket_dir("clproj-node-")
 
 
 def member_authenticator(ctx: Any, keys: Keys) -> Any:
