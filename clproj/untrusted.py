@@ -34,6 +34,23 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _open_regular(path: str, what: str, fix: str | None) -> tuple[int, os.stat_result]:
+    """An open descriptor of ``path`` and its status, refused unless a regular file.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once (it is then refused here)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ClprojError(f"{what} {path}: no such file", fix) from None
+    except OSError as exc:
+        raise ClprojError(f"cannot read {what} {path}: {exc.strerror or exc}", fix) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ClprojError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file", fix)
+    return fd, st
+
+
 def read_regular_file(path: str, what: str, max_bytes: int, fix: str | None = None) -> bytes:
     """The content of ``path``, a regular file of at most ``max_bytes`` bytes.
 
@@ -41,16 +58,8 @@ def read_regular_file(path: str, what: str, max_bytes: int, fix: str | None = No
     regular file); the size is checked before reading and the read is bounded anyway, in
     case the file grows meanwhile.
     """
+    fd, st = _open_regular(path, what, fix)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ClprojError(f"{what} {path}: no such file", fix) from None
-    except OSError as exc:
-        raise ClprojError(f"cannot read {what} {path}: {exc.strerror or exc}", fix) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ClprojError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file", fix)
         if st.st_size > max_bytes:
             raise ClprojError(
                 f"{what} {path} has {st.st_size} bytes, more than the {max_bytes} accepted", fix
@@ -81,16 +90,8 @@ def map_regular_file(path: str, what: str, size: int, fix: str | None = None) ->
     private pages and never reach the file. Checked as :func:`read_regular_file` checks,
     except the content: nothing here reads it.
     """
+    fd, st = _open_regular(path, what, fix)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ClprojError(f"{what} {path}: no such file", fix) from None
-    except OSError as exc:
-        raise ClprojError(f"cannot read {what} {path}: {exc.strerror or exc}", fix) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ClprojError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file", fix)
         if st.st_size != size:
             raise ClprojError(f"{what} {path} has {st.st_size} bytes, expected {size}", fix)
         if size == 0:

@@ -56,10 +56,8 @@ class BlobStore:
         write_atomic(target, data, private=True)
         return sha
 
-    def get(self, sha: str, size: int | None = None) -> bytes:
-        """The blob named ``sha``, checked: a content hash (never a path), a regular
-        file, ``size`` bytes when the record declares a size, and content hashing to
-        ``sha``. At most ``size`` bytes are read, whatever the file is."""
+    def _existing(self, sha: str) -> str:
+        """The file of blob ``sha``: a content hash (never a path) that is in the store."""
         if not is_blob_key(sha):
             raise ClprojError(
                 f"blob reference {str(sha)[:80]!r} is not a content hash (64 lowercase hex digits)",
@@ -71,6 +69,13 @@ class BlobStore:
                 f"blob {sha} is missing from {self.path}",
                 "copy the record directory together with its blobs/ folder",
             )
+        return target
+
+    def get(self, sha: str, size: int | None = None) -> bytes:
+        """The blob named ``sha``, checked: a content hash (never a path), a regular
+        file, ``size`` bytes when the record declares a size, and content hashing to
+        ``sha``. At most ``size`` bytes are read, whatever the file is."""
+        target = self._existing(sha)
         limit = size if size is not None else MAX_SIZE_T
         data = read_regular_file(
             target, "blob", limit, "copy the blobs/ folder again, or record the launch again"
@@ -94,17 +99,7 @@ class BlobStore:
         page); readers that need the whole content use :meth:`get`. The emulator maps:
         it reads the pages its sampled work-items touch, and a corrupt page can only make
         a projection wrong, never reach the app or the record."""
-        if not is_blob_key(sha):
-            raise ClprojError(
-                f"blob reference {str(sha)[:80]!r} is not a content hash (64 lowercase hex digits)",
-                "record the launch again with `clproj run --record DIR -- ...`",
-            )
-        target = os.path.join(self.path, sha)
-        if not os.path.lexists(target):
-            raise ClprojError(
-                f"blob {sha} is missing from {self.path}",
-                "copy the record directory together with its blobs/ folder",
-            )
+        target = self._existing(sha)
         return map_regular_file(
             target, "blob", size, "copy the blobs/ folder again, or record the launch again"
         )
