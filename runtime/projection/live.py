@@ -248,6 +248,8 @@ def _project_record(
         "emulation": profile["emulation"],
         "footprint_bytes": footprint,
         "elapsed_s": time.perf_counter() - start,
+        # from the launch (its record was made then) to its projection: what routing waits
+        "since_launch_s": round(time.time() - record.created, 4) if record.created else None,
         "projections": [
             {
                 "device": p.device_key,
@@ -377,21 +379,32 @@ def _complete(
     mode: str,
 ) -> None:
     """complete_run's work: fills ``done`` (signature -> projection) as it goes."""
+    from clproj.background_thread import map_in_threads
     from clproj.console import track
     from miniemu.profile import KernelProfile
     from miniemu.reuse import ReuseCache
 
     cache = ReuseCache(mode=mode)
     todo = set(id(r) for r in missing)
-    for r in track(records, "projecting recorded launches"):
-        if id(r) in todo:  # snapshotted, not emulated before the app exited
-            done[r.signature] = project_record(r, devices, mode, cache=cache)
+    for r in records:  # the app's own emulations first: anchors of their families
+        doc = done.get(r.signature)
+        if id(r) in todo or doc is None or not doc.get("profile"):
             continue
-        doc = done[r.signature]
-        if doc.get("profile"):
-            cache.seed(r, KernelProfile.from_dict(doc["profile"]))
-            if not doc.get("projections") and not doc.get("error"):  # emulated in the app
-                done[r.signature] = project_record(r, devices, mode, profile=doc["profile"])
+        cache.seed(r, KernelProfile.from_dict(doc["profile"]))
+        if not doc.get("projections") and not doc.get("error"):  # emulated in the app
+            done[r.signature] = project_record(r, devices, mode, profile=doc["profile"])
+    # Launches snapshotted but not emulated before the app exited: the app is gone, so
+    # every core is idle; one emulation per core (each runs in a subprocess of its own,
+    # the reuse cache takes its anchors under its lock), in launch order per batch.
+    pending = [r for r in records if id(r) in todo]
+    workers = max(1, os.cpu_count() or 1)
+    batches = [pending[i : i + workers] for i in range(0, len(pending), workers)]
+    for batch in track(batches, "projecting recorded launches"):
+        docs = map_in_threads(
+            lambda r: project_record(r, devices, mode, cache=cache), batch, "clproj-emulate"
+        )
+        for r, doc in zip(batch, docs, strict=True):
+            done[r.signature] = doc
     for r in track(deferred, "projecting reused launches"):
         prof = cache.scaled(r)
         if prof is not None:
