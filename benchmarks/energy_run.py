@@ -97,14 +97,17 @@ def shapes(plan: Any) -> list[Any]:
     return list(seen.values())
 
 
-def measure_app(nv: Any, handle: Any, dev: Any, name: str, args: argparse.Namespace) -> list:
-    """One entry per launch shape of app ``name``: its raw window, figures or refusal."""
+def measure_app(
+    nv: Any, handle: Any, dev: Any, name: str, args: argparse.Namespace, out: list[dict[str, Any]]
+) -> None:
+    """Append one entry per launch shape of app ``name`` to ``out`` as each is measured
+    (its raw window, figures or refusal), so a later shape's failure keeps the earlier."""
     import numpy as np
     import pyopencl as cl
 
     from benchmarks.apps import get_app
     from benchmarks.apps.execute import bind_args
-    from devices.energy import window_figures
+    from devices.energy import kernel_entry
     from devices.energy_nvml import measure
 
     plan = get_app(name).plan(args.size)
@@ -118,7 +121,6 @@ def measure_app(nv: Any, handle: Any, dev: Any, name: str, args: argparse.Namesp
         if a.nbytes:
             cl.enqueue_copy(queue, bufs[n], a)
     queue.finish()
-    out = []
     for launch in shapes(plan):
         k = cl.Kernel(prg, launch.kernel)
         bind_args(k, launch, bufs)
@@ -131,19 +133,13 @@ def measure_app(nv: Any, handle: Any, dev: Any, name: str, args: argparse.Namesp
             queue.finish,
             args.window,
         )
-        entry: dict[str, Any] = {
-            "app": name,
-            "kernel": launch.kernel,
-            "global_size": list(gsize),
-            "local_size": None if lsize is None else list(lsize),
-            "raw": w.to_dict(),
-            "figures": None,
-            "error": None,
-        }
-        try:
-            entry["figures"] = window_figures(w)
-        except ClprojError as exc:
-            entry["error"] = exc.cause
+        entry = kernel_entry(
+            w,
+            app=name,
+            kernel=launch.kernel,
+            global_size=list(gsize),
+            local_size=None if lsize is None else list(lsize),
+        )
         out.append(entry)
         f = entry["figures"]
         sys.stderr.write(
@@ -155,13 +151,14 @@ def measure_app(nv: Any, handle: Any, dev: Any, name: str, args: argparse.Namesp
                 else f"refused: {entry['error']}\n"
             )
         )
-    return out
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
     """The whole measurement: NVML opened first (a machine without a driver stops here,
-    in one line), then every app, then the host's package energy over the run."""
-    from devices.energy import FORMAT, MIN_COUNTER_STEPS, VERSION
+    in one line), then every app, then the host's package energy over the run.
+    ``save(doc)`` is called after every app with what is measured so far, so a run cut
+    short by its time limit still leaves its readings."""
+    from devices.energy import results
     from devices.energy_nvml import device_facts, open_nvml
     from devices.rapl import RaplWindow
 
@@ -173,46 +170,50 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.monotonic()
     kernels: list[dict[str, Any]] = []
     skipped: list[str] = []
+
+    def document(host_energy: Any) -> dict[str, Any]:
+        host = {
+            "hostname": socket.gethostname(),
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "cpu_energy": None
+            if host_energy is None
+            else {
+                "joules": host_energy.joules,
+                "seconds": host_energy.seconds,
+                "reason": host_energy.reason,
+            },
+        }
+        extra = {"size": args.size, "skipped_for_budget": skipped}
+        return results(device, kernels, host) | extra
+
     for name in args.apps:
         if time.monotonic() - t0 > args.budget:
             skipped.append(name)
             continue
         try:
-            kernels.extend(measure_app(nv, handle, dev, name, args))
+            measure_app(nv, handle, dev, name, args, kernels)
         except Exception as exc:  # a build or launch failure: recorded, the rest goes on
             kernels.append({"app": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
-    host_energy = cpu.stop()
+        if save is not None:
+            save(document(None))
+    doc = document(cpu.stop())
     nv.nvmlShutdown()
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "device": device,
-        "host": {
-            "hostname": socket.gethostname(),
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "cpu_energy": {
-                "joules": host_energy.joules,
-                "seconds": host_energy.seconds,
-                "reason": host_energy.reason,
-            },
-        },
-        "rules": {"min_window_s": MIN_WINDOW_S, "min_counter_steps": MIN_COUNTER_STEPS},
-        "size": args.size,
-        "skipped_for_budget": skipped,
-        "kernels": kernels,
-    }
+    return doc
 
 
 def main(argv: list[str] | None = None) -> int:
+    from clproj.atomic import write_atomic
+
     args = parser().parse_args(argv)
+
+    def save(doc: dict[str, Any]) -> None:
+        write_atomic(args.output, (json.dumps(doc, indent=1) + "\n").encode())
+
     try:
-        doc = run(args)
+        save(run(args, save))
     except ClprojError as exc:
         sys.stderr.write(f"error: {exc.cause}\n  fix: {exc.fix}\n")
         return 2
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
     return 0
 
 

@@ -150,20 +150,23 @@ def _spread(samples: list[float]) -> dict[str, float] | None:
     return {"min": min(samples), "median": statistics.median(samples), "max": max(samples)}
 
 
+def kernel_entry(w: Window, **labels: Any) -> dict[str, Any]:
+    """One ``kernels[]`` entry: ``labels`` (app, launch shape), the raw window, and its
+    figures or, where the rules refuse it, the reason. Nothing measured is dropped and
+    nothing refused is reported as a figure."""
+    entry: dict[str, Any] = {**labels, "raw": w.to_dict(), "figures": None, "error": None}
+    try:
+        entry["figures"] = window_figures(w)
+    except ClprojError as exc:
+        entry["error"] = exc.cause
+    return entry
+
+
 def results(
-    device: dict[str, Any], windows: list[Window], host: dict[str, Any] | None = None
+    device: dict[str, Any], kernels: list[dict[str, Any]], host: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A ``clproj.energy-results`` v1 document: every raw reading and the figures made
-    from them. A window the rules refuse keeps its readings and says why (``error``), so
-    nothing measured is dropped and nothing refused is reported as a figure."""
-    kernels = []
-    for w in windows:
-        entry: dict[str, Any] = {"raw": w.to_dict(), "figures": None, "error": None}
-        try:
-            entry["figures"] = window_figures(w)
-        except ClprojError as exc:
-            entry["error"] = exc.cause
-        kernels.append(entry)
+    """A ``clproj.energy-results`` v1 document of :func:`kernel_entry` entries (or
+    ``{"app": ..., "error": ...}`` for an app that failed before any window)."""
     return {
         "format": FORMAT,
         "version": VERSION,

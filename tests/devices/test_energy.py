@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -101,15 +102,19 @@ def test_counter_going_backwards_is_refused() -> None:
 
 
 def test_results_keep_raw_readings_and_refusals() -> None:
-    doc = energy.results({"name": "x"}, [window(), window(wall=1.0)])
+    kernels = [energy.kernel_entry(window(), app="a"), energy.kernel_entry(window(wall=1.0))]
+    doc = energy.results({"name": "x"}, [*kernels, {"app": "b", "error": "build failed"}])
     json.loads(json.dumps(doc))
     assert energy.validate_results(doc) is doc
-    ok, short = doc["kernels"]
-    assert ok["figures"]["average_power_w"] > 0 and ok["error"] is None
+    ok, short, failed = doc["kernels"]
+    assert ok["figures"]["average_power_w"] > 0 and ok["error"] is None and ok["app"] == "a"
+    assert failed == {"app": "b", "error": "build failed"}
     assert short["figures"] is None and "shorter than" in short["error"]
     assert len(short["raw"]["readings"]) > 100
     with pytest.raises(ClprojError, match="version"):
         energy.validate_results(doc | {"version": 2})
+    with pytest.raises(ClprojError, match=r"kernels\[2\]\.raw\.readings"):
+        energy.validate_results(doc | {"kernels": [*doc["kernels"][:2], {"app": "c"}]})
 
 
 def test_nvml_absent_is_one_line() -> None:
@@ -165,3 +170,17 @@ def test_rapl_absent_here_is_none_with_reason(tmp_path: Path) -> None:
         real.start()
         assert real.stop().joules is None
         assert real.reason and "\n" not in real.reason
+
+
+def test_batch_grows_until_it_runs_the_target_time() -> None:
+    from devices.energy_nvml import batch_size
+
+    calls = []
+
+    def launch() -> None:
+        calls.append(time.monotonic())
+        time.sleep(0.004)
+
+    n = batch_size(launch, lambda: None, 0.05)
+    assert n in (16, 32)  # 4 ms launches: 8 take 32 ms, 16 take 64 ms
+    assert len(calls) == 2 * n - 1  # 1 + 2 + ... + n: the doublings are the warm-up
