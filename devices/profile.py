@@ -361,8 +361,7 @@ def _validate_power(doc: dict[str, Any]) -> None:
         _fail("power.confidence", "a spec rule's power is low confidence, got 'normal'")
     tdp = _num(doc, "power.tdp_w", maximum=MAX_POWER_W)
     idle = _num(doc, "power.idle_w", strict=False, maximum=tdp)
-    floor = power.get("static_active_w", idle)
-    if floor is not idle:
+    if "static_active_w" in power:
         floor = _num(doc, "power.static_active_w", strict=False, maximum=tdp)
         if floor < idle:
             _fail("power.static_active_w", f"below idle_w ({floor!r} < {idle!r})")

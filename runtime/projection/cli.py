@@ -119,7 +119,7 @@ def _fmt_power(pw: Any) -> str:
 def run_project(args: argparse.Namespace) -> int:
     from runtime.projection import device_set
     from runtime.projection.model import rank
-    from runtime.projection.power import objective_value, project_power, rank_by
+    from runtime.projection.power import project_power, rank_by
 
     profile = load_kernel_profile(args.target, args.mode, args.timeout)
     devices = device_set.resolve(args.devices)
@@ -128,10 +128,8 @@ def run_project(args: argparse.Namespace) -> int:
     projected = rank(profile, devices, profile["launch"].get("footprint_bytes"))
     powers = {p.device_key: project_power(p, profile, by_key[p.device_key]) for p in projected}
     ranked = rank_by(args.objective, projected, powers)
-    if (
-        args.objective != "time"
-        and objective_value(args.objective, 1.0, powers[ranked[0].device_key]) is None
-    ):
+    # rank_by puts devices without power last: if the first has none, none has.
+    if args.objective != "time" and powers[ranked[0].device_key].energy_j is None:
         raise ClprojError(
             f"no device of {args.devices!r} has a power projection for --objective {args.objective}",
             "add a device with a power section or a sheet TDP (docs/projection.md "
