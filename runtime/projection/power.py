@@ -53,15 +53,20 @@ class PowerProjection:
 def power_section(device: Any) -> tuple[dict[str, Any] | None, str]:
     """The device's power parameters and where they come from.
 
-    A profile's own section first; a profile without one (the measured GPU profiles,
-    files from before the section existed) whose device has a sheet with a TDP gets the
-    spec rule from that sheet; anything else (the CPUs here: no RAPL, no known TDP) has
-    none."""
+    A profile's own section first. A profile without one (the measured GPU profiles,
+    files from before the section existed) gets the spec rule from the power limit NVML
+    reported when it was measured (``nvml.power_limit_w``: this board's own limit, read,
+    not a measured power), else from its device's sheet TDP; anything else (the CPUs
+    here: no RAPL, no known TDP) has none."""
     section = device.data.get("power")
     if section:
         return section, f"profile {device.key}"
     from devices.specs import spec_for, spec_power
 
+    limit = (device.data.get("nvml") or {}).get("power_limit_w")
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 < limit <= 1e5:
+        how = "read: NVML power limit when the profile was measured (nvml.power_limit_w)"
+        return spec_power(float(limit), how), how
     spec = spec_for(device.name) if device.kind != "CPU" else None
     if spec is not None and spec.tdp_w:
         how = f"spec: {spec.key} sheet, matched by device name"

@@ -89,7 +89,13 @@ def test_power_rises_with_energy_per_op_and_stops_at_the_limit() -> None:
 
 def test_measured_gpu_profile_takes_its_sheet_and_cpu_has_none() -> None:
     _, h100 = powered("nbody", "nvidia-h100-80gb-hbm3-nvidia")
-    assert h100.rule == "spec" and h100.limit_w == 700 and "h100-sxm-spec" in h100.source
+    assert h100.rule == "spec" and h100.limit_w == 700 and "NVML power limit" in h100.source
+    measured = load_profile("nvidia-h100-80gb-hbm3-nvidia")
+    data = copy.deepcopy(measured.data) | {"nvml": None}  # measured without a driver
+    kp = kernel("nbody")
+    proj = project(kp, measured, kp["launch"]["footprint_bytes"])
+    by_sheet = project_power(proj, kp, DeviceProfile(data))
+    assert by_sheet.limit_w == 700 and "h100-sxm-spec sheet" in by_sheet.source
     _, cpu = powered("nbody", "pocl-pthread-amd-epyc")
     assert cpu.power_w is None and cpu.energy_j is None and cpu.reason
     assert objective_value("energy", 1.0, cpu) is None
