@@ -328,9 +328,58 @@ def validate(doc: dict[str, Any]) -> None:
             why = validate_rule(driver["null_local"])
             if why:
                 _fail("driver.null_local", why)
+    _validate_power(doc)
     nv = doc.get("nvml")
     if nv is not None and not isinstance(nv, dict):
         _fail("nvml", f"expected an object or null, got {type(nv).__name__}")
+
+
+# The optional ``power`` section (docs/formats.md section 3): its own version, because
+# measured power parameters will add fields that old readers must refuse, not misread.
+POWER_VERSION = 1
+_POWER_RULES = ("spec", "measured")
+MAX_POWER_W = 1e5  # no single device draws 100 kW; a larger value is a corrupt file
+
+
+def _validate_power(doc: dict[str, Any]) -> None:
+    """The power section: board power, idle and busy floor in watts (idle <= floor <=
+    TDP), optional measured energies per operation and per DRAM byte, and a spec rule
+    never claiming more than low confidence (a sheet's TDP is not a measurement)."""
+    power = doc.get("power")
+    if power is None:
+        return
+    if not isinstance(power, dict):
+        _fail("power", f"expected an object, got {type(power).__name__}")
+    version = _get(doc, "power.version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        _fail("power.version", f"expected an integer >= 1, got {version!r}")
+    if version > POWER_VERSION:
+        _fail("power.version", f"version {version} is newer than this clproj reads")
+    rule = _str(doc, "power.rule", _POWER_RULES)
+    conf = _str(doc, "power.confidence", _CONFIDENCE)
+    if rule == "spec" and conf != "low":
+        _fail("power.confidence", "a spec rule's power is low confidence, got 'normal'")
+    tdp = _num(doc, "power.tdp_w", maximum=MAX_POWER_W)
+    idle = _num(doc, "power.idle_w", strict=False, maximum=tdp)
+    if "static_active_w" in power:
+        floor = _num(doc, "power.static_active_w", strict=False, maximum=tdp)
+        if floor < idle:
+            _fail("power.static_active_w", f"below idle_w ({floor!r} < {idle!r})")
+    per_op = power.get("energy_per_op_j")
+    if per_op is not None:
+        if not isinstance(per_op, dict):
+            _fail("power.energy_per_op_j", "expected an object of instruction class -> J")
+        for cls in per_op:
+            if cls not in INSTRUCTION_CLASSES:
+                _fail(f"power.energy_per_op_j.{cls}", "unknown instruction class")
+            _num(doc, f"power.energy_per_op_j.{cls}", strict=False, maximum=1.0)
+    if power.get("energy_per_dram_byte_j") is not None:
+        _num(doc, "power.energy_per_dram_byte_j", strict=False, maximum=1.0)
+    if rule == "measured" and per_op is None:
+        _fail("power.energy_per_op_j", "missing: a measured power section gives them")
+    prov = power.get("provenance")
+    if not isinstance(prov, dict) or not all(isinstance(v, str) for v in prov.values()):
+        _fail("power.provenance", "expected an object of field -> how it was obtained")
 
 
 # --------------------------------------------------------------------------- the profile

@@ -58,6 +58,7 @@ FIELDS: dict[str, tuple[str, float, float, bool]] = {
     "max_groups_per_cu": ("int", 1, 2**16, False),
     "registers_per_cu": ("int", 1, 2**30, False),
     "pcie_gen": ("int", 2, 5, False),
+    "tdp_w": ("number", 1, 100_000, False),
     "sources": ("strs", 0, 0, False),
     "notes": ("str", 0, 0, False),
 }
@@ -178,6 +179,9 @@ def sheet_spec(doc: dict[str, Any], path: str) -> tuple[Any, dict[str, str]]:
         local_kib_per_group=local_group,
         per_cu=per_cu,
         l2_bytes=(l2 or 0) * 1024,
+        # Never the family entry's: another device's board power would be an estimate
+        # posing as this one's; without it the profile has no power section.
+        tdp_w=float(doc.get("tdp_w", 0.0)),
         notes="; ".join(n for n in notes if n),
         sources=tuple(doc.get("sources") or (f"device sheet {Path(path).name}",)),
         **values,

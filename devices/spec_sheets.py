@@ -39,6 +39,13 @@ class Spec:
     launch_s: float
     per_cu: dict[str, float] = field(default_factory=dict)
     l2_bytes: int = 0  # last-level (L2) cache; 0 = not listed
+    # Board power (TDP / total board power, W) of what the profile describes: per GPU of a
+    # dual-GPU board and per GCD of an MI250X (the board's figure halved, as OpenCL shows
+    # one device), the whole APU for the A10-7850K (AMD gives no GPU share). Sources:
+    # the vendor sheet of each entry (NVIDIA Tesla/data-centre product briefs, AMD
+    # Instinct/FirePro datasheets, GeForce and Radeon launch specifications as listed by
+    # the TechPowerUp GPU database, Intel Xeon Phi SE10P product brief). 0 = unknown.
+    tdp_w: float = 0.0
     kind: str = "GPU"  # identity.kind: what OpenCL reports the device as
     notes: str = ""
     sources: tuple[str, ...] = ()
@@ -66,6 +73,7 @@ def per_cu_rates(
 SPECS: tuple[Spec, ...] = (
     Spec(
         key="hd5870-spec",
+        tdp_w=188,
         name="ATI Radeon HD 5870",
         l2_bytes=524288,
         vendor="AMD",
@@ -93,6 +101,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="hd7970-spec",
+        tdp_w=250,
         name="AMD Radeon HD 7970",
         l2_bytes=786432,
         vendor="AMD",
@@ -120,6 +129,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="c1060-spec",
+        tdp_w=188,
         name="Tesla C1060",
         vendor="NVIDIA",
         arch="Tesla (GT200, sm_13)",
@@ -146,6 +156,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="c2050-spec",
+        tdp_w=238,
         name="Tesla C2050",
         l2_bytes=786432,
         vendor="NVIDIA",
@@ -172,6 +183,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="a100-sxm-spec",
+        tdp_w=400,
         name="NVIDIA A100-SXM4-80GB",
         l2_bytes=41943040,
         vendor="NVIDIA",
@@ -198,6 +210,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="h100-sxm-spec",
+        tdp_w=700,
         name="NVIDIA H100 80GB HBM3",
         l2_bytes=52428800,
         vendor="NVIDIA",
@@ -225,6 +238,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="h200-spec",
+        tdp_w=700,
         name="NVIDIA H200",
         l2_bytes=62914560,
         vendor="NVIDIA",
@@ -251,6 +265,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="mi250x-gcd-spec",
+        tdp_w=280,
         name="AMD Instinct MI250X (one GCD)",
         l2_bytes=8388608,
         vendor="AMD",
@@ -279,6 +294,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="mi300x-spec",
+        tdp_w=750,
         name="AMD Instinct MI300X",
         vendor="AMD",
         arch="CDNA3 (gfx942)",
@@ -309,6 +325,7 @@ SPECS: tuple[Spec, ...] = (
     # vendor and generation family, named in each entry's notes.
     Spec(
         key="r9-290x-spec",
+        tdp_w=290,
         name="AMD Radeon R9 290X",
         l2_bytes=1048576,
         vendor="AMD",
@@ -337,6 +354,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="r9-295x2-spec",
+        tdp_w=250,
         name="AMD Radeon R9 295X2 (one GPU)",
         l2_bytes=1048576,
         vendor="AMD",
@@ -365,6 +383,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="r9-fury-x-spec",
+        tdp_w=275,
         name="AMD Radeon R9 Fury X",
         l2_bytes=2097152,
         vendor="AMD",
@@ -392,6 +411,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="firepro-s9150-spec",
+        tdp_w=235,
         name="AMD FirePro S9150",
         l2_bytes=1048576,
         vendor="AMD",
@@ -420,6 +440,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="firepro-s10000-spec",
+        tdp_w=187.5,
         name="AMD FirePro S10000 (one GPU)",
         l2_bytes=786432,
         vendor="AMD",
@@ -449,6 +470,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="a10-7850k-gpu-spec",
+        tdp_w=95,
         name="AMD A10-7850K Radeon R7 (GPU)",
         l2_bytes=524288,
         vendor="AMD",
@@ -479,6 +501,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="gtx-580-spec",
+        tdp_w=244,
         name="NVIDIA GeForce GTX 580",
         l2_bytes=786432,
         vendor="NVIDIA",
@@ -507,6 +530,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="gtx-780-ti-spec",
+        tdp_w=250,
         name="NVIDIA GeForce GTX 780 Ti",
         l2_bytes=1572864,
         vendor="NVIDIA",
@@ -539,6 +563,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="gtx-980-spec",
+        tdp_w=165,
         name="NVIDIA GeForce GTX 980",
         l2_bytes=2097152,
         vendor="NVIDIA",
@@ -572,6 +597,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="gtx-980-ti-spec",
+        tdp_w=250,
         name="NVIDIA GeForce GTX 980 Ti",
         l2_bytes=3145728,
         vendor="NVIDIA",
@@ -603,6 +629,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="k20c-spec",
+        tdp_w=225,
         name="Tesla K20c",
         l2_bytes=1310720,
         vendor="NVIDIA",
@@ -635,6 +662,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="k40c-spec",
+        tdp_w=235,
         name="Tesla K40c",
         l2_bytes=1572864,
         vendor="NVIDIA",
@@ -667,6 +695,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="k80-spec",
+        tdp_w=150,
         name="Tesla K80 (one GK210)",
         l2_bytes=1572864,
         vendor="NVIDIA",
@@ -700,6 +729,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="v100-pcie-spec",
+        tdp_w=250,
         name="Tesla V100-PCIE-16GB",
         l2_bytes=6291456,
         vendor="NVIDIA",
@@ -732,6 +762,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="mi100-spec",
+        tdp_w=300,
         name="AMD Instinct MI100",
         l2_bytes=8388608,
         vendor="AMD",
@@ -760,6 +791,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         key="xeon-phi-se10p-spec",
+        tdp_w=300,
         name="Intel Xeon Phi SE10P",
         kind="ACCELERATOR",
         l2_bytes=31981568,

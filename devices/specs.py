@@ -19,7 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from devices.profile import FORMAT, PROFILES_DIR, VERSION, load_profile, validate
+from devices.profile import (
+    FORMAT,
+    POWER_VERSION,
+    PROFILES_DIR,
+    VERSION,
+    load_profile,
+    validate,
+)
 from devices.spec_memory import dram_latency_s, hierarchy
 from devices.spec_sheets import SPECS, Spec
 
@@ -196,6 +203,8 @@ def build(spec: Spec, sources: tuple[tuple[str, str], ...] = EFFICIENCY_FROM) ->
         "provenance": prov,
         "nvml": None,
     }
+    if spec.tdp_w:
+        doc["power"] = spec_power(spec.tdp_w, f"spec: {spec.key} sheet")
     extra, hprov = hierarchy(spec, sources)
     if extra:
         doc["memory"].update(extra["memory"])
@@ -203,6 +212,35 @@ def build(spec: Spec, sources: tuple[tuple[str, str], ...] = EFFICIENCY_FROM) ->
         prov.update(hprov)
     validate(doc)
     return doc
+
+
+# Idle power as a share of board power for devices without power microbenchmarks. An
+# assumption of the rule, not a measurement: published nvidia-smi idle readings of HBM
+# data-centre GPUs lie near 10-15% of TDP (an H200 about 80 W of 700 W); the idle samples
+# of scripts/gpu/energy.sh (``idle_power_w``) replace it where a device is measured.
+IDLE_FRACTION = 0.10
+
+
+def spec_power(tdp_w: float, tdp_source: str) -> dict[str, Any]:
+    """The ``power`` section of a device known only by its board power (docs/formats.md
+    section 3): idle = :data:`IDLE_FRACTION` x TDP, no per-operation energies (the
+    projection then scales the dynamic budget, TDP - idle, by the projected utilisation),
+    always ``confidence: low``. Used by spec profiles, sheets with ``tdp_w``, and the
+    projection for a measured profile without a power section whose device has a sheet."""
+    idle = IDLE_FRACTION * tdp_w
+    return {
+        "version": POWER_VERSION,
+        "rule": "spec",
+        "confidence": "low",
+        "tdp_w": tdp_w,
+        "idle_w": idle,
+        "static_active_w": idle,
+        "provenance": {
+            "tdp_w": tdp_source,
+            "idle_w": f"derived: {IDLE_FRACTION} x tdp_w (assumed share, docs/projection.md)",
+            "static_active_w": "derived: idle_w (no measurement of a busy device's floor)",
+        },
+    }
 
 
 # Published latencies, in cycles, of a dependent fused multiply-add, a floating-point add

@@ -70,6 +70,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(project mode's default), measured, all, profile keys or files, comma-separated; "
         "route mode's default is cluster (the devices the broker's nodes announce)",
     )
+    p.add_argument(
+        "--objective",
+        choices=("time", "energy", "edp"),
+        default="time",
+        help="project mode: recommend per kernel by projected time (default), energy or "
+        "energy x delay (docs/projection.md)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
 
@@ -373,6 +380,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                     env["CLPROJ_PROJECTION_FILE"],
                     env["CLPROJ_DEFERRED_FILE"],
                     devices_spec=devices_spec or "local",
+                    objective=args.objective,
                 )
         except ClprojError as exc:  # the app's exit code and its measured kernels stay
             print(f"clproj: after the app: {exc.cause}", file=sys.stderr)

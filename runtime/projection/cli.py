@@ -1,4 +1,4 @@
-"""``clproj project``: projected time, bound and rank of one kernel on every device."""
+"""``clproj project``: projected time, energy, bound and rank of one kernel on every device."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--timeout", type=positive_seconds, default=120.0, help="emulation time budget in seconds"
+    )
+    p.add_argument(
+        "--objective",
+        default="time",
+        choices=["time", "energy", "edp"],
+        help="rank by projected time (default), energy, or energy x delay; energy and "
+        "power come from each profile's power section or its sheet's TDP (low confidence)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_project)
@@ -94,34 +101,69 @@ def read_kernel_profile(path: str) -> dict[str, Any]:
         raise ClprojError(f"{path}: {exc.cause}", exc.fix) from None
 
 
+def _fmt_joules(j: float | None) -> str:
+    if j is None:
+        return "-"
+    for unit, scale in (("J", 1.0), ("mJ", 1e-3), ("uJ", 1e-6)):
+        if j >= scale:
+            return f"{j / scale:.3g} {unit}"
+    return f"{j / 1e-9:.3g} nJ"
+
+
+def _fmt_power(pw: Any) -> str:
+    if pw.power_w is None:
+        return "-"
+    return f"{pw.power_w:.0f} W" + (" (low)" if pw.confidence == "low" else "")
+
+
 def run_project(args: argparse.Namespace) -> int:
     from runtime.projection import device_set
     from runtime.projection.model import rank
+    from runtime.projection.power import project_power, rank_by
 
     profile = load_kernel_profile(args.target, args.mode, args.timeout)
     devices = device_set.resolve(args.devices)
     low = {d.key for d in devices if d.low_confidence}
-    ranked = rank(profile, devices, profile["launch"].get("footprint_bytes"))
+    by_key = {d.key: d for d in devices}
+    projected = rank(profile, devices, profile["launch"].get("footprint_bytes"))
+    powers = {p.device_key: project_power(p, profile, by_key[p.device_key]) for p in projected}
+    ranked = rank_by(args.objective, projected, powers)
+    # rank_by puts devices without power last: if the first has none, none has.
+    if args.objective != "time" and powers[ranked[0].device_key].energy_j is None:
+        raise ClprojError(
+            f"no device of {args.devices!r} has a power projection for --objective {args.objective}",
+            "add a device with a power section or a sheet TDP (docs/projection.md "
+            '"Power and energy"), or rank by time',
+        )
     if args.json:
         emit_json(
             {
                 "kernel": profile.get("kernel"),
+                "objective": args.objective,
                 "recommended": ranked[0].device_key,
                 "projections": [
-                    p.to_dict() | ({"low_confidence": True} if p.device_key in low else {})
+                    p.to_dict()
+                    | {
+                        "energy_j": powers[p.device_key].energy_j,
+                        "power_w": powers[p.device_key].power_w,
+                        "power": powers[p.device_key].to_dict(),
+                    }
+                    | ({"low_confidence": True} if p.device_key in low else {})
                     for p in ranked
                 ],
             }
         )
         return 0
-    best = ranked[0].time_s
+    best = min(p.time_s for p in ranked)
     print_table(
         [
             "rank",
             "device",
             "kind",
             "projected",
-            "x best",
+            "x fastest",
+            "energy",
+            "power",
             "bound",
             "compute",
             "global",
@@ -136,6 +178,8 @@ def run_project(args: argparse.Namespace) -> int:
                 p.device_kind,
                 fmt_time(p.time_s),
                 round(p.time_s / best, 2),
+                _fmt_joules(powers[p.device_key].energy_j),
+                _fmt_power(powers[p.device_key]),
                 p.bound,
                 fmt_time(p.t_compute),
                 fmt_time(p.t_global),
@@ -144,7 +188,9 @@ def run_project(args: argparse.Namespace) -> int:
             )
             for i, p in enumerate(ranked)
         ],
-        title=f"projection of {profile.get('kernel')}",
+        title=f"projection of {profile.get('kernel')} (ranked by {args.objective})",
     )
+    if any(pw.power_w is not None and pw.confidence == "low" for pw in powers.values()):
+        print("power (low): the spec rule from the sheet's TDP, not a measurement")
     print(f"recommended device: {ranked[0].device_key} ({ranked[0].device_name})")
     return 0

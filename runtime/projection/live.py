@@ -241,9 +241,13 @@ def _project_record(
                 profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
         except ClprojError as exc:
             return base | {"error": exc.cause, "cached": False}
+    from runtime.projection.power import OBJECTIVES, project_power, rank_by
+
     footprint = record_footprint(record)
     ranked = rank(profile, devices, footprint)
     low = {d.key for d in devices if d.low_confidence}
+    by_key = {d.key: d for d in devices}
+    powers = {p.device_key: project_power(p, profile, by_key[p.device_key]) for p in ranked}
     doc = base | {
         "emulation": profile["emulation"],
         "footprint_bytes": footprint,
@@ -259,11 +263,17 @@ def _project_record(
                 "t_compute": p.t_compute,
                 "t_global": p.t_global,
                 "t_local": p.t_local,
+                "energy_j": powers[p.device_key].energy_j,
+                "power_w": powers[p.device_key].power_w,
+                "power_confidence": powers[p.device_key].confidence,
                 **({"low_confidence": True} if p.device_key in low else {}),
             }
             for p in ranked
         ],
         "recommended": ranked[0].device_key,
+        # every objective's choice, so `clproj run --objective` picks after the app
+        # without projecting again (runtime/projection/power.py)
+        "recommended_by": {o: rank_by(o, ranked, powers)[0].device_key for o in OBJECTIVES},
         "cached": False,
     }
     if reused:
@@ -332,6 +342,7 @@ def complete_run(
     deferred_file: str | None = None,
     devices_spec: str = "local",
     mode: str | None = None,
+    objective: str = "time",
 ) -> list[dict[str, Any]]:
     """After the app exited: project every record the background worker did not finish,
     and every launch the app left to the reuse cache (``deferred_file``).
@@ -340,7 +351,8 @@ def complete_run(
     projected by the app seeds its profile, a missing one is emulated (it was snapshotted
     because the cache chose it as an anchor or drift check). Each deferred launch is then
     scaled from the nearest anchor of its entry (``ReuseCache.scaled``). ``mode``
-    defaults to :func:`emulation_mode`, as in the app.
+    defaults to :func:`emulation_mode`, as in the app. ``recommended`` is each launch's
+    choice by ``objective`` (time, energy or edp).
     """
     from intercept.record import list_records, load
     from runtime.projection import device_set
@@ -359,7 +371,7 @@ def complete_run(
     unprojected = [d for d in done.values() if d.get("profile") and not d.get("projections")]
     if not missing and not deferred and not unprojected:
         _summary(done, in_app, 0, 0.0)
-        return list(done.values())
+        return choose(list(done.values()), objective)
     start = time.perf_counter()
     devices = device_set.resolve(devices_spec)
     try:
@@ -367,7 +379,19 @@ def complete_run(
     except KeyboardInterrupt:  # Ctrl-C after the app: keep what is projected so far
         print("clproj: interrupted; showing the launches projected so far", file=sys.stderr)
     _summary(done, in_app, len(missing), time.perf_counter() - start)
-    return list(done.values())
+    return choose(list(done.values()), objective)
+
+
+def choose(docs: list[dict[str, Any]], objective: str) -> list[dict[str, Any]]:
+    """Each projection's ``recommended`` set to its choice by ``objective``; a cached
+    projection from before energy was projected keeps its choice by time."""
+    for doc in docs:
+        pick = (doc.get("recommended_by") or {}).get(objective)
+        if pick:
+            doc["recommended"] = pick
+        if doc.get("projections"):
+            doc["objective"] = objective if pick else "time"
+    return docs
 
 
 def _complete(
@@ -435,6 +459,16 @@ def _summary(done: dict[str, dict[str, Any]], in_app: int, after: int, seconds: 
     )
 
 
+def _energy_cell(doc: dict[str, Any], p: dict[str, Any]) -> str:
+    """A device cell's energy, shown when launches were chosen by energy or EDP."""
+    if doc.get("objective", "time") == "time":
+        return ""
+    if p.get("energy_j") is None:
+        return ", no power"
+    low = " (low)" if p.get("power_confidence") == "low" else ""
+    return f", {p['energy_j'] * 1e3:.3g} mJ{low}"
+
+
 def print_projections(
     projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]], to: Any = None
 ) -> None:
@@ -463,6 +497,7 @@ def print_projections(
                 None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
                 *[
                     f"{by_dev[d]['time_s'] * 1e6:.1f} us {by_dev[d]['bound']}"
+                    + _energy_cell(doc, by_dev[d])
                     if d in by_dev
                     else "-"
                     for d in devices
@@ -480,6 +515,12 @@ def print_projections(
             "profile",
         ],
         rows,
-        title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)",
+        title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)"
+        + "".join(
+            sorted(
+                {f"; recommended by {d.get('objective', 'time')}" for d in projections}
+                - {"; recommended by time"}
+            )
+        ),
         to=to,
     )

@@ -70,6 +70,15 @@ def test_minimal_sheet_takes_the_vendor_family_defaults(tmp_path: Path) -> None:
     assert p.provenance("occupancy.max_work_items_per_cu").startswith("derived: as mi300x")
 
 
+def test_sheet_tdp_gives_a_spec_power_section_and_no_tdp_none(tmp_path: Path) -> None:
+    power = profile_from_sheet(str(EXAMPLE))["power"]
+    assert power["tdp_w"] == 450 and power["rule"] == "spec" and power["confidence"] == "low"
+    assert power["idle_w"] == pytest.approx(45.0)
+    path = tmp_path / "small.toml"
+    path.write_text(MINIMAL)
+    assert "power" not in profile_from_sheet(str(path))  # never the family entry's TDP
+
+
 def test_sheet_profile_projects_and_ranks_beside_shipped_ones() -> None:
     kernel = vecadd_profile()
     devices = device_set.resolve(f"{EXAMPLE},v100-pcie-spec")
@@ -133,6 +142,8 @@ def test_devices_option_and_sheet_command(python_exe: str, tmp_path: Path) -> No
         (lambda t: t.replace('"AMD"', '"ACME"'), "like"),
         (lambda t: t + 'like = "no-such-spec"\n', "like"),
         (lambda t: t + "sources = [1, 2]\n", "sources"),
+        (lambda t: t + "tdp_w = 0\n", "tdp_w"),
+        (lambda t: t + 'tdp_w = "450"\n', "tdp_w"),
     ],
 )
 def test_bad_sheet_is_one_line_naming_the_field(tmp_path: Path, change, field: str) -> None:

@@ -13,7 +13,9 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_project(cmd: list[str], tmp_path, path: str | None = None) -> dict:
+def run_project(
+    cmd: list[str], tmp_path, path: str | None = None, options: tuple[str, ...] = ()
+) -> dict:
     """``clproj run --mode project --json`` with a projection cache of this test's own
     (the session's device profiles are copied in, so a device is measured once a session)."""
     cache = tmp_path / "cache"
@@ -34,6 +36,7 @@ def run_project(cmd: list[str], tmp_path, path: str | None = None) -> dict:
             "--json",
             "--record",
             str(tmp_path / "rec"),
+            *options,
             "--",
             *cmd,
         ],
@@ -68,6 +71,27 @@ def test_pyopencl_app_under_project_mode(tmp_path):
         [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"], tmp_path
     )
     assert all(p["cached"] for p in again["projections"])
+
+
+def test_project_mode_recommends_by_energy(tmp_path):
+    """``--objective energy``: each kernel's recommendation is the device of least
+    projected energy; the device without a power projection (the CPU) is never it."""
+    devices = "h100-sxm-spec,v100-pcie-spec,pocl-pthread-amd-epyc"
+    doc = run_project(
+        [sys.executable, "-m", "benchmarks.apps", "vecadd", "heavy_gather", "--size", "small"],
+        tmp_path,
+        options=("--devices", devices, "--objective", "energy"),
+    )
+    check_projections(doc, {"vecadd", "heavy_gather"})
+    for p in doc["projections"]:
+        assert p["objective"] == "energy"
+        energies = {q["device"]: q["energy_j"] for q in p["projections"]}
+        assert energies["pocl-pthread-amd-epyc"] is None
+        assert all(energies[k] > 0 for k in ("h100-sxm-spec", "v100-pcie-spec"))
+        best = min((e, k) for k, e in energies.items() if e is not None)[1]
+        assert p["recommended"] == best == p["recommended_by"]["energy"]
+        fastest = min(p["projections"], key=lambda q: q["time_s"])["device"]
+        assert p["recommended_by"]["time"] == fastest
 
 
 @pytest.mark.skipif(

@@ -1,0 +1,221 @@
+"""Measured energy of our benchmark apps' kernels on an NVIDIA GPU (``clproj.energy-results``).
+
+Why: the power rule of the projection (``runtime/projection/power.py``) is a spec-sheet
+rule until a device has measured energy per operation; this is the measurement it waits
+for. Each distinct launch shape (kernel, global, local) of each app is launched over and
+over for a window of at least 2 s while NVML's total-energy counter is polled
+(``devices/energy_nvml.py``); the host's package energy is read through powercap where
+it can be (``devices/rapl.py``). Every raw reading goes into the results file; the
+figures are made from them by ``devices.energy.window_figures``.
+
+``python -m benchmarks.energy_run --help``; run on the lent GPU machine by
+``scripts/gpu/energy.sh``. Nothing here sets clocks or power limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import socket
+import sys
+import time
+from typing import Any
+
+from clproj.errors import ClprojError
+
+DEFAULT_APPS = ("vecadd", "matmul_lmem", "heavy_fma", "nbody", "reduction")
+MIN_WINDOW_S = 2.0
+
+
+def window_seconds(text: str) -> float:
+    """argparse type: a window of at least 2 s (the counter steps every 20-100 ms)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not MIN_WINDOW_S <= v <= 60:
+        raise argparse.ArgumentTypeError(f"window must be {MIN_WINDOW_S:g} to 60 s, got {v:g}")
+    return v
+
+
+def app_names(text: str) -> list[str]:
+    """argparse type: a comma list of known app names."""
+    from benchmarks.apps import APPS
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in APPS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown app {', '.join(unknown) or '(none)'}; known: {', '.join(APPS)}"
+        )
+    return names
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.energy_run",
+        description="Energy per launch of each kernel of some benchmark apps on an NVIDIA "
+        "GPU (NVML total-energy counter), every raw reading kept.",
+    )
+    p.add_argument("--apps", type=app_names, default=list(DEFAULT_APPS), help="comma list")
+    p.add_argument("--size", default="paper", help="app size label (small, paper/default)")
+    p.add_argument("--gpu", type=int, default=0, help="NVML index of the GPU")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="OpenCL device (clproj devices order); default: first NVIDIA GPU",
+    )
+    p.add_argument("--window", type=window_seconds, default=2.5, help="seconds per kernel")
+    p.add_argument(
+        "--budget", type=float, default=360.0, help="stop starting kernels after this many s"
+    )
+    p.add_argument("-o", "--output", required=True, help="results JSON path")
+    return p
+
+
+def nvidia_opencl_device(spec: str | None) -> Any:
+    """The OpenCL device to run on: the one named, else the first NVIDIA GPU."""
+    from devices.discovery import opencl_devices, select_device
+
+    if spec is not None:
+        return select_device(spec)
+    for dev in opencl_devices():
+        if "nvidia" in dev.platform.name.lower():
+            return dev
+    raise ClprojError(
+        "no NVIDIA OpenCL device", "source scripts/gpu/setup-env.sh (registers the driver)"
+    )
+
+
+def shapes(plan: Any) -> list[Any]:
+    """The first launch of each distinct (kernel, global size, local size) of a plan."""
+    seen: dict[tuple[Any, ...], Any] = {}
+    for launch in plan.launches:
+        key = (launch.kernel, tuple(launch.global_size), launch.local_size)
+        seen.setdefault(key, launch)
+    return list(seen.values())
+
+
+def measure_app(
+    nv: Any, handle: Any, dev: Any, name: str, args: argparse.Namespace, out: list[dict[str, Any]]
+) -> None:
+    """Append one entry per launch shape of app ``name`` to ``out`` as each is measured
+    (its raw window, figures or refusal), so a later shape's failure keeps the earlier."""
+    import numpy as np
+    import pyopencl as cl
+
+    from benchmarks.apps import get_app
+    from benchmarks.apps.execute import bind_args
+    from devices.energy import kernel_entry
+    from devices.energy_nvml import measure
+
+    plan = get_app(name).plan(args.size)
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    prg = cl.Program(ctx, plan.source).build(options=plan.options.split() if plan.options else [])
+    bufs = {}
+    for n, a in plan.buffers.items():
+        a = np.ascontiguousarray(a)
+        bufs[n] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=max(1, a.nbytes))
+        if a.nbytes:
+            cl.enqueue_copy(queue, bufs[n], a)
+    queue.finish()
+    for launch in shapes(plan):
+        k = cl.Kernel(prg, launch.kernel)
+        bind_args(k, launch, bufs)
+        gsize, lsize = launch.global_size, launch.local_size
+        w = measure(
+            nv,
+            handle,
+            launch.kernel,
+            lambda k=k, g=gsize, loc=lsize: cl.enqueue_nd_range_kernel(queue, k, g, loc),
+            queue.finish,
+            args.window,
+        )
+        entry = kernel_entry(
+            w,
+            app=name,
+            kernel=launch.kernel,
+            global_size=list(gsize),
+            local_size=None if lsize is None else list(lsize),
+        )
+        out.append(entry)
+        f = entry["figures"]
+        sys.stderr.write(
+            f"{name}/{launch.kernel}: "
+            + (
+                f"{f['time_per_launch_s'] * 1e6:.1f} us, {f['average_power_w']:.0f} W, "
+                f"{f['energy_per_launch_j'] * 1e3:.3f} mJ/launch\n"
+                if f
+                else f"refused: {entry['error']}\n"
+            )
+        )
+
+
+def run(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
+    """The whole measurement: NVML opened first (a machine without a driver stops here,
+    in one line), then every app, then the host's package energy over the run.
+    ``save(doc)`` is called after every app with what is measured so far, so a run cut
+    short by its time limit still leaves its readings."""
+    from devices.energy import results
+    from devices.energy_nvml import device_facts, open_nvml
+    from devices.rapl import RaplWindow
+
+    nv, handle = open_nvml(args.gpu)
+    dev = nvidia_opencl_device(args.device)
+    device = device_facts(nv, handle) | {"opencl_name": dev.name.strip(), "index": args.gpu}
+    cpu = RaplWindow()
+    cpu.start()
+    t0 = time.monotonic()
+    kernels: list[dict[str, Any]] = []
+    skipped: list[str] = []
+
+    def document(host_energy: Any) -> dict[str, Any]:
+        host = {
+            "hostname": socket.gethostname(),
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "cpu_energy": None
+            if host_energy is None
+            else {
+                "joules": host_energy.joules,
+                "seconds": host_energy.seconds,
+                "reason": host_energy.reason,
+            },
+        }
+        extra = {"size": args.size, "skipped_for_budget": skipped}
+        return results(device, kernels, host) | extra
+
+    for name in args.apps:
+        if time.monotonic() - t0 > args.budget:
+            skipped.append(name)
+            continue
+        try:
+            measure_app(nv, handle, dev, name, args, kernels)
+        except Exception as exc:  # a build or launch failure: recorded, the rest goes on
+            kernels.append({"app": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        if save is not None:
+            save(document(None))
+    doc = document(cpu.stop())
+    nv.nvmlShutdown()
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    from clproj.atomic import write_atomic
+
+    args = parser().parse_args(argv)
+
+    def save(doc: dict[str, Any]) -> None:
+        write_atomic(args.output, (json.dumps(doc, indent=1) + "\n").encode())
+
+    try:
+        save(run(args, save))
+    except ClprojError as exc:
+        sys.stderr.write(f"error: {exc.cause}\n  fix: {exc.fix}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
