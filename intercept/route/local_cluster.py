@@ -43,7 +43,9 @@ class LocalCluster:
         if not exe or not os.path.basename(exe).startswith("python"):
             exe = os.path.join(sys.base_prefix, "bin", "python3")  # embedded in a C app
         common = [exe, "-m", "clproj.cli"]
-        # both stop when this app exits, even by a signal (clproj.lifeline)
+        # both stop when this app exits, even by a signal (clproj.lifeline); each in its own
+        # session, so a Ctrl-C or kill for the app's process group reaches the app alone
+        # (the cluster then serves the app's own shutdown instead of dying before it)
         parent = ["--parent-pid", str(os.getpid())]
         self.procs = [
             subprocess.Popen(
@@ -59,6 +61,7 @@ class LocalCluster:
                     *parent,
                 ],
                 env=env,
+                start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=quiet,
@@ -78,6 +81,7 @@ class LocalCluster:
                     *parent,
                 ],
                 env=env,
+                start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=quiet,
                 stderr=quiet,
