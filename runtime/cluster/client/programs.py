@@ -155,13 +155,15 @@ class Programs:
             }
         elif prog.kind == "compile":
             op = "prog_compile"
-            a = {"h": prog.h, "src": prog.source, "opts": prog.options}
+            a = {"h": prog.h, "opts": prog.options}
             if prog.headers:
                 a["hdrs"] = [list(hd) for hd in prog.headers]
         else:
             op = "prog_build"
-            a = {"h": prog.h, "src": prog.source, "opts": prog.options}
-        req = p.cmd(dev, op, a)
+            a = {"h": prog.h, "opts": prog.options}
+        # the source as a data frame: a header is limited to protocol.MAX_HEADER_BYTES
+        data = None if op == "prog_link" else prog.source.encode()
+        req = p.cmd(dev, op, a, data)
         p.wait([req])
         if dev not in p.dead:
             prog.built_on.add(dev)
