@@ -88,6 +88,17 @@ class LocalCluster:
             ),
         ]
 
+    def gone(self) -> str | None:
+        """Which of the two has exited, in one line (None: both run). Why: they are this
+        app's children, so their death is known at once, and a call waiting for the
+        cluster fails now instead of after the client's timeout (60 s per call)."""
+        for name, p in zip(("broker", "node"), self.procs, strict=True):
+            rc = p.poll()
+            if rc is not None:
+                how = f"killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
+                return f"the embedded cluster's {name} (pid {p.pid}) {how}"
+        return None
+
     def stop(self) -> None:
         """Both told at once, then waited for (one after the other cost ~0.3 s per app)."""
         import subprocess
