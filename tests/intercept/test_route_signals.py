@@ -73,8 +73,10 @@ def alive(pid: int) -> bool:
         return False
 
 
-def interrupted(cmd: list[str], target: str) -> tuple[int, str, float, list[int]]:
-    """Run ``cmd`` in a session of its own, SIGINT once the app runs: (status, stderr,
+def interrupted(
+    cmd: list[str], target: str, sig: int = signal.SIGINT
+) -> tuple[int, str, float, list[int]]:
+    """Run ``cmd`` in a session of its own, ``sig`` once the app runs: (status, stderr,
     seconds from the signal to the exit, the app's helpers seen before the signal)."""
     proc = subprocess.Popen(
         cmd,
@@ -92,9 +94,9 @@ def interrupted(cmd: list[str], target: str) -> tuple[int, str, float, list[int]
         helpers = helpers_of(pid)
         time.sleep(0.3)
         if target == "group":
-            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, sig)
         else:
-            os.kill(pid, signal.SIGINT)
+            os.kill(pid, sig)
         t0 = time.monotonic()
         _, err = proc.communicate(timeout=60)
         return proc.returncode, err, time.monotonic() - t0, helpers
@@ -135,6 +137,23 @@ def test_sigint_reaches_a_routed_python_app_as_natively(native, target):
         assert len(frames) == 1 and frames[0].endswith("in <module>"), text[-3000:]
         assert int(frames[0].split("line ")[1].split(",")[0]) in LOOP, frames
     assert len(helpers) >= 2  # the embedded broker and node (and emulators) ran, and are gone
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline and any(alive(p) for p in helpers):
+        time.sleep(0.1)
+    assert not [p for p in helpers if alive(p)]
+
+
+@pytest.mark.parametrize("target", ["app", "group"])
+def test_sigterm_ends_a_routed_python_app_as_natively(native, target):
+    """Python leaves SIGTERM to the kernel: the app dies of it at once, natively too."""
+    app = native[0]
+    rc, err, took, _ = interrupted([sys.executable, app], "app", signal.SIGTERM)
+    assert rc == -signal.SIGTERM and took < 15, (rc, err[-2000:])
+    cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--"]
+    rc, err, took, helpers = interrupted([*cmd, sys.executable, app], target, signal.SIGTERM)
+    assert rc == 128 + signal.SIGTERM and took < 15, (rc, took, err[-3000:])
+    assert "killed by SIGTERM" in err and "internal error" not in err
+    assert len(helpers) >= 2
     deadline = time.monotonic() + 8
     while time.monotonic() < deadline and any(alive(p) for p in helpers):
         time.sleep(0.1)
