@@ -119,8 +119,9 @@ OPS: dict[str, dict[str, Any]] = {
     # reply res: the real program's introspection (runtime.cluster.introspect), also on failure;
     # the source (UTF-8) in data frame 1 (or, up to MAX_STR, in "src" without a frame)
     "prog_build": {"h": _INT, "src?": _STR, "opts": _STR},
-    # compiled, not linked (clCompileProgram); hdrs: [[include name, source], ...]
-    "prog_compile": {"h": _INT, "src?": _STR, "opts": _STR, "hdrs?": _LIST},
+    # compiled, not linked (clCompileProgram); hdrs: [[include name, source], ...]; hf: the
+    # data frame is msgpack [source, hdrs] instead (headers of any size)
+    "prog_compile": {"h": _INT, "src?": _STR, "opts": _STR, "hdrs?": _LIST, "hf?": bool},
     # parts: handles of this client's compiled programs on that device (clLinkProgram)
     "prog_link": {"h": _INT, "parts": _LIST, "opts": _STR},
     "launch": {
@@ -270,6 +271,8 @@ def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:
     if op in _SOURCE_OPS:
         if nframes != (0 if isinstance(a.get("src"), str) else 1):
             raise ProtocolError(f"cmd {op}: needs its source in src or in one data frame")
+        if a.get("hf") and (nframes != 1 or "hdrs" in a):
+            raise ProtocolError(f"cmd {op}: hf takes the source and headers in one frame")
     elif op != "buf_write" and op != "buf_create" and nframes:
         raise ProtocolError(f"cmd {op}: takes no data frame")
     if op == "buf_create" and nframes > 1:
@@ -378,21 +381,48 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
     return header
 
 
-def program_source(a: dict[str, Any], data: Sequence[Any]) -> str:
-    """The source of a checked prog_build / prog_compile: its ``src`` or its data frame
-    (at most :data:`MAX_PROGRAM_BYTES`, UTF-8)."""
+def program_source(a: dict[str, Any], data: Sequence[Any]) -> tuple[str, list[list[str]]]:
+    """The source and the include headers (``[[name, source], ...]``) of a checked
+    prog_build / prog_compile: from its fields or its data frame (at most
+    :data:`MAX_PROGRAM_BYTES`: UTF-8 source, or with ``hf`` msgpack ``[source, hdrs]``)."""
     if isinstance(a.get("src"), str):
-        return str(a["src"])
+        return str(a["src"]), list(a.get("hdrs") or [])
     frame = data[0]
     raw = frame.bytes if hasattr(frame, "bytes") else bytes(frame)
     if len(raw) > MAX_PROGRAM_BYTES:
         raise ProtocolError(
             f"program source of {len(raw)} bytes exceeds the node's {MAX_PROGRAM_BYTES}"
         )
+    if not a.get("hf"):
+        try:
+            return raw.decode(), list(a.get("hdrs") or [])
+        except UnicodeDecodeError:
+            raise ProtocolError("program source is not UTF-8") from None
     try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        raise ProtocolError("program source is not UTF-8") from None
+        obj = msgpack.unpackb(
+            raw,
+            raw=False,
+            max_str_len=MAX_PROGRAM_BYTES,
+            max_bin_len=0,
+            max_ext_len=0,
+            max_array_len=MAX_LIST,
+            max_map_len=0,
+        )
+    except Exception as exc:  # msgpack raises several types for garbage
+        raise ProtocolError(f"undecodable program frame ({type(exc).__name__})") from None
+    ok = (
+        isinstance(obj, list)
+        and len(obj) == 2
+        and isinstance(obj[0], str)
+        and isinstance(obj[1], list)
+        and all(
+            isinstance(hd, list) and len(hd) == 2 and all(isinstance(x, str) for x in hd)
+            for hd in obj[1]
+        )
+    )
+    if not ok:
+        raise ProtocolError("program frame must be [source, [[name, source], ...]]")
+    return obj[0], obj[1]
 
 
 def lenient_id(frames: Sequence[Any]) -> int:

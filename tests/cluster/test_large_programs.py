@@ -142,4 +142,30 @@ def test_a_source_over_the_nodes_limit_is_refused_at_once(tmp_path):
 def test_a_source_frame_over_the_nodes_limit_is_a_protocol_error():
     with pytest.raises(protocol.ProtocolError, match="exceeds"):
         protocol.program_source({}, [b"x" * (protocol.MAX_PROGRAM_BYTES + 1)])
-    assert protocol.program_source({}, [b"__kernel void k() {}"]) == "__kernel void k() {}"
+    assert protocol.program_source({}, [b"__kernel void k() {}"]) == ("__kernel void k() {}", [])
+
+
+def test_compile_with_an_include_header_over_the_string_limit(embedded_cluster):
+    """clCompileProgram's embedded headers travel in the data frame too (a header string
+    over protocol.MAX_STR was refused)."""
+    import numpy as np
+
+    from runtime.cluster.client.platform import RemotePlatform
+
+    c = embedded_cluster(node="process", lifetime_s=120)
+    p = RemotePlatform(c.endpoint, wait_devices_s=60)
+    try:
+        dev = next(iter(p.devices))
+        filler = "// " + "y" * 96 + "\n"
+        header = filler * (2 * protocol.MAX_STR // len(filler)) + "#define SEVEN 7\n"
+        src = '#include "big.h"\n__kernel void k(__global int *a) { a[get_global_id(0)] = SEVEN; }'
+        part = p.compile_program(src, "", [("big.h", header)], device=dev)
+        prog = p.link_program([part], "", device=dev)
+        b = p.create_buffer(64)
+        k = p.create_kernel(prog, "k")
+        k.set_args(b)
+        p.enqueue_launch(k, (16,), device=dev)
+        out, _ = p.enqueue_read(b)
+        assert np.frombuffer(bytes(out), np.int32).tolist() == [7] * 16
+    finally:
+        p.close()

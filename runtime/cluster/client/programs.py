@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgpack
+
 from clproj.errors import ClprojError
 from intercept import identity
 from runtime.cluster.client.coherence import RemoteBuffer, SubRegion
@@ -156,13 +158,18 @@ class Programs:
         elif prog.kind == "compile":
             op = "prog_compile"
             a = {"h": prog.h, "opts": prog.options}
-            if prog.headers:
-                a["hdrs"] = [list(hd) for hd in prog.headers]
         else:
             op = "prog_build"
             a = {"h": prog.h, "opts": prog.options}
-        # the source as a data frame: a header is limited to protocol.MAX_HEADER_BYTES
-        data = None if op == "prog_link" else prog.source.encode()
+        # the source (and headers) as a data frame: a header is limited to
+        # protocol.MAX_HEADER_BYTES, its strings to protocol.MAX_STR
+        data: bytes | None = None
+        if op == "prog_compile" and prog.headers:
+            a["hf"] = True
+            hdrs = [list(hd) for hd in prog.headers]
+            data = msgpack.packb([prog.source, hdrs], use_bin_type=True)
+        elif op != "prog_link":
+            data = prog.source.encode()
         req = p.cmd(dev, op, a, data)
         p.wait([req])
         if dev not in p.dead:

@@ -190,13 +190,13 @@ def program(ex: Executor, cmd: Command) -> None:
     Prog = ex.store.Program
     d = dev.device
     opts = introspect.with_arg_info(a["opts"]) if op != "prog_compile" else a["opts"]
-    src = "" if op == "prog_link" else protocol.program_source(a, cmd.data)
+    src, headers = ("", []) if op == "prog_link" else protocol.program_source(a, cmd.data)
     if op == "prog_link":
         parts = [ex.store.program(client, dev, h) for h in a["parts"]]
         ident = "link\0" + a["opts"] + "\0" + ",".join(str(id(p)) for p in parts)
         digest = hashlib.sha256(ident.encode()).hexdigest()
     elif op == "prog_compile":
-        ident = "compile\0" + src + "\0" + a["opts"] + "\0" + repr(a.get("hdrs"))
+        ident = "compile\0" + src + "\0" + a["opts"] + "\0" + repr(headers or None)
         digest = hashlib.sha256(ident.encode()).hexdigest()
     else:  # a plain build is cached under the program's own identity (intercept.identity)
         digest = identity.program_hash(src, a["opts"])
@@ -212,7 +212,7 @@ def program(ex: Executor, cmd: Command) -> None:
                 prog = Prog(dev.ctx, src)
                 if op == "prog_compile":
                     failed = "compile"
-                    hdrs = [(n, Prog(dev.ctx, src)) for n, src in a.get("hdrs") or []]
+                    hdrs = [(n, Prog(dev.ctx, src)) for n, src in headers]
                     prog.compile(opts.encode(), [d], hdrs)
                 else:
                     failed = "build"
