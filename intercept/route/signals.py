@@ -18,6 +18,7 @@ traceback ends in one frame of ours (the wrapper or the hook), below the app's o
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -96,9 +97,26 @@ def _deliver(frame: FrameType, event: str, arg: Any) -> None:
 
 
 def watch(entry: Callable[..., Any]) -> None:
-    """Name the function every call enters through (its frames are "inside a call")."""
+    """Name the function every call enters through (its frames are "inside a call"); in a
+    C app, give SIGINT back to the kernel (:func:`_kernel_sigint_in_c_apps`)."""
     global _entry
     _entry = entry.__code__
+    _kernel_sigint_in_c_apps()
+
+
+def _kernel_sigint_in_c_apps() -> None:
+    """Importing :mod:`signal` installs Python's SIGINT handler (KeyboardInterrupt) where
+    SIGINT was SIG_DFL, also in the interpreter cffi embeds in a C app. No code of a C app
+    ever runs it, so the app would never die of a Ctrl-C (measured: a looping C app under
+    route mode ran on after SIGINT); the kernel's default is put back. A C app's own
+    handler (seen by Python as ``None``) is left alone. ``sys.orig_argv`` is empty only
+    in the embedded interpreter (intercept.hooks.at_exit)."""
+    if getattr(sys, "orig_argv", None):
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # ValueError: not the interpreter's main thread, only it may set handlers
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def enter() -> bool:

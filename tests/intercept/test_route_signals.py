@@ -158,3 +158,50 @@ def test_sigterm_ends_a_routed_python_app_as_natively(native, target):
     while time.monotonic() < deadline and any(alive(p) for p in helpers):
         time.sleep(0.1)
     assert not [p for p in helpers if alive(p)]
+
+
+C_APP = textwrap.dedent(
+    r"""
+    #define CL_TARGET_OPENCL_VERSION 120
+    #include <CL/cl.h>
+    #include <stdio.h>
+    #include <unistd.h>
+    int main(void) {
+        cl_platform_id plat; cl_device_id dev; cl_int err;
+        clGetPlatformIDs(1, &plat, NULL);
+        clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL);
+        cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+        cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
+        const char *src = "__kernel void k(__global int *a) { a[get_global_id(0)] += 1; }";
+        cl_program prg = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+        clBuildProgram(prg, 1, &dev, "", NULL, NULL);
+        cl_kernel k = clCreateKernel(prg, "k", &err);
+        cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4 * 4096, NULL, &err);
+        clSetKernelArg(k, 0, sizeof buf, &buf);
+        size_t g = 4096;
+        for (long i = 0;; ++i) {
+            if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL)) return 3;
+            if (i % 16 == 0 && clFinish(q)) return 4;
+            if (i == 50) { printf("RUNNING %d\n", (int)getpid()); fflush(stdout); }
+        }
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("target", ["app", "group"])
+def test_sigint_kills_a_routed_c_app_as_natively(tmp_path, target):
+    exe = tmp_path / "loop"
+    (tmp_path / "loop.c").write_text(C_APP)
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(tmp_path / "loop.c"), "-lOpenCL"], check=True)
+    rc, err, took, _ = interrupted([str(exe)], "app")
+    assert rc == -signal.SIGINT and took < 15, (rc, err[-2000:])
+    cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--"]
+    rc, err, took, helpers = interrupted([*cmd, str(exe)], target)
+    assert rc == 128 + signal.SIGINT and took < 15, (rc, took, err[-3000:])
+    assert "killed by SIGINT" in err and "internal error" not in err
+    assert len(helpers) >= 2
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline and any(alive(p) for p in helpers):
+        time.sleep(0.1)
+    assert not [p for p in helpers if alive(p)]
