@@ -6,5 +6,6 @@ Route object), ``objects`` (contexts, queues, buffers, programs, kernels, events
 cluster's), ``kernel_meta`` (real kernels' arguments), ``encode`` (info value bytes),
 ``programs``, ``buffers``, ``transfers``, ``enqueue`` (launches), ``events``, ``held``
 (commands held back for user events), ``callbacks`` (clSetEventCallback's thread),
-``summary`` (the end-of-run table), ``local_cluster``, ``errors``.
+``summary`` (the end-of-run table), ``signals`` (the app's signal handlers, deferred
+while a call runs), ``local_cluster``, ``errors``.
 """

@@ -41,7 +41,9 @@ class LocalCluster:
         if not exe or not os.path.basename(exe).startswith("python"):
             exe = os.path.join(sys.base_prefix, "bin", "python3")  # embedded in a C app
         common = [exe, "-m", "clproj.cli"]
-        # both stop when this app exits, even by a signal (clproj.lifeline)
+        # both stop when this app exits, even by a signal (clproj.lifeline); each in its own
+        # session, so a Ctrl-C or kill for the app's process group reaches the app alone
+        # (the cluster then serves the app's own shutdown instead of dying before it)
         parent = ["--parent-pid", str(os.getpid())]
         self.procs = [
             subprocess.Popen(
@@ -57,6 +59,7 @@ class LocalCluster:
                     *parent,
                 ],
                 env=env,
+                start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=quiet,
@@ -76,11 +79,23 @@ class LocalCluster:
                     *parent,
                 ],
                 env=env,
+                start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=quiet,
                 stderr=quiet,
             ),
         ]
+
+    def gone(self) -> str | None:
+        """Which of the two has exited, in one line (None: both run). Why: they are this
+        app's children, so their death is known at once, and a call waiting for the
+        cluster fails now instead of after the client's timeout (60 s per call)."""
+        for name, p in zip(("broker", "node"), self.procs, strict=True):
+            rc = p.poll()
+            if rc is not None:
+                how = f"killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
+                return f"the embedded cluster's {name} (pid {p.pid}) {how}"
+        return None
 
     def stop(self) -> None:
         """Both told at once, then waited for (one after the other cost ~0.3 s per app)."""

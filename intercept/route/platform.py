@@ -28,7 +28,16 @@ from typing import Any
 from clproj import cl_names as C
 from clproj import settings
 from clproj.errors import ClprojError  # a leaf module; imported per call before (~1 us each)
-from intercept.route import buffers, callbacks, enqueue, events, info, programs, transfers
+from intercept.route import (
+    buffers,
+    callbacks,
+    enqueue,
+    events,
+    info,
+    programs,
+    signals,
+    transfers,
+)
 from intercept.route.errors import CLError, log_once
 from intercept.route.held import Handler
 from intercept.route.local_cluster import LocalCluster
@@ -214,6 +223,16 @@ def install(ffi: Any, lib: Any) -> None:
 
     @ffi.def_extern(error=C.CL_OUT_OF_RESOURCES, onerror=failed)
     def clproj_py_route(c: Any) -> int:
+        main = signals.enter()  # the app's signal handlers run once the call has returned
+        try:
+            return _call(c)
+        finally:
+            if main:
+                signals.leave()
+
+    signals.watch(clproj_py_route)
+
+    def _call(c: Any) -> int:
         try:
             if c.op == lib.RT_OP_PRESTART:
                 prestart(lib)

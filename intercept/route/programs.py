@@ -20,6 +20,7 @@ from clproj.errors import ClprojError
 from intercept.route.errors import CLError, log_once
 from intercept.route.kernel_meta import KMeta
 from intercept.route.objects import VContext, VKernel, VProgram
+from runtime.cluster import protocol
 
 if TYPE_CHECKING:
     from intercept.route.state import Route
@@ -48,6 +49,14 @@ def create_program(r: Route, c: Any) -> int:
     args = c.u.create_program
     data = bytes(r.ffi.buffer(c.src, int(args.length)))
     if not args.binary:  # from source
+        size = len(data) + len(r.vdev.source_prefix())
+        if size > protocol.MAX_PROGRAM_BYTES:  # no node takes it: refused here, at once
+            log_once(
+                "source-size",
+                f"a program source of {size} bytes exceeds the {protocol.MAX_PROGRAM_BYTES} "
+                "a node accepts: CL_OUT_OF_HOST_MEMORY",
+            )
+            return C.CL_OUT_OF_HOST_MEMORY
         prog = VProgram(ctx, data.decode(errors="replace"))
         c.ret = r.new(r.lib.RT_PROGRAM, prog, ctx)
         return C.CL_SUCCESS

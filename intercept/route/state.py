@@ -41,6 +41,8 @@ class Route:
             self.cluster = prestarted() or LocalCluster(lifetime())
             broker = self.cluster.endpoint
         self.p = RemotePlatform(broker, wait_devices_s=settings.get("CLPROJ_ROUTE_WAIT"))
+        if self.cluster is not None:
+            self.p.health = self.cluster.gone
         self.objs: dict[int, Any] = {}
         self.parents: dict[int, Any] = {}  # id -> handle it retains implicitly
         self.next_id = 100

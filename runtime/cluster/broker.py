@@ -179,6 +179,9 @@ class Broker:
             header, _ = protocol.decode(body)
         except protocol.ProtocolError as exc:
             self._reject(ident, str(exc))
+            rid = protocol.lenient_id(body) if node is None else 0
+            if rid:  # a client's request, answered at once: it would wait for a reply
+                self._send(ident, [protocol.pack("error", id=rid, err=f"rejected: {exc}")])
             return
         t = header["t"]
         try:

@@ -22,7 +22,11 @@ import msgpack
 
 PROTOCOL_VERSION = 1
 
-MAX_HEADER_BYTES = 4 * 2**20  # program sources travel in the header
+MAX_HEADER_BYTES = 4 * 2**20  # program sources travel in a data frame, not in the header
+# the largest program source a node accepts (a data frame of prog_build / prog_compile);
+# the client refuses a larger one itself, as clCreateProgramWithSource's
+# CL_OUT_OF_HOST_MEMORY, so the app never waits on a command nobody will serve
+MAX_PROGRAM_BYTES = 256 * 2**20
 MAX_DATA_FRAMES = 8
 MAX_DATA_BYTES = 4 * 2**30  # one bulk frame (one buffer read/write)
 MAX_MESSAGE_BYTES = MAX_DATA_BYTES + MAX_HEADER_BYTES  # zmq MAXMSGSIZE on every socket
@@ -112,10 +116,12 @@ OPS: dict[str, dict[str, Any]] = {
     "buf_read": {"h": _INT, "off": _INT, "n": _INT, "shm?": _STR},
     "buf_copy": {"src": _INT, "dst": _INT, "soff": _INT, "doff": _INT, "n": _INT},
     "buf_fill": {"h": _INT, "pattern": _BYTES, "off": _INT, "n": _INT},
-    # reply res: the real program's introspection (runtime.cluster.introspect), also on failure
-    "prog_build": {"h": _INT, "src": _STR, "opts": _STR},
-    # compiled, not linked (clCompileProgram); hdrs: [[include name, source], ...]
-    "prog_compile": {"h": _INT, "src": _STR, "opts": _STR, "hdrs?": _LIST},
+    # reply res: the real program's introspection (runtime.cluster.introspect), also on failure;
+    # the source (UTF-8) in data frame 1 (or, up to MAX_STR, in "src" without a frame)
+    "prog_build": {"h": _INT, "src?": _STR, "opts": _STR},
+    # compiled, not linked (clCompileProgram); hdrs: [[include name, source], ...]; hf: the
+    # data frame is msgpack [source, hdrs] instead (headers of any size)
+    "prog_compile": {"h": _INT, "src?": _STR, "opts": _STR, "hdrs?": _LIST, "hf?": bool},
     # parts: handles of this client's compiled programs on that device (clLinkProgram)
     "prog_link": {"h": _INT, "parts": _LIST, "opts": _STR},
     "launch": {
@@ -137,6 +143,8 @@ OPS: dict[str, dict[str, Any]] = {
 # device's CL_DEVICE_MAX_PARAMETER_SIZE); the fast-launch frame takes at most 256
 _SCALAR_LIMIT = 4096
 
+
+_SOURCE_OPS = ("prog_build", "prog_compile")
 
 _SPECS: dict[int, tuple[frozenset[str], dict[str, Any]]] = {}
 
@@ -260,7 +268,12 @@ def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:
         raise ProtocolError("cmd buf_write: needs exactly one data frame (or shm)")
     if op == "buf_create" and isinstance(shm, str) and nframes:
         raise ProtocolError("cmd buf_create: data frame and shm both given")
-    if op != "buf_write" and op != "buf_create" and nframes:
+    if op in _SOURCE_OPS:
+        if nframes != (0 if isinstance(a.get("src"), str) else 1):
+            raise ProtocolError(f"cmd {op}: needs its source in src or in one data frame")
+        if a.get("hf") and (nframes != 1 or "hdrs" in a):
+            raise ProtocolError(f"cmd {op}: hf takes the source and headers in one frame")
+    elif op != "buf_write" and op != "buf_create" and nframes:
         raise ProtocolError(f"cmd {op}: takes no data frame")
     if op == "buf_create" and nframes > 1:
         raise ProtocolError("cmd buf_create: at most one data frame")
@@ -366,6 +379,62 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
         if isinstance(v, str) and not 0 < len(v) <= MAX_ID:
             raise ProtocolError(f"{t}: {k} must be 1..{MAX_ID} characters")
     return header
+
+
+def program_source(a: dict[str, Any], data: Sequence[Any]) -> tuple[str, list[list[str]]]:
+    """The source and the include headers (``[[name, source], ...]``) of a checked
+    prog_build / prog_compile: from its fields or its data frame (at most
+    :data:`MAX_PROGRAM_BYTES`: UTF-8 source, or with ``hf`` msgpack ``[source, hdrs]``)."""
+    if isinstance(a.get("src"), str):
+        return str(a["src"]), list(a.get("hdrs") or [])
+    frame = data[0]
+    raw = frame.bytes if hasattr(frame, "bytes") else bytes(frame)
+    if len(raw) > MAX_PROGRAM_BYTES:
+        raise ProtocolError(
+            f"program source of {len(raw)} bytes exceeds the node's {MAX_PROGRAM_BYTES}"
+        )
+    if not a.get("hf"):
+        try:
+            return raw.decode(), list(a.get("hdrs") or [])
+        except UnicodeDecodeError:
+            raise ProtocolError("program source is not UTF-8") from None
+    try:
+        obj = msgpack.unpackb(
+            raw,
+            raw=False,
+            max_str_len=MAX_PROGRAM_BYTES,
+            max_bin_len=0,
+            max_ext_len=0,
+            max_array_len=MAX_LIST,
+            max_map_len=0,
+        )
+    except Exception as exc:  # msgpack raises several types for garbage
+        raise ProtocolError(f"undecodable program frame ({type(exc).__name__})") from None
+    ok = (
+        isinstance(obj, list)
+        and len(obj) == 2
+        and isinstance(obj[0], str)
+        and isinstance(obj[1], list)
+        and all(
+            isinstance(hd, list) and len(hd) == 2 and all(isinstance(x, str) for x in hd)
+            for hd in obj[1]
+        )
+    )
+    if not ok:
+        raise ProtocolError("program frame must be [source, [[name, source], ...]]")
+    return obj[0], obj[1]
+
+
+def lenient_id(frames: Sequence[Any]) -> int:
+    """The request id in a message that failed validation (0: none), so that a refused
+    request is answered at once instead of leaving its sender waiting for a reply."""
+    head = frames[0] if frames else b""
+    try:  # no size limits: a header over MAX_HEADER_BYTES has a waiting sender too
+        h = msgpack.unpackb(head.bytes if hasattr(head, "bytes") else head, raw=False)
+    except Exception:
+        return 0
+    rid = h.get("id") if isinstance(h, dict) else None
+    return rid if type(rid) is int and rid > 0 else 0
 
 
 def pack(t: str, **fields: Any) -> bytes:

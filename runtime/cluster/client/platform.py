@@ -20,7 +20,7 @@ names from here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import zmq
@@ -87,6 +87,9 @@ class RemotePlatform:
         wait_devices_s: float = 10.0,
     ) -> None:
         self.timeout_s = timeout_s
+        # whoever started the cluster's processes may say one is gone (a one-line why, or
+        # None): a wait then fails at once instead of after timeout_s
+        self.health: Callable[[], str | None] | None = None
         self.directory = Directory(self)
         self.transport = Transports(
             self.directory,

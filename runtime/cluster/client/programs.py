@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgpack
+
 from clproj.errors import ClprojError
 from intercept import identity
 from runtime.cluster.client.coherence import RemoteBuffer, SubRegion
@@ -155,13 +157,20 @@ class Programs:
             }
         elif prog.kind == "compile":
             op = "prog_compile"
-            a = {"h": prog.h, "src": prog.source, "opts": prog.options}
-            if prog.headers:
-                a["hdrs"] = [list(hd) for hd in prog.headers]
+            a = {"h": prog.h, "opts": prog.options}
         else:
             op = "prog_build"
-            a = {"h": prog.h, "src": prog.source, "opts": prog.options}
-        req = p.cmd(dev, op, a)
+            a = {"h": prog.h, "opts": prog.options}
+        # the source (and headers) as a data frame: a header is limited to
+        # protocol.MAX_HEADER_BYTES, its strings to protocol.MAX_STR
+        data: bytes | None = None
+        if op == "prog_compile" and prog.headers:
+            a["hf"] = True
+            hdrs = [list(hd) for hd in prog.headers]
+            data = msgpack.packb([prog.source, hdrs], use_bin_type=True)
+        elif op != "prog_link":
+            data = prog.source.encode()
+        req = p.cmd(dev, op, a, data)
         p.wait([req])
         if dev not in p.dead:
             prog.built_on.add(dev)

@@ -110,6 +110,7 @@ class Requests:
         self.rid = 0
         self.broker_replies: dict[int, dict[str, Any]] = {}
         self.async_errors: list[Request] = []
+        self._health_at = 0.0  # when p.health was last asked
 
     def next_id(self) -> int:
         """A new message id (commands, broker calls and background asks share the count)."""
@@ -165,6 +166,7 @@ class Requests:
                     f"broker did not answer {t!r} within {self.p.timeout_s:g}s",
                     "check that `clproj broker` runs at that address with the same keys",
                 )
+            self.check_health()
             self.pump(50)
         h = self.broker_replies.pop(rid)
         if h["t"] == "error":
@@ -183,8 +185,23 @@ class Requests:
         while not all(r.done for r in reqs):
             if time.monotonic() > deadline:
                 return False
+            self.check_health()
             self.pump(50)
         return True
+
+    def check_health(self) -> None:
+        """Raise at once when ``p.health`` (the processes of an embedded cluster) says a
+        part of the cluster is gone: no reply will come, waiting out the timeout is moot."""
+        health = self.p.health
+        if health is None:
+            return
+        now = time.monotonic()
+        if now - self._health_at < 0.2:  # a waitpid per 0.2 s, not per pump
+            return
+        self._health_at = now
+        gone = health()
+        if gone:
+            raise ClprojError(gone, "see the lines above; rerun with CLPROJ_ROUTE_VERBOSE=1")
 
     def wait(self, reqs: Iterable[Request]) -> None:
         """Settle ``reqs``; raises when the cluster did not answer in time, or the first

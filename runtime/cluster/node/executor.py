@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from intercept import identity
-from runtime.cluster import introspect, unixlink
+from runtime.cluster import introspect, protocol, unixlink
 from runtime.cluster.node.completions import Completions, Dev, reply
 from runtime.cluster.node.slots import Slots
 from runtime.cluster.node.store import ObjectStore
@@ -190,15 +190,16 @@ def program(ex: Executor, cmd: Command) -> None:
     Prog = ex.store.Program
     d = dev.device
     opts = introspect.with_arg_info(a["opts"]) if op != "prog_compile" else a["opts"]
+    src, headers = ("", []) if op == "prog_link" else protocol.program_source(a, cmd.data)
     if op == "prog_link":
         parts = [ex.store.program(client, dev, h) for h in a["parts"]]
         ident = "link\0" + a["opts"] + "\0" + ",".join(str(id(p)) for p in parts)
         digest = hashlib.sha256(ident.encode()).hexdigest()
     elif op == "prog_compile":
-        ident = "compile\0" + a["src"] + "\0" + a["opts"] + "\0" + repr(a.get("hdrs"))
+        ident = "compile\0" + src + "\0" + a["opts"] + "\0" + repr(headers or None)
         digest = hashlib.sha256(ident.encode()).hexdigest()
     else:  # a plain build is cached under the program's own identity (intercept.identity)
-        digest = identity.program_hash(a["src"], a["opts"])
+        digest = identity.program_hash(src, a["opts"])
     key = (dev.index, digest)
     got = ex.store.prog_cache.get(key) if op != "prog_link" else None
     if got is None:
@@ -208,10 +209,10 @@ def program(ex: Executor, cmd: Command) -> None:
                 failed = "link"
                 prog = Prog.link(dev.ctx, parts, opts.encode(), [d])
             else:
-                prog = Prog(dev.ctx, a["src"])
+                prog = Prog(dev.ctx, src)
                 if op == "prog_compile":
                     failed = "compile"
-                    hdrs = [(n, Prog(dev.ctx, src)) for n, src in a.get("hdrs") or []]
+                    hdrs = [(n, Prog(dev.ctx, src)) for n, src in headers]
                     prog.compile(opts.encode(), [d], hdrs)
                 else:
                     failed = "build"

@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import zmq
 
 from clproj.background_thread import background_thread
@@ -337,7 +336,7 @@ class Node:
                 if self.rejects <= 5:
                     log.exception("node failed on a message")
             if native is not None:
-                native.handled(link.peer, self._cur_rid or _lenient_id(frames))
+                native.handled(link.peer, self._cur_rid or protocol.lenient_id(frames))
 
     def _retry_held(self, poller: zmq.Poller) -> None:
         for link in list(self._deferred):
@@ -411,6 +410,9 @@ class Node:
                 raise protocol.ProtocolError(f"node takes cmd, not {h['t']}")
         except protocol.ProtocolError as exc:
             self._reject(str(exc))
+            rid = protocol.lenient_id(frames[1:])
+            if rid:  # answered at once: the client would wait for its reply otherwise
+                reply(sock, client, rid, ok=False, err=f"rejected: {exc}")
             return None
         after = h.get("after")
         if after and gate is not None and not gate(after):
@@ -439,17 +441,6 @@ class Node:
 
 
 _HELD = object()  # _handle: the command waits for a fast frame (see _drain_link)
-
-
-def _lenient_id(frames: list[Any]) -> int:
-    """The request id of a command that failed validation (0: none), so the fast link's
-    count of handled commands still passes it."""
-    try:
-        h = msgpack.unpackb(frames[0].bytes, raw=False, max_bin_len=1 << 22)
-    except Exception:
-        return 0
-    rid = h.get("id") if isinstance(h, dict) else None
-    return rid if type(rid) is int and rid > 0 else 0
 
 
 def serve_in_thread(node: Node, until: float | None = None) -> threading.Thread:
