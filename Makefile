@@ -11,7 +11,7 @@ NATIVE_SOURCES := $(wildcard native/*.py native/*.h native/shim/*.c native/shim/
 # Two PoCL drivers (one thread vs all cores) form a genuinely heterogeneous local pair.
 export POCL_DEVICES ?= pthread basic
 
-.PHONY: setup system venv build demo test lint bench conformance settings clean
+.PHONY: setup system venv build demo test test-load lint bench conformance settings clean
 
 setup: system venv build
 
@@ -49,6 +49,11 @@ test: setup
 	else \
 		echo "clproj: no committed profile matches a device here: that run was as on a machine nobody profiled"; \
 	fi
+
+# The suite on a loaded machine: two CPU-bound processes beside it, ended with it (not in
+# CI: on 2 cores it takes about twice as long as `make test`).
+test-load: setup
+	scripts/with-load.sh 2 $(BIN)/python -m pytest -q
 
 lint: setup
 	$(BIN)/ruff check .
