@@ -46,6 +46,7 @@ from runtime.evaluation.published_run import (
     ensure_built,
     record_run,
 )
+from runtime.evaluation.validate import finite
 from runtime.evaluation.validate_match import KernelResult
 from runtime.evaluation.validate_scores import device_metrics, summarize
 
@@ -139,17 +140,6 @@ class PublishedValidation:
                 "wall_s": self.wall_s,
             }
         )
-
-
-def finite(obj: Any) -> Any:
-    """NaN and infinity become None: JSON has no such numbers."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def pooled_metrics(kernels: list[KernelResult]) -> dict[str, Any]:

@@ -23,12 +23,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
+from runtime.evaluation.validate_suite import run_in_session
 
 # Per suite kind: the sources that make the binary and the g++ line that builds it (the
 # suites' READMEs: BabelStream's upstream CMake downloads headers, so it is built directly;
@@ -203,30 +203,14 @@ def record_run(
         env["CLPROJ_RECORD_MAX_BYTES"] = str(snapshot_limit)
     if on_start:
         on_start(tag, [os.path.basename(binary), *args])
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        cwd=os.path.dirname(binary),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        from runtime.evaluation.validate_suite import kill_group
-
-        kill_group(proc)
-        out, err = proc.communicate()
-        wall = time.perf_counter() - start
+    session = run_in_session(cmd, os.path.dirname(binary), env, timeout_s)
+    out, err, wall, rc = session.out, session.err, session.wall_s, session.returncode
+    if session.timed_out:
         return RecordedRun(tag, list(args), False, wall, error=f"timed out after {timeout_s:.0f} s")
-    wall = time.perf_counter() - start
     tail = "\n".join(err.strip().splitlines()[-6:])
     records = _records(rec)
-    if proc.returncode != 0 or not records:
-        why = f"app exit code {proc.returncode}" if proc.returncode else "no launch was recorded"
+    if rc != 0 or not records:
+        why = f"app exit code {rc}" if rc else "no launch was recorded"
         return RecordedRun(tag, list(args), False, wall, error=why, output_tail=tail)
     meta = {"args": list(args), "kernels": list(kernels), "wall_s": wall, "app_stdout": out[-4000:]}
     write_atomic(done, json.dumps(meta, indent=1).encode())

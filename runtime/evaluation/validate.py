@@ -85,24 +85,24 @@ class Validation:
                 for r in self.runs
             ],
             "kernels": [k.to_dict() for k in self.kernels],
-            "summary": _finite(self.summary()),
+            "summary": finite(self.summary()),
             "worst": [
                 {"app": k.app, "kernel": k.kernel, "device": d, "ratio": k.ratio(d)}
                 for k, d in worst_kernels(self.kernels)
             ],
             "wall_s": self.wall_s,
-            **({"models": _finite(self.models)} if self.models else {}),
+            **({"models": finite(self.models)} if self.models else {}),
         }
 
 
-def _finite(obj: Any) -> Any:
+def finite(obj: Any) -> Any:
     """NaN and infinity become None: JSON has no such numbers."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj
 
 

@@ -156,35 +156,22 @@ def run_app(
         return AppRun(app, ok=False, error="build failed (no app binary)")
     cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--devices", devices]
     cmd += ["--json", "--", "./app"]
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(env) if env is not None else None,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
+    session = run_in_session(cmd, folder, env, timeout_s)
+    out, err, wall = session.out, session.err, session.wall_s
+    if session.timed_out:
         return AppRun(
             app,
             ok=False,
-            wall_s=time.perf_counter() - start,
+            wall_s=wall,
             error=f"timed out after {timeout_s:.0f} s",
             output_tail=_tail(err),
         )
-    wall = time.perf_counter() - start
     try:
         doc = parse_run_output(out)
     except ValueError as exc:
-        why = f"clproj run exit {proc.returncode}, {exc}"
+        why = f"clproj run exit {session.returncode}, {exc}"
         return AppRun(app, ok=False, wall_s=wall, error=why, output_tail=_tail(err or out))
-    rc = doc.get("exit_code", proc.returncode)
+    rc = doc.get("exit_code", session.returncode)
     if rc != 0:
         return AppRun(
             app, ok=False, wall_s=wall, error=f"app exit code {rc}", doc=doc, output_tail=_tail(err)
@@ -199,6 +186,42 @@ def run_app(
             output_tail=_tail(err),
         )
     return AppRun(app, ok=True, wall_s=wall, doc=doc, output_tail=_tail(err))
+
+
+@dataclass
+class Session:
+    """What one command run in a session of its own left: its output, status and time."""
+
+    out: str
+    err: str
+    returncode: int
+    wall_s: float
+    timed_out: bool
+
+
+def run_in_session(
+    cmd: list[str], cwd: str, env: Mapping[str, str] | None, timeout_s: float
+) -> Session:
+    """Run ``cmd`` in ``cwd`` in its own session, so that a timeout ends it and every
+    helper it started (the shim's, the embedded cluster) with it (:func:`kill_group`)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        timed_out = True
+    return Session(out, err, proc.returncode, time.perf_counter() - start, timed_out)
 
 
 def kill_group(proc: subprocess.Popen) -> None:
