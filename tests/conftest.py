@@ -29,6 +29,25 @@ os.environ.setdefault("CLPROJ_COLD_PROFILE", "tiny")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def helpers_of(pid: int, role: str | None = None) -> list[int]:
+    """Processes started with ``--parent-pid PID`` (route mode's broker and node), only
+    those whose command line has the word ``role`` (``"node"``, ``"broker"``) if given."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if role is not None and role.encode() not in argv:
+            continue
+        if b"--parent-pid" in argv and argv[argv.index(b"--parent-pid") + 1] == str(pid).encode():
+            out.append(int(entry))
+    return out
+
+
 def _device_ids() -> list[tuple[int, str]]:
     try:
         from devices.discovery import list_devices

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from devices.profile import load_profile
+from tests.conftest import helpers_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = [sys.executable, "-m", "clproj.cli"]
@@ -46,22 +47,6 @@ APP = textwrap.dedent(
     sys.exit(int(how) if how.isdigit() else 0)
     """
 )
-
-
-def helpers_of(pid: int) -> list[int]:
-    """Processes started with ``--parent-pid PID`` (route mode's broker and node)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if b"--parent-pid" in argv and argv[argv.index(b"--parent-pid") + 1] == str(pid).encode():
-            out.append(int(entry))
-    return out
 
 
 def _first_device_name() -> str:

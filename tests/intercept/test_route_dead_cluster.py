@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import helpers_of
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
@@ -47,21 +49,9 @@ APP = textwrap.dedent(
 
 def node_of(pid: int) -> int:
     """The embedded node started by app ``pid`` (``clproj node ... --parent-pid PID``)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if (
-            b"node" in argv
-            and b"--parent-pid" in argv
-            and argv[argv.index(b"--parent-pid") + 1] == str(pid).encode()
-        ):
-            return int(entry)
-    raise AssertionError(f"no embedded node of {pid}")
+    nodes = helpers_of(pid, "node")
+    assert nodes, f"no embedded node of {pid}"
+    return nodes[0]
 
 
 def test_a_killed_embedded_node_fails_the_waiting_call_at_once(tmp_path):

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import helpers_of
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
@@ -47,22 +49,6 @@ APP = textwrap.dedent(
 
 
 LOOP = range(10, 17)  # the lines of APP's loop
-
-
-def helpers_of(pid: int) -> list[int]:
-    """Processes started with ``--parent-pid PID`` (route mode's broker and node)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if b"--parent-pid" in argv and argv[argv.index(b"--parent-pid") + 1] == str(pid).encode():
-            out.append(int(entry))
-    return out
 
 
 def alive(pid: int) -> bool:
