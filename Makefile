@@ -35,7 +35,7 @@ $(STAMPS)/build: $(STAMPS)/venv $(NATIVE_SOURCES)
 
 demo: setup
 	$(BIN)/clproj devices
-	$(BIN)/clproj run --mode project -- $(BIN)/python -m benchmarks.apps matmul_lmem nbody atomic_contention reduction --size small
+	$(BIN)/clproj run --mode project -- $(BIN)/python -m clproj.benchmarks.apps matmul_lmem nbody atomic_contention reduction --size small
 	@cat scripts/demo-explained.txt
 
 # The suite runs as on this machine, then, where a local device matches a committed
@@ -43,7 +43,7 @@ demo: setup
 # local device takes the cold-start path). Where none matches, the first run already was.
 test: setup
 	$(BIN)/python -m pytest -q
-	@if $(BIN)/python -m devices.local --committed-here; then \
+	@if $(BIN)/python -m clproj.devices.local --committed-here; then \
 		echo "clproj: the suite again, as on a machine nobody profiled (CLPROJ_FOREIGN_MACHINE=1)"; \
 		CLPROJ_FOREIGN_MACHINE=1 $(BIN)/python -m pytest -q --ignore=tests/test_foreign_machine.py; \
 	else \

@@ -9,7 +9,8 @@ Three native parts are built here, never by hand:
   our ``build_ext`` step, because Oclgrind loads it with ``dlopen`` and it must not
   depend on Python.
 
-They land inside the Python packages (intercept, runtime.cluster.node, miniemu), so an editable
+They land inside the Python packages (clproj.intercept, clproj.runtime.cluster.node,
+clproj.miniemu), so an editable
 install (``pip install -e .``) and a wheel find them the same way.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "native"))
@@ -31,41 +32,36 @@ class BuildExtWithPlugin(build_ext):
         super().run()
         import build_plugin  # native/build_plugin.py
 
-        target_dir = "miniemu" if self.inplace else os.path.join(self.build_lib, "miniemu")
+        target_dir = (
+            "miniemu" if self.inplace else os.path.join(self.build_lib, "clproj", "miniemu")
+        )
         build_plugin.build(os.path.join(target_dir, build_plugin.PLUGIN_FILENAME))
         import build_c_hosts  # native/build_c_hosts.py: plain-C OpenCL benchmark hosts
 
         build_c_hosts.build(build_c_hosts.DEFAULT_OUT)
 
 
+TOP_FOLDERS = ("intercept", "miniemu", "devices", "runtime", "benchmarks")
+# every package under each folder (clproj.runtime.cluster.node, clproj.devices.microbench, ...)
+SUBPACKAGES = [
+    name for top in TOP_FOLDERS for name in (top, *(f"{top}.{sub}" for sub in find_packages(top)))
+]
+
 setup(
     name="clproj",
     version="0.1.0",
     description="Online performance projection and routing of OpenCL kernels across heterogeneous devices",
     python_requires=">=3.10",
-    packages=[
-        "clproj",
-        "intercept",
-        "miniemu",
-        "devices",
-        "runtime",
-        "runtime.projection",
-        "runtime.projection.models",
-        "runtime.cluster",
-        "runtime.cluster.client",
-        "runtime.cluster.node",
-        "runtime.partition",
-        "runtime.evaluation",
-        "intercept.route",
-        "benchmarks",
-        "benchmarks.apps",
-    ],
+    # One namespace: the subsystem folders keep their places at the repository root and
+    # install as clproj.<folder>, so nothing but ``clproj`` enters an app's interpreter.
+    packages=["clproj", *(f"clproj.{p}" for p in SUBPACKAGES)],
+    package_dir={f"clproj.{top}": top for top in TOP_FOLDERS},
     package_data={
-        "miniemu": ["*.so"],
-        "intercept": ["*.so"],
-        "runtime.cluster.node": ["*.so"],
-        "devices": ["profiles/*.json"],
-        "benchmarks.apps": ["*.cl", "c_hosts/*.c", "c_hosts/*.h"],
+        "clproj.miniemu": ["*.so"],
+        "clproj.intercept": ["*.so"],
+        "clproj.runtime.cluster.node": ["*.so"],
+        "clproj.devices": ["profiles/*.json"],
+        "clproj.benchmarks.apps": ["*.cl", "c_hosts/*.c", "c_hosts/*.h"],
     },
     install_requires=[
         "pyopencl>=2024.1",

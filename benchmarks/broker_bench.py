@@ -71,8 +71,7 @@ def _median_us(fn, n: int) -> float:
 
 def local_numbers() -> dict[str, float]:
     import pyopencl as cl
-
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     dev = opencl_devices()[0]
     ctx = cl.Context([dev])
@@ -129,8 +128,8 @@ def _launch_numbers(plat, k, dev: str) -> dict[str, float]:
 def remote_numbers(endpoint: str, curve: str, keys: str | None) -> dict[str, dict[str, float]]:
     """Per command path: launch figures (interleaved rounds, medians); transfers and the
     placement round trip once, on the default path."""
-    from runtime.cluster.client.platform import RemotePlatform
-    from runtime.cluster.keys import load
+    from clproj.runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.keys import load
 
     member = load(Path(keys), "member") if keys else None
     plats = {}
@@ -368,8 +367,8 @@ def route_vs_observe(broker: str | None = None) -> dict[str, dict[str, float]]:
 
 
 def placement_numbers() -> dict[str, float]:
-    from runtime.cluster import placement
-    from runtime.cluster.broker import Broker
+    from clproj.runtime.cluster import placement
+    from clproj.runtime.cluster.broker import Broker
 
     views = {
         f"n{i}/0": placement.DeviceView(f"n{i}/0", 1e12 * (i + 1), 1e10, 0.001 * i)
@@ -400,7 +399,7 @@ def main() -> int:
     pl = placement_numbers()
     tmp = tempfile.mkdtemp(prefix="clproj-bench-")
     keys = f"{tmp}/keys"
-    from runtime.cluster.keys import generate
+    from clproj.runtime.cluster.keys import generate
 
     generate(Path(keys))
     port = 20000 + os.getpid() % 20000
@@ -514,9 +513,9 @@ def main() -> int:
 API_SCRIPT = """
 import statistics, sys, time
 try:  # a tree from before runtime/ was split by subsystem (tried first: an editable
-    from runtime.client import RemotePlatform  # install resolves missing modules elsewhere)
+    from clproj.runtime.client import RemotePlatform  # install resolves missing modules elsewhere)
 except ImportError:
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 plat = RemotePlatform(sys.argv[1], curve="off", wait_devices_s=60)
 dev = next(iter(plat.devices))
 k = plat.create_kernel(plat.create_program(sys.argv[2]), "inc")
@@ -542,7 +541,7 @@ def _tree_of(ref: str) -> Path:
     subprocess.run(
         [sys.executable, "native/build_shim.py"], cwd=root, capture_output=True, check=True
     )
-    (root / "intercept" / "intercept._shim.so").rename(
+    (root / "intercept" / "clproj.intercept._shim.so").rename(
         root / "intercept" / next(REPO.glob("intercept/_shim*.so")).name
     )
     return root

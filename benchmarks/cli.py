@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 
 def _select_apps(spec: str | None) -> list[Any]:
-    from benchmarks.apps import APPS
+    from clproj.benchmarks.apps import APPS
 
     if not spec:
         return list(APPS.values())
@@ -56,7 +56,7 @@ def _select_apps(spec: str | None) -> list[Any]:
 
 
 def _select_devices(spec: str | None) -> list[Any]:
-    from devices.discovery import opencl_devices, select_device
+    from clproj.devices.discovery import opencl_devices, select_device
 
     if not spec:
         return opencl_devices()
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.repeat < 1 or args.warmup < 0:
         raise ClprojError("--repeat must be >= 1 and --warmup >= 0", "e.g. --repeat 5 --warmup 1")
-    from benchmarks import harness
+    from clproj.benchmarks import harness
 
     devices = _select_devices(args.devices)
     template = args.output or harness.DEFAULT_OUTPUT

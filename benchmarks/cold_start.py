@@ -18,7 +18,7 @@ such a user would run, each step a clproj command:
 the cold-start one was cached and evaluates again: what the quick microbenchmarks cost in
 accuracy, side by side on the same measured times.
 
-    POCL_DEVICES=pthread .venv/bin/python -m benchmarks.cold_start [--repeat 3] [--full]
+    POCL_DEVICES=pthread .venv/bin/python -m clproj.benchmarks.cold_start [--repeat 3] [--full]
 
 Writes benchmarks/results/cold_start.md (the commands, the device, the tables) and keeps
 the bench results and profiles beside it in benchmarks/results/cold-start/.
@@ -146,7 +146,7 @@ def main() -> int:
         "with no committed profile matching it. Command:",
         "",
         "```",
-        "POCL_DEVICES=pthread .venv/bin/python -m benchmarks.cold_start"
+        "POCL_DEVICES=pthread .venv/bin/python -m clproj.benchmarks.cold_start"
         + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
         + (" --full" if args.full else ""),
         "```",

@@ -13,7 +13,7 @@ Beside each emulation it times reading and hashing the launch's snapshots
 (``LaunchRecord.buffer_bytes``), which is what the emulation paid per run before it
 mapped them (docs/miniemu.md "Running Oclgrind"), so the two columns come from one run.
 
-    python -m benchmarks.emulation_flat [--max-mib 1024] [--out benchmarks/results/emulation_flat.md]
+    python -m clproj.benchmarks.emulation_flat [--max-mib 1024] [--out benchmarks/results/emulation_flat.md]
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import tempfile
 import time
 
 import numpy as np
+from clproj.intercept.record import from_arrays, load, save
 
-import miniemu
-from intercept.record import from_arrays, load, save
+from clproj import miniemu
 
 COPY = """
 __kernel void copy(__global const double *a, __global double *c) {
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "## Emulation cost vs buffer size and loop length (bounded mode, one run)",
         "",
-        "`python -m benchmarks.emulation_flat --out benchmarks/results/emulation_flat.md` "
+        "`python -m clproj.benchmarks.emulation_flat --out benchmarks/results/emulation_flat.md` "
         f"({os.cpu_count()}-core machine, Oclgrind 21.10)",
         "",
         "| launch | size | emulation (s, worker incl.) | reading its snapshots (s) | method |",

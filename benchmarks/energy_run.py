@@ -8,7 +8,7 @@ over for a window of at least 2 s while NVML's total-energy counter is polled
 it can be (``devices/rapl.py``). Every raw reading goes into the results file; the
 figures are made from them by ``devices.energy.window_figures``.
 
-``python -m benchmarks.energy_run --help``; run on the lent GPU machine by
+``python -m clproj.benchmarks.energy_run --help``; run on the lent GPU machine by
 ``scripts/gpu/energy.sh``. Nothing here sets clocks or power limits.
 """
 
@@ -41,7 +41,7 @@ def window_seconds(text: str) -> float:
 
 def app_names(text: str) -> list[str]:
     """argparse type: a comma list of known app names."""
-    from benchmarks.apps import APPS
+    from clproj.benchmarks.apps import APPS
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in APPS]
@@ -54,7 +54,7 @@ def app_names(text: str) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchmarks.energy_run",
+        prog="python -m clproj.benchmarks.energy_run",
         description="Energy per launch of each kernel of some benchmark apps on an NVIDIA "
         "GPU (NVML total-energy counter), every raw reading kept.",
     )
@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
 
 def nvidia_opencl_device(spec: str | None) -> Any:
     """The OpenCL device to run on: the one named, else the first NVIDIA GPU."""
-    from devices.discovery import opencl_devices, select_device
+    from clproj.devices.discovery import opencl_devices, select_device
 
     if spec is not None:
         return select_device(spec)
@@ -104,11 +104,10 @@ def measure_app(
     (its raw window, figures or refusal), so a later shape's failure keeps the earlier."""
     import numpy as np
     import pyopencl as cl
-
-    from benchmarks.apps import get_app
-    from benchmarks.apps.execute import bind_args
-    from devices.energy import kernel_entry
-    from devices.energy_nvml import measure
+    from clproj.benchmarks.apps import get_app
+    from clproj.benchmarks.apps.execute import bind_args
+    from clproj.devices.energy import kernel_entry
+    from clproj.devices.energy_nvml import measure
 
     plan = get_app(name).plan(args.size)
     ctx = cl.Context([dev])
@@ -158,9 +157,9 @@ def run(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
     in one line), then every app, then the host's package energy over the run.
     ``save(doc)`` is called after every app with what is measured so far, so a run cut
     short by its time limit still leaves its readings."""
-    from devices.energy import results
-    from devices.energy_nvml import device_facts, open_nvml
-    from devices.rapl import RaplWindow
+    from clproj.devices.energy import results
+    from clproj.devices.energy_nvml import device_facts, open_nvml
+    from clproj.devices.rapl import RaplWindow
 
     nv, handle = open_nvml(args.gpu)
     dev = nvidia_opencl_device(args.device)

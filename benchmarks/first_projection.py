@@ -12,7 +12,7 @@ the launch projection), and the emulation-and-projection time alone (``elapsed_s
 * the shared PolyBench eight (``../shared/validation/polybench``, built by ``clproj
   validate``'s builder).
 
-    POCL_DEVICES=pthread python -m benchmarks.first_projection [--suites babelstream,polybench] \\
+    POCL_DEVICES=pthread python -m clproj.benchmarks.first_projection [--suites babelstream,polybench] \\
         [--out benchmarks/results/first_projection.md]
 """
 
@@ -28,7 +28,7 @@ import tempfile
 import time
 from typing import Any
 
-from runtime.evaluation.validate_suite import ensure_built, parse_run_output
+from clproj.runtime.evaluation.validate_suite import ensure_built, parse_run_output
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared")
 BABELSTREAM_SIZES = (1 << 17, 1 << 20, 1 << 23, 52_428_800)  # doubles per array: 1-400 MiB
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "## Time from a kernel's first launch to its projection (project mode, empty cache)",
         "",
-        "`POCL_DEVICES=pthread python -m benchmarks.first_projection --out "
+        "`POCL_DEVICES=pthread python -m clproj.benchmarks.first_projection --out "
         f"benchmarks/results/first_projection.md` ({os.cpu_count()} cores)",
         "",
         "| app | plain (s) | project mode (s) | ratio | kernels | first launch to projection, "

@@ -78,8 +78,7 @@ def _nvml_clocks(dev: Any) -> dict[str, int] | None:
         return None
     try:
         import pynvml  # nvidia-ml-py, optional
-
-        from devices.discovery import pci_bus_id
+        from clproj.devices.discovery import pci_bus_id
 
         bus = pci_bus_id(dev)
         pynvml.nvmlInit()
@@ -226,8 +225,7 @@ def bench_device(
     ``key`` names the device in the results (default :func:`device_key`; see
     :func:`results_target`)."""
     import pyopencl as cl
-
-    from benchmarks.apps.execute import execute
+    from clproj.benchmarks.apps.execute import execute
 
     references = {} if references is None else references
     ctx = cl.Context([dev])

@@ -13,7 +13,7 @@ Per-call overhead = (median wall with shim - without) / intercepted calls. The
 observe rows also give the kernel's mean device time from the shim's summary (median over
 the runs), to show what sampling changes in the measurement itself.
 
-    .venv/bin/python -m benchmarks.intercept_overhead [--launches 20000 100000] [--reps 7]
+    .venv/bin/python -m clproj.benchmarks.intercept_overhead [--launches 20000 100000] [--reps 7]
         [--compare-shim OTHER_SHIM.so | --compare-tree OTHER_CHECKOUT]
         [--compare-label "observe, shim of <commit>"]
 
@@ -62,7 +62,7 @@ CONFIGS: dict[str, dict | None] = {
 
 def run_once(cmd: list[str], kw: dict | None, tmp: str) -> tuple[float, float | None]:
     """Wall seconds of one run and, under the shim, the summary's mean kernel time (ns)."""
-    from intercept.cli import read_summary, shim_environment
+    from clproj.intercept.cli import read_summary, shim_environment
 
     summary = os.path.join(tmp, "summary.tsv")
     if kw is None:

@@ -21,7 +21,7 @@
    time, and the emulation cost (wall and CPU seconds of the emulating process and its
    workers) side by side. Appended to the results file as a dated section.
 
-``python -m benchmarks.miniemu_bounded [--quick] [--project [--repeats N]]
+``python -m clproj.benchmarks.miniemu_bounded [--quick] [--project [--repeats N]]
 [--determinism [--before REV] [--repeats N] [--polybench DIR]]``
 """
 
@@ -39,12 +39,12 @@ import tempfile
 import time
 
 import numpy as np
+from clproj.benchmarks.apps import get_app
+from clproj.intercept.record import LocalArg, from_arrays
+from clproj.miniemu.bounded import key_metrics
+from clproj.miniemu.reuse import ReuseCache
 
-import miniemu
-from benchmarks.apps import get_app
-from intercept.record import LocalArg, from_arrays
-from miniemu.bounded import key_metrics
-from miniemu.reuse import ReuseCache
+from clproj import miniemu
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "miniemu_bounded.md")
 
@@ -206,7 +206,7 @@ def _timed(cmd: list[str], env: dict[str, str], tmp: str) -> tuple[float, float,
 
 def project_mode(repeats: int, size: str = "default") -> list[str]:
     """lu_factor plain vs ``clproj run --mode project``, interleaved (see the docstring)."""
-    app_cmd = [sys.executable, "-m", "benchmarks.apps", "lu_factor", "--size", size]
+    app_cmd = [sys.executable, "-m", "clproj.benchmarks.apps", "lu_factor", "--size", size]
     rows, last = [], None
     loads = [_loadavg()]
     for rep in range(repeats):
@@ -253,8 +253,8 @@ def project_mode(repeats: int, size: str = "default") -> list[str]:
     keys = ("plain", "project", "plain_cpu", "project_cpu", "total", "post")
     med = {k: statistics.median(r[k] for r in rows) for k in keys}
     out = [
-        f"`python -m benchmarks.miniemu_bounded --project --repeats {repeats}`: "
-        f"`python -m benchmarks.apps lu_factor --size {size}` (PoCL pthread, "
+        f"`python -m clproj.benchmarks.miniemu_bounded --project --repeats {repeats}`: "
+        f"`python -m clproj.benchmarks.apps lu_factor --size {size}` (PoCL pthread, "
         "`POCL_DEVICES=pthread`) alone, then under `clproj run --mode project --json --record "
         "DIR` (default emulation mode: bounded; cold projection cache), interleaved. App wall "
         "= `/usr/bin/time` of the app process (its exit, which drains the record writer, "
@@ -295,11 +295,11 @@ def _reuse_accuracy(doc: dict, rec_dir: str, size: str) -> list[str]:
     LU's counts do not depend on the matrix values, so the direct records use the plan's
     input matrix.
     """
-    from intercept.record import list_records, load
-    from miniemu.profile import KernelProfile
-    from miniemu.reuse import ReuseCache
-    from runtime.projection import device_set
-    from runtime.projection.live import project_record
+    from clproj.intercept.record import list_records, load
+    from clproj.miniemu.profile import KernelProfile
+    from clproj.miniemu.reuse import ReuseCache
+    from clproj.runtime.projection import device_set
+    from clproj.runtime.projection.live import project_record
 
     plan = get_app("lu_factor").plan(size)
     by_sig = {d["signature"]: d for d in doc["projections"]}
@@ -383,11 +383,12 @@ POLYBENCH_KERNELS = ("gemver_kernel2", "gemver_kernel3")
 # Run in a subprocess with PYTHONPATH=<tree>: one bounded emulation, what came of it.
 _EMULATE_ONE = r"""
 import hashlib, json, resource, sys, time
-import miniemu
-from intercept.record import load
-from miniemu.bounded import key_metrics
-from runtime.projection import device_set
-from runtime.projection.model import rank, record_footprint
+from clproj import miniemu
+
+from clproj.intercept.record import load
+from clproj.miniemu.bounded import key_metrics
+from clproj.runtime.projection import device_set
+from clproj.runtime.projection.model import rank, record_footprint
 rec = load(sys.argv[1])
 t = time.perf_counter()
 p = miniemu.emulate(rec, mode="bounded")
@@ -445,7 +446,7 @@ def _polybench_records(suite: str, tmp: str) -> list[tuple[str, str]]:
         check=True,
         capture_output=True,
     )
-    from intercept.record import list_records, load
+    from clproj.intercept.record import list_records, load
 
     got = {load(p).kernel: p for p in list_records(rec_dir)}
     return [(f"{k} (PolyBench gemver, LARGE)", got[k]) for k in POLYBENCH_KERNELS if k in got]
@@ -492,7 +493,7 @@ def _busy_loops(n: int) -> list[subprocess.Popen]:
 
 
 def determinism(before: str, repeats: int, suite: str | None) -> list[str]:
-    from intercept.record import save
+    from clproj.intercept.record import save
 
     tmp = tempfile.mkdtemp(prefix="clproj-determinism-")
     try:
@@ -534,7 +535,7 @@ def _spread(values: list[float]) -> float:
 
 def _determinism_report(before, repeats, records, runs, loads, truth) -> list[str]:
     out = [
-        f"`python -m benchmarks.miniemu_bounded --determinism --before {before} --repeats "
+        f"`python -m clproj.benchmarks.miniemu_bounded --determinism --before {before} --repeats "
         f"{repeats}`: each record emulated in bounded mode (default `Budget()`) {repeats} "
         "times on the machine as it is (shared 2-core VM, other engineers' jobs running) "
         "and {0} times beside two `sh -c 'while :; do :; done'` busy loops, by the code at "
@@ -646,7 +647,7 @@ def main() -> None:
     doc = [
         "# Bounded mini-emulation (miniemu bounded mode)",
         "",
-        "Generated by `python -m benchmarks.miniemu_bounded` on the 2-core dev VM (shared, loaded).",
+        "Generated by `python -m clproj.benchmarks.miniemu_bounded` on the 2-core dev VM (shared, loaded).",
         "",
     ]
     doc += ["## Agreement with unbounded single-group emulation", "", *agreement(rows), ""]

@@ -9,7 +9,7 @@
    sizes, when benchmarks/apps exists (full emulation at the paper's sizes takes hours).
 
 Writes benchmarks/results/miniemu_cost.md and miniemu_cost.png.
-Run: ``.venv/bin/python -m benchmarks.miniemu_cost [--quick-run]``.
+Run: ``.venv/bin/python -m clproj.benchmarks.miniemu_cost [--quick-run]``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import tempfile
 import time
 
 import numpy as np
+from clproj.intercept.record import LocalArg, from_arrays, save
+from clproj.miniemu.oclgrind import OclgrindBackend
 
-import miniemu
-from intercept.record import LocalArg, from_arrays, save
-from miniemu.oclgrind import OclgrindBackend
+from clproj import miniemu
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -95,7 +95,7 @@ def run_worker(path: str, plugin: bool, tmp: str, mode: str = "quick") -> tuple[
         env.pop("OCLGRIND_PLUGINS")
     start = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-m", "miniemu.worker", path],
+        [sys.executable, "-m", "clproj.miniemu.worker", path],
         env=env,
         capture_output=True,
         check=True,
@@ -165,7 +165,7 @@ def scaling(
 
 def paper_ratios(budget_s: float) -> list[dict]:
     try:
-        from benchmarks.apps.paper import PAPER_APPS
+        from clproj.benchmarks.apps.paper import PAPER_APPS
     except Exception as exc:  # the apps are another engineer's package
         print("paper apps unavailable:", exc)
         return []

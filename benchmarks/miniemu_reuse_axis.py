@@ -14,7 +14,7 @@ is deterministic), so every anchor is a real profile and the count of calls is t
 number of emulations. Errors are per launch, relative to the direct emulation, over the
 launches the cache answered without emulating them.
 
-``python -m benchmarks.miniemu_reuse_axis [--baseline OLD_REUSE_PY]`` (a copy of an older
+``python -m clproj.benchmarks.miniemu_reuse_axis [--baseline OLD_REUSE_PY]`` (a copy of an older
 ``miniemu/reuse.py``, e.g. ``git show REV:miniemu/reuse.py > /tmp/old.py``, is run too
 as a check that ``axis=False`` is the old behaviour).
 """
@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from clproj.benchmarks.apps.base import load_source
+from clproj.intercept.record import LaunchRecord, from_arrays
+from clproj.miniemu.bounded import key_metrics
+from clproj.miniemu.reuse import ReuseCache
 
-import miniemu
-from benchmarks.apps.base import load_source
-from intercept.record import LaunchRecord, from_arrays
-from miniemu.bounded import key_metrics
-from miniemu.reuse import ReuseCache
+from clproj import miniemu
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "miniemu_reuse_axis.md")
 
@@ -134,7 +134,7 @@ def main() -> None:
         spec.loader.exec_module(mod)
         variants = {"baseline file": mod.ReuseCache, **variants}
     lines = [
-        "# Reuse at a constant NDRange: scalar axis (`python -m benchmarks.miniemu_reuse_axis`)",
+        "# Reuse at a constant NDRange: scalar axis (`python -m clproj.benchmarks.miniemu_reuse_axis`)",
         "",
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, Oclgrind bounded mode. Errors:"
         " mean / max over the reused launches of |reused - direct| / direct.",

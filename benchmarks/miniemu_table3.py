@@ -17,7 +17,7 @@ machine the two agree, and CPU seconds do not inflate when other work shares the
 (the runs of one app are minutes apart). Wall seconds are reported beside them.
 
 Writes ``benchmarks/results/miniemu_table3.{md,json,png}``.
-Run: ``.venv/bin/python -m benchmarks.miniemu_table3 [--apps a,b] [--direct-budget S]``.
+Run: ``.venv/bin/python -m clproj.benchmarks.miniemu_table3 [--apps a,b] [--direct-budget S]``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from clproj.intercept.record import LaunchRecord, LocalArg, from_arrays
 
-import miniemu
-from intercept.record import LaunchRecord, LocalArg, from_arrays
+from clproj import miniemu
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -267,7 +267,7 @@ def write(rows: list[dict[str, Any]], elapsed: float, load: tuple[float, float, 
 
 
 def main() -> int:
-    from benchmarks.apps.paper import PAPER_APPS
+    from clproj.benchmarks.apps.paper import PAPER_APPS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--apps", help="comma-separated app names (default: all eight)")

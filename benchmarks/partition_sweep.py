@@ -20,7 +20,7 @@ Device pairs (each measured in its own process, PoCL reads its settings at start
   ``basic``: two one-core devices, so a split can use both cores.
 
 Writes benchmarks/results/partition_sweep.md, .png and .json.
-Run: ``.venv/bin/python -m benchmarks.partition_sweep [--apps a,b] [--pairs p,q] [--repeat 5]``.
+Run: ``.venv/bin/python -m clproj.benchmarks.partition_sweep [--apps a,b] [--pairs p,q] [--repeat 5]``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ RATIOS = [i * 5 for i in range(21)]
 
 def _devices() -> list[Any]:
     """[pthread, basic] pyopencl devices."""
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     by = {}
     for d in opencl_devices():
@@ -65,9 +65,8 @@ def _devices() -> list[Any]:
 
 def _record(app_name: str, size: Any, device: Any) -> Any:
     import pyopencl as cl
-
-    from benchmarks.apps import get_app
-    from runtime.evaluation.app_records import launch_groups
+    from clproj.benchmarks.apps import get_app
+    from clproj.runtime.evaluation.app_records import launch_groups
 
     plan = get_app(app_name).plan(size)
     queue = cl.CommandQueue(cl.Context([device]), device)
@@ -104,8 +103,8 @@ def _measure(
 
 def sweep_pair(pair: str, apps: list[str], repeat: int) -> list[dict[str, Any]]:
     """Measure every app on the current process's device pair."""
-    from runtime.partition import advisor
-    from runtime.partition.execution import SplitRunner, compare
+    from clproj.runtime.partition import advisor
+    from clproj.runtime.partition.execution import SplitRunner, compare
 
     devs = _devices()
     profs = [advisor.profile_for_live_device(d) for d in devs]
@@ -414,14 +413,14 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, **PAIRS[pair]}
         if "POCL_MAX_PTHREAD_COUNT" not in PAIRS[pair]:
             env.pop("POCL_MAX_PTHREAD_COUNT", None)
-        cmd = [sys.executable, "-m", "benchmarks.partition_sweep", "--worker", pair]
+        cmd = [sys.executable, "-m", "clproj.benchmarks.partition_sweep", "--worker", pair]
         cmd += ["--apps", ",".join(apps), "--repeat", str(args.repeat)]
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True)
         rows += json.loads(proc.stdout)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, "partition_sweep")
     meta = {
-        "command": "python -m benchmarks.partition_sweep " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m clproj.benchmarks.partition_sweep " + " ".join(argv or sys.argv[1:]),
         "date": datetime.date.today().isoformat(),
         "repeat": args.repeat,
         "load_start": load_start,

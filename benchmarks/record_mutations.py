@@ -13,7 +13,7 @@ one to three of their values (any depth) replaced by an odd one (null, a negativ
 1e308, a string, a list, ...) and project the record onto it; an accepted profile must give
 finite, positive times.
 
-    POCL_DEVICES=pthread .venv/bin/python -m benchmarks.record_mutations [--cases 80]
+    POCL_DEVICES=pthread .venv/bin/python -m clproj.benchmarks.record_mutations [--cases 80]
         [--profile-cases 80] [--seed 7]
 
 Writes benchmarks/results/record_mutations.md (the command, the counts, each finding).
@@ -100,7 +100,7 @@ def profile_cases(record: str, tmp: str, cases: int, rng: random.Random, timeout
 def record_one(workdir: str) -> str:
     """A folder with one real record of the nbody app's first launch."""
     rec = os.path.join(workdir, "rec")
-    app = [sys.executable, "-m", "benchmarks.apps", "nbody", "--size", "small"]
+    app = [sys.executable, "-m", "clproj.benchmarks.apps", "nbody", "--size", "small"]
     subprocess.run([*CLPROJ, "run", "--record", rec, "--", *app], cwd=REPO, check=True,
                    capture_output=True)  # fmt: skip
     return rec
@@ -172,7 +172,7 @@ def main() -> int:
         "# Random mutations of a real launch record through the CLI",
         "",
         f"Run {now}. Command: `POCL_DEVICES=pthread .venv/bin/python -m "
-        f"benchmarks.record_mutations --cases {a.cases} --profile-cases {a.profile_cases} "
+        f"clproj.benchmarks.record_mutations --cases {a.cases} --profile-cases {a.profile_cases} "
         f"--seed {a.seed}`. What and why: the module docstring.",
         "",
         f"{a.cases} mutated records through `clproj replay` / `project` / `emulate`, and "

@@ -17,7 +17,7 @@ numbers no sheet gives are taken from the other measured GPU (leave-one-device-o
 :func:`stand_in`). Nothing is fitted; the gap between the two columns is what projecting
 from a sheet costs.
 
-    POCL_DEVICES=pthread python -m benchmarks.spec_vs_measured \\
+    POCL_DEVICES=pthread python -m clproj.benchmarks.spec_vs_measured \\
         --out benchmarks/results/spec_vs_measured.md
 """
 
@@ -29,18 +29,19 @@ import os
 import sys
 from typing import Any
 
+from clproj.devices.profile import DeviceProfile, load_profile
+from clproj.devices.spec_sheets import SPECS
+from clproj.devices.specs import EFFICIENCY_FROM, build
+from clproj.runtime.evaluation import metrics
+from clproj.runtime.evaluation.app_profiles import RESULTS_DIR, load_cached
+from clproj.runtime.evaluation.evaluate import load_measured, project_app
+from clproj.runtime.evaluation.validate_match import judge_app
+from clproj.runtime.evaluation.validate_models import launch_profiles, model_shapes
+from clproj.runtime.evaluation.validate_scores import summarize
+from clproj.runtime.evaluation.validate_truth import load_truth
+from clproj.runtime.projection.models import get_model
+
 from clproj import paths
-from devices.profile import DeviceProfile, load_profile
-from devices.spec_sheets import SPECS
-from devices.specs import EFFICIENCY_FROM, build
-from runtime.evaluation import metrics
-from runtime.evaluation.app_profiles import RESULTS_DIR, load_cached
-from runtime.evaluation.evaluate import load_measured, project_app
-from runtime.evaluation.validate_match import judge_app
-from runtime.evaluation.validate_models import launch_profiles, model_shapes
-from runtime.evaluation.validate_scores import summarize
-from runtime.evaluation.validate_truth import load_truth
-from runtime.projection.models import get_model
 
 # (measured profile key, spec profile key, bench results key, validation truth label)
 PAIRS = (
@@ -68,7 +69,7 @@ def polybench_runs(suite: str, truth_dir: str, runs_path: str) -> list[tuple[str
     if os.path.exists(runs_path):
         with open(runs_path, encoding="utf-8") as fh:
             return [(a, d) for a, d in json.load(fh)]
-    from runtime.evaluation.validate import validate
+    from clproj.runtime.evaluation.validate import validate
 
     val = validate(suite, truth_dir, devices="measured")
     runs = [(r.app, r.doc) for r in val.runs if r.ok and r.doc is not None]
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             "## Spec-sheet profiles against measured ones (bound model, one run)",
             "",
-            "`POCL_DEVICES=pthread python -m benchmarks.spec_vs_measured --out "
+            "`POCL_DEVICES=pthread python -m clproj.benchmarks.spec_vs_measured --out "
             "benchmarks/results/spec_vs_measured.md` (2-core Xeon VM, PoCL 3.1: the PolyBench "
             "apps run once under project mode, each signature's kernel profile projected "
             "onto both profiles; each spec profile built from the other GPU's measurement)",

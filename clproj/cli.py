@@ -17,18 +17,18 @@ from clproj.console import stderr
 from clproj.errors import ClprojError
 
 COMMAND_MODULES = [
-    "miniemu.cli",
-    "devices.cli",
-    "devices.profile_cli",
-    "benchmarks.cli",
+    "clproj.miniemu.cli",
+    "clproj.devices.cli",
+    "clproj.devices.profile_cli",
+    "clproj.benchmarks.cli",
     "clproj.doctor",
-    "intercept.cli",
-    "runtime.cluster.cli",
-    "runtime.projection.cli",
-    "runtime.evaluation.cli_evaluate",
-    "runtime.partition.cli",
-    "runtime.evaluation.cli_validate",
-    "runtime.evaluation.cli_published",
+    "clproj.intercept.cli",
+    "clproj.runtime.cluster.cli",
+    "clproj.runtime.projection.cli",
+    "clproj.runtime.evaluation.cli_evaluate",
+    "clproj.runtime.partition.cli",
+    "clproj.runtime.evaluation.cli_validate",
+    "clproj.runtime.evaluation.cli_published",
 ]
 
 

@@ -75,7 +75,7 @@ def _exists(path: str) -> Callable[[], str]:
 
 
 def _nvidia() -> str:
-    from devices import nvml
+    from clproj.devices import nvml
 
     gpus = nvml.gpus()
     if not gpus:

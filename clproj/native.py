@@ -13,7 +13,7 @@ BUILD_FIX = "build the native parts with `make setup` (or `pip install -e .` in 
 
 def shim_library() -> str:
     """Path of the LD_PRELOAD shim (cffi embedding module ``intercept._shim``)."""
-    spec = importlib.util.find_spec("intercept")
+    spec = importlib.util.find_spec("clproj.intercept")
     if spec is None or not spec.submodule_search_locations:
         raise ClprojError("the intercept package is not installed", BUILD_FIX)
     for folder in spec.submodule_search_locations:
@@ -25,7 +25,7 @@ def shim_library() -> str:
 
 def oclgrind_plugin() -> str:
     """Path of our Oclgrind statistics plugin."""
-    spec = importlib.util.find_spec("miniemu")
+    spec = importlib.util.find_spec("clproj.miniemu")
     if spec is None or not spec.submodule_search_locations:
         raise ClprojError("the miniemu package is not installed", BUILD_FIX)
     for folder in spec.submodule_search_locations:

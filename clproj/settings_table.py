@@ -390,6 +390,15 @@ TABLE: tuple[Setting, ...] = (
         "(emulation, bounded probes, split checks): removed with the run however the app ends.",
     ),
     Setting(
+        "CLPROJ_PYTHON_PATH",
+        "path",
+        "",
+        "internal",
+        "Folders the shim adds at the end of an app's interpreter path (clproj's own and its "
+        "dependencies', os.pathsep-separated): clproj never sets PYTHONPATH for an app, so the "
+        "app's modules and its child processes' imports stay its own.",
+    ),
+    Setting(
         "CLPROJ_SUMMARY_FILE",
         "path",
         "",

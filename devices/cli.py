@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from clproj.devices import nvml
+from clproj.devices.discovery import list_devices
+
 from clproj.console import emit_json, print_table
 from clproj.errors import ClprojError
-from devices import nvml
-from devices.discovery import list_devices
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,8 +51,8 @@ def show_sheet(path: str, output: str | None, as_json: bool) -> int:
     """The profile a device sheet builds into: its headline numbers (or the whole document
     with ``--json``), written to ``output`` when given, so a user sees what the projection
     will assume before using the sheet in ``--devices``."""
-    from devices.profile import DeviceProfile
-    from devices.sheet import profile_from_sheet
+    from clproj.devices.profile import DeviceProfile
+    from clproj.devices.sheet import profile_from_sheet
 
     prof = DeviceProfile(profile_from_sheet(path), path)
     if output:
@@ -95,8 +96,8 @@ def show_sheet(path: str, output: str | None, as_json: bool) -> int:
 def list_profiles(as_json: bool, measure: bool = True, remeasure: bool = False) -> int:
     """Every shipped profile, whether its numbers were measured (where, when) or are spec,
     and the profile each local device resolves to (devices.local)."""
-    from devices.local import resolve_all
-    from devices.profile import known_profiles
+    from clproj.devices.local import resolve_all
+    from clproj.devices.profile import known_profiles
 
     local = [lp.to_dict() for lp in resolve_all(measure_missing=measure, remeasure=remeasure)]
     rows = []

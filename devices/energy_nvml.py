@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from clproj.devices.energy import MIN_WINDOW_S, CounterReading, Window
+
 from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
-from devices.energy import MIN_WINDOW_S, CounterReading, Window
 
 NO_NVML_FIX = "run on a machine with an NVIDIA driver (Volta or later) and pynvml installed"
 # Poll the energy counter every 2 ms (far below its 20-100 ms step), clocks and

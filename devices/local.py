@@ -31,15 +31,16 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from clproj import paths, settings
-from clproj.errors import ClprojError
-from devices import discovery
-from devices.profile import (
+from clproj.devices import discovery
+from clproj.devices.profile import (
     PROFILES_DIR,
     DeviceProfile,
     load_profile,
     profile_for_device,
 )
+
+from clproj import paths, settings
+from clproj.errors import ClprojError
 
 HOW = ("committed", "cached", "measured", "generic")
 
@@ -92,7 +93,7 @@ def _label(dev: Any, index: int) -> str:
 
 def cache_key(dev: Any) -> str:
     """``local-<the key profile-device would give>``: no committed key starts so."""
-    from devices.microbench.runner import default_key
+    from clproj.devices.microbench.runner import default_key
 
     return "local-" + default_key(dev)
 
@@ -149,8 +150,9 @@ def busy_note() -> str:
 
 def measure(dev: Any, index: int, mode: str, key: str, progress: bool = True) -> DeviceProfile:
     """Measure ``dev`` with the microbenchmark suite (``mode``) and return its profile."""
+    from clproj.devices.microbench.runner import profile_device
+
     from clproj.console import stderr, track
-    from devices.microbench.runner import profile_device
 
     note = busy_note()
     stderr.print(
@@ -187,8 +189,7 @@ def generic_profile(dev: Any, reason: str) -> DeviceProfile:
     cores). Nothing here is measured on the device: every output flags it.
     """
     import pyopencl as cl
-
-    from devices import specs
+    from clproj.devices import specs
 
     platform, name, driver = _ident(dev)
     is_gpu = bool(int(dev.type) & cl.device_type.GPU)
@@ -286,7 +287,7 @@ def resolve_device(
 
 def resolve_all(measure_missing: bool = True, remeasure: bool = False) -> list[LocalProfile]:
     """A profile for every local OpenCL device, in ``clproj devices`` order."""
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     return [
         resolve_device(d, i, measure_missing, remeasure) for i, d in enumerate(opencl_devices())
@@ -294,12 +295,12 @@ def resolve_all(measure_missing: bool = True, remeasure: bool = False) -> list[L
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m devices.local --committed-here``: exit 0 when a local device resolves to a
+    """``python -m clproj.devices.local --committed-here``: exit 0 when a local device resolves to a
     committed profile (`make test` then runs the suite again as on a machine nobody
     profiled), 1 when none does (the suite already ran that way)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m devices.local")
+    ap = argparse.ArgumentParser(prog="python -m clproj.devices.local")
     ap.add_argument("--committed-here", action="store_true", required=True)
     ap.parse_args(argv)
     return 0 if any(p.how == "committed" for p in resolve_all(measure_missing=False)) else 1

@@ -21,8 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from clproj.devices.launch_rules import NullLocalRule, rule_for, validate_rule
+
 from clproj.errors import ClprojError
-from devices.launch_rules import NullLocalRule, rule_for, validate_rule
 
 FORMAT = "clproj.device-profile"
 VERSION = 1
@@ -571,7 +572,7 @@ def load_profile(path_or_key: str) -> DeviceProfile:
     :mod:`devices.sheet`), or a shipped profile by its ``key``."""
     p = Path(path_or_key)
     if p.suffix == ".toml":
-        from devices.sheet import profile_from_sheet
+        from clproj.devices.sheet import profile_from_sheet
 
         return DeviceProfile(profile_from_sheet(str(p)), str(p))
     if p.suffix == ".json" or p.exists():

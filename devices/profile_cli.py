@@ -44,7 +44,7 @@ def _fmt(v: float | None, unit: float = 1.0) -> float | None:
 
 def summary_rows(prof: Any) -> list[tuple[str, Any, str]]:
     """(field, value, provenance) rows that describe a profile at a glance."""
-    from devices.profile import INSTRUCTION_CLASSES
+    from clproj.devices.profile import INSTRUCTION_CLASSES
 
     rows: list[tuple[str, Any, str]] = [
         ("name", prof.name, prof.provenance("identity")),
@@ -77,7 +77,7 @@ def _short(prov: str) -> str:
 
 
 def compare(a: str, b: str, as_json: bool) -> int:
-    from devices.profile import load_profile
+    from clproj.devices.profile import load_profile
 
     pa, pb = load_profile(a), load_profile(b)
     ra, rb = summary_rows(pa), summary_rows(pb)
@@ -137,10 +137,10 @@ def _check_writable(path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         return compare(args.compare[0], args.compare[1], args.json)
-    from devices import nvml
-    from devices.discovery import select_device
-    from devices.microbench.runner import profile_device
-    from devices.profile import DeviceProfile
+    from clproj.devices import nvml
+    from clproj.devices.discovery import select_device
+    from clproj.devices.microbench.runner import profile_device
+    from clproj.devices.profile import DeviceProfile
 
     mode = args.mode or ("quick" if args.quick else "full")
     if args.output:
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     dev = select_device(args.device)
     nv = None
     if "NVIDIA" in dev.vendor.upper():
-        from devices.discovery import pci_bus_id
+        from clproj.devices.discovery import pci_bus_id
 
         nv = nvml.match(dev.name.strip(), pci_bus_id(dev))
     stderr.print(f"profiling [bold]{dev.name.strip()}[/] ({mode} mode)", highlight=False)

@@ -112,7 +112,7 @@ def read_sheet(path: str) -> dict[str, Any]:
 def sheet_spec(doc: dict[str, Any], path: str) -> tuple[Any, dict[str, str]]:
     """The :class:`devices.spec_sheets.Spec` of a checked sheet, and the provenance of
     every value taken from the ``like`` entry rather than from the sheet."""
-    from devices.spec_sheets import SPECS
+    from clproj.devices.spec_sheets import SPECS
 
     vendor = doc["vendor"]
     like_key = doc.get("like") or DEFAULT_LIKE.get(vendor.lower())
@@ -194,8 +194,8 @@ def sheet_spec(doc: dict[str, Any], path: str) -> tuple[Any, dict[str, str]]:
 
 def profile_from_sheet(path: str) -> dict[str, Any]:
     """The validated device-profile document of the sheet at ``path``."""
-    from devices.profile import validate
-    from devices.specs import build
+    from clproj.devices.profile import validate
+    from clproj.devices.specs import build
 
     doc = read_sheet(path)
     spec, prov = sheet_spec(doc, path)

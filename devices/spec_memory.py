@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from devices.profile import PROFILES_DIR, load_profile
+from clproj.devices.profile import PROFILES_DIR, load_profile
 
 # The pointer-chase buffers of the latency microbenchmark (devices/microbench/latency.py):
 # the derived latencies stand for the same two footprints.

@@ -7,7 +7,7 @@ sheet does not give — throughput-vs-occupancy curves, strided reads, bank conf
 launch overhead, PCIe bandwidth — is derived with the rules below, each recorded in the
 profile's ``provenance`` as ``derived: <rule>`` and explained in ``docs/devices.md``.
 
-``python -m devices.specs`` rewrites ``devices/profiles/spec/*.json``. The same tables
+``python -m clproj.devices.specs`` rewrites ``devices/profiles/spec/*.json``. The same tables
 give measured GPU profiles the occupancy limits OpenCL cannot report (:func:`spec_for`).
 """
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from devices.profile import (
+from clproj.devices.profile import (
     FORMAT,
     POWER_VERSION,
     PROFILES_DIR,
@@ -27,8 +27,8 @@ from devices.profile import (
     load_profile,
     validate,
 )
-from devices.spec_memory import dram_latency_s, hierarchy
-from devices.spec_sheets import SPECS, Spec
+from clproj.devices.spec_memory import dram_latency_s, hierarchy
+from clproj.devices.spec_sheets import SPECS, Spec
 
 # Measured GPU profiles that also have a sheet here: their sustained bandwidth over the
 # sheet's is the efficiency every sheet-built profile gets (measured_efficiency).

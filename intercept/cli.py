@@ -6,10 +6,9 @@ import argparse
 import json
 import os
 import sys
-import sysconfig
 import tempfile
 
-from clproj import settings
+from clproj import pyenv, settings
 from clproj.console import emit_json, print_table, stderr_tables
 from clproj.errors import ClprojError
 
@@ -133,12 +132,9 @@ def shim_environment(
         env.setdefault(name, text)
     lib = shim_library()
     env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-    # The embedded interpreter of a C app knows neither the repo nor the venv.
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = [repo, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    # The app's interpreter (or the one the shim embeds in a C app) finds clproj through
+    # this, appended to its path by the shim; the app's PYTHONPATH stays the app's.
+    env["CLPROJ_PYTHON_PATH"] = os.pathsep.join(pyenv.app_import_paths())
     env["CLPROJ_MODE"] = mode
     for key in (
         "CLPROJ_RECORD_DIR",
@@ -167,7 +163,7 @@ def shim_environment(
 
 
 # The projection package plugs in here (intercept.hooks): called with each new record.
-PROJECT_HOOK = "runtime.projection.app_hook:on_record"
+PROJECT_HOOK = "clproj.runtime.projection.app_hook:on_record"
 
 
 def read_summary(path: str) -> list[dict]:
@@ -231,7 +227,7 @@ def _pin_profiles(env: dict[str, str], tmp: str, spec: str, mode: str) -> str:
     aborts the app). ``cluster`` (route mode) is resolved inside the app from the nodes'
     profiles; the local devices are resolved here anyway, so the embedded node finds them.
     """
-    from runtime.projection import device_set
+    from clproj.runtime.projection import device_set
 
     if spec == "cluster":
         if mode != "route":
@@ -266,8 +262,8 @@ def _split_environment(env: dict[str, str], tmp: str) -> str:
     env["CLPROJ_SPLIT_FILE"] = out
     if not env.get("CLPROJ_SPLIT_DEVICES"):
         try:
-            from devices.discovery import opencl_devices
-            from runtime.partition.advisor import profile_for_live_device
+            from clproj.devices.discovery import opencl_devices
+            from clproj.runtime.partition.advisor import profile_for_live_device
 
             files = []
             for i, dev in enumerate(opencl_devices()):
@@ -303,7 +299,7 @@ def _print_splits(splits: list[dict]) -> None:
 
 def _sweep_after_app() -> None:
     """Remove the shared-memory files of route-mode clients that died (a crashed app)."""
-    from runtime.cluster.client.platform import sweep_orphan_shm
+    from clproj.runtime.cluster.client.platform import sweep_orphan_shm
 
     sweep_orphan_shm()
 
@@ -364,7 +360,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             env.setdefault("CLPROJ_EMULATION_NICE", "10")
         # everything the app's clproj parts create lives here, removed however the app ends
         env["CLPROJ_RUN_DIR"] = tmp
-        from intercept.app_process import run_app
+        from clproj.intercept.app_process import run_app
 
         # --json: the document alone on stdout; the app's own output goes to stderr
         rc = run_app(cmd, env, stdout=sys.stderr.fileno() if args.json else None)
@@ -373,7 +369,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             rows = read_summary(summary)
             splits = _read_splits(split_file)
             if args.mode == "project":
-                from runtime.projection.live import complete_run
+                from clproj.runtime.projection.live import complete_run
 
                 projections = complete_run(
                     record_dir,
@@ -402,7 +398,7 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def _node_failures(run_dir: str) -> int:
     """How many node failures route mode's client lived through (0: none, or not route)."""
-    from intercept.route.summary import RECOVERIES_FILE
+    from clproj.intercept.route.summary import RECOVERIES_FILE
 
     try:
         with open(os.path.join(run_dir, RECOVERIES_FILE)) as fh:
@@ -462,11 +458,11 @@ def _report_run(
     if split_file:
         _print_splits(splits)
     if projections:
-        from runtime.projection.live import print_projections
+        from clproj.runtime.projection.live import print_projections
 
         print_projections(projections, rows, to=stderr_tables)
     if args.record:
-        from intercept.record import list_records
+        from clproj.intercept.record import list_records
 
         try:
             n = len(list_records(args.record))
@@ -476,7 +472,7 @@ def _report_run(
 
 
 def records_cmd(args: argparse.Namespace) -> int:
-    from intercept.record import list_records, load
+    from clproj.intercept.record import list_records, load
 
     rows = []
     for path in list_records(args.dir):
@@ -527,8 +523,8 @@ def records_cmd(args: argparse.Namespace) -> int:
 def replay_cmd(args: argparse.Namespace) -> int:
     """Validate the record here, then replay it in a time-boxed child process: a driver
     crash or an endless kernel becomes a one-line error, not a dead or hung CLI."""
-    from intercept.record import load
-    from intercept.replay import check_ndrange, check_replayable, replay_isolated
+    from clproj.intercept.record import load
+    from clproj.intercept.replay import check_ndrange, check_replayable, replay_isolated
 
     rec = load(args.record)
     check_replayable(rec)

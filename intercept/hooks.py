@@ -16,8 +16,9 @@ import sys
 import threading
 from collections.abc import Callable
 
+from clproj.intercept.record import LaunchRecord
+
 from clproj import settings
-from intercept.record import LaunchRecord
 
 Hook = Callable[[LaunchRecord], None]
 _hooks: list[Hook] = []

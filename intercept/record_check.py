@@ -12,8 +12,9 @@ import math
 import re
 from typing import Any
 
+from clproj.intercept.blobs import MAX_SIZE_T, is_blob_key
+
 from clproj.untrusted import is_int
-from intercept.blobs import MAX_SIZE_T, is_blob_key
 
 ARG_KINDS = ("scalar", "buffer", "local", "null", "unsupported")
 BINARY_KINDS = (None, "il", "binary")

@@ -13,10 +13,11 @@ import sys
 import threading
 from typing import Any
 
+from clproj.intercept.hooks import at_exit
+from clproj.intercept.record import LaunchRecord, save
+
 from clproj import settings
 from clproj.background_thread import background_thread
-from intercept.hooks import at_exit
-from intercept.record import LaunchRecord, save
 
 
 class RecordWriter:

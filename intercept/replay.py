@@ -30,10 +30,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from clproj.intercept.record import LaunchRecord
+
+from clproj import pyenv
 from clproj.errors import ClprojError
 from clproj.lifeline import die_with_parent
 from clproj.untrusted import is_int, read_regular_file
-from intercept.record import LaunchRecord
 
 # Replay runs every work-item for real: beyond 2^32 of them a driver either overflows its
 # 32-bit group counters (PoCL crashes) or runs for hours. Emulation is not bounded here.
@@ -445,10 +447,6 @@ def replay(
 # ---- the time-boxed child process of `clproj replay` ------------------------------------
 
 
-def _repo_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     # never stack the clproj interception shim under our own replay
@@ -457,8 +455,7 @@ def _worker_env() -> dict[str, str]:
         env["LD_PRELOAD"] = preload
     else:
         env.pop("LD_PRELOAD", None)
-    env["PYTHONPATH"] = _repo_root() + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    return pyenv.helper_environment(env)
 
 
 def _child_setup() -> None:
@@ -495,7 +492,7 @@ def replay_isolated(
     with tempfile.TemporaryDirectory(prefix="clproj-replay-") as tmp:
         out = os.path.join(tmp, "result.json")
         log = os.path.join(tmp, "replay.log")
-        cmd = [sys.executable, "-m", "intercept.replay_worker", os.path.abspath(record_path)]
+        cmd = [sys.executable, "-m", "clproj.intercept.replay_worker", os.path.abspath(record_path)]
         cmd += ["--out", out]
         if device is not None:
             cmd += ["--device", str(device)]

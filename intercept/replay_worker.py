@@ -1,4 +1,4 @@
-"""Child process of ``clproj replay``: ``python -m intercept.replay_worker RECORD --out FILE``.
+"""Child process of ``clproj replay``: ``python -m clproj.intercept.replay_worker RECORD --out FILE``.
 
 Started by :func:`intercept.replay.replay_isolated`, which kills it after the time budget:
 keeping the OpenCL driver in a separate process is what turns a driver crash or an endless
@@ -17,21 +17,22 @@ from clproj.atomic import write_atomic
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m intercept.replay_worker")
+    p = argparse.ArgumentParser(prog="python -m clproj.intercept.replay_worker")
     p.add_argument("record")
     p.add_argument("--out", required=True)
     p.add_argument("--device", default=None)
     p.add_argument("--verify", action="store_true")
     args = p.parse_args(argv)
 
+    from clproj.intercept.record import load
+    from clproj.intercept.replay import MAX_WORK_ITEMS, replay
+
     from clproj.errors import ClprojError
-    from intercept.record import load
-    from intercept.replay import MAX_WORK_ITEMS, replay
 
     try:
         device = None
         if args.device is not None:
-            from devices.discovery import select_device
+            from clproj.devices.discovery import select_device
 
             device = select_device(args.device)
         res = replay(

@@ -96,7 +96,7 @@ def _metadata(ffi, L):
     """The launch as a record without buffer contents: kernel, NDRange, argument kinds,
     scalars and buffer sizes. Cheap enough to build for every launch; ``pre_launch``
     adds the snapshots and the device when the launch is really recorded."""
-    from intercept.record import ArgRecord, LaunchRecord
+    from clproj.intercept.record import ArgRecord, LaunchRecord
 
     args = []
     for i in range(L.nargs):
@@ -169,13 +169,13 @@ def within_record_budget(need: int, directory: str) -> bool:
 
 def pre_launch(ffi, lib, L):
     """Build the record and snapshot every buffer argument before the launch runs."""
-    from intercept.record import new_id
+    from clproj.intercept.record import new_id
 
     if settings.get("CLPROJ_FAULT") == "launch":
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
     rec = _metadata(ffi, L)
     if settings.get("CLPROJ_MODE") == "project" and rec.emulatable:
-        from intercept import hooks
+        from clproj.intercept import hooks
 
         if not hooks.admit("project", rec):
             return 0  # answered from the reuse cache: no snapshot, no record
@@ -197,8 +197,8 @@ def pre_launch(ffi, lib, L):
 def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
     """Store the outputs (--verify) and the measured time; the record is written and the
     hooks run on the background writer (intercept.record_writer.save_later), not in the app."""
-    from intercept import hooks
-    from intercept.record_writer import save_later
+    from clproj.intercept import hooks
+    from clproj.intercept.record_writer import save_later
 
     with _lock:
         rec = _pending.pop(handle, None)
@@ -230,7 +230,7 @@ def install(ffi, lib) -> None:
     def clproj_py_start():
         if settings.get("CLPROJ_FAULT") == "start":
             raise RuntimeError("injected fault (CLPROJ_FAULT=start)")
-        import intercept.record  # noqa: F401  (fail here, once, rather than at each launch)
+        import clproj.intercept.record  # noqa: F401  (fail here, once, rather than at each launch)
 
         return 1
 

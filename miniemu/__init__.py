@@ -11,16 +11,17 @@ import os
 import tempfile
 from typing import TYPE_CHECKING
 
+from clproj.miniemu.backend import MODES, get_backend
+from clproj.miniemu.profile import KernelProfile, build_profile
+
 from clproj.paths import scratch_parent
-from miniemu.backend import MODES, get_backend
-from miniemu.profile import KernelProfile, build_profile
 
 if TYPE_CHECKING:
-    from intercept.record import LaunchRecord
+    from clproj.intercept.record import LaunchRecord
 
 __all__ = ["MODES", "Budget", "KernelProfile", "emulate"]
 
-from miniemu.bounded import Budget
+from clproj.miniemu.bounded import Budget
 
 
 def emulate(
@@ -40,8 +41,9 @@ def emulate(
     ``"wall=3,instructions=2e6"``) applies to ``bounded``; ``timeout_s`` caps it too.
     Raises ``ClprojError`` on timeout, emulator failure or a non-emulatable record.
     """
+    from clproj.intercept.record import load, save
+
     from clproj.errors import ClprojError
-    from intercept.record import load, save
 
     if mode not in MODES:
         raise ClprojError(f"unknown emulation mode {mode!r}", f"use one of {', '.join(MODES)}")
@@ -55,7 +57,7 @@ def emulate(
         )
     engine = get_backend(backend)
     if mode == "bounded":
-        from miniemu.bounded import emulate_bounded
+        from clproj.miniemu.bounded import emulate_bounded
 
         b = Budget.parse(budget)
         b.wall_s = min(b.wall_s, timeout_s)

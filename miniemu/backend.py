@@ -68,7 +68,7 @@ class EmulatorBackend(Protocol):
 
 
 def get_backend(name: str = "oclgrind") -> EmulatorBackend:
-    from miniemu.oclgrind import OclgrindBackend
+    from clproj.miniemu.oclgrind import OclgrindBackend
 
     backends: dict[str, type] = {"oclgrind": OclgrindBackend}
     if name not in backends:

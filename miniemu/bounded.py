@@ -57,13 +57,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from clproj.miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
+
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
 from clproj.paths import scratch_parent
-from miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
 
 if TYPE_CHECKING:
-    from intercept.record import LaunchRecord
+    from clproj.intercept.record import LaunchRecord
 
 _NOT_SCALED = ("bytes_per_group", "private_bytes_per_work_item")
 # Validation error of the extrapolation fit (relative, on the check probe) per confidence.
@@ -351,7 +352,7 @@ class _Runner:
         self.wall_stops = 0
 
     def run(self, record: LaunchRecord) -> Any:
-        from intercept.record import save
+        from clproj.intercept.record import save
 
         path = save(copy.copy(record), os.path.join(self.tmp, f"r{id(record)}"), link_blobs=True)
         wall = self.budget.wall_s
@@ -605,7 +606,7 @@ def emulate_bounded(
     record: LaunchRecord, budget: Budget | None = None, backend: Any = None
 ) -> KernelProfile:
     """A kernel profile of ``record`` within ``budget`` (module docstring: the steps)."""
-    from miniemu.backend import get_backend
+    from clproj.miniemu.backend import get_backend
 
     budget = budget or Budget()
     backend = backend or get_backend("oclgrind")

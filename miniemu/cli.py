@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from clproj.miniemu.backend import MODES
+
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stdout
-from miniemu.backend import MODES
 
 WARPS = ("8", "16", "32", "64")
 SEGMENTS = ("32", "64", "128")
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import miniemu
+    from clproj import miniemu
     from clproj.console import stderr
 
     with stderr.status(f"mini-emulating ({args.mode}) in Oclgrind..."):

@@ -22,10 +22,11 @@ import sys
 import tempfile
 import time
 
-from clproj import settings
+from clproj.miniemu.backend import GroupStats, RawEmulation
+
+from clproj import pyenv, settings
 from clproj.errors import ClprojError
 from clproj.paths import scratch_parent
-from miniemu.backend import GroupStats, RawEmulation
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"
 VERSION = "oclgrind 21.10"
@@ -45,12 +46,8 @@ _CLEARED_ENV = (
 )
 
 
-def _repo_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 class OclgrindBackend:
-    """Runs ``python -m miniemu.worker`` under the Oclgrind runtime in a subprocess."""
+    """Runs ``python -m clproj.miniemu.worker`` under the Oclgrind runtime in a subprocess."""
 
     name = "oclgrind"
 
@@ -78,9 +75,7 @@ class OclgrindBackend:
         env["OCLGRIND_PLUGINS"] = oclgrind_plugin()
         env["CLPROJ_STATS_OUT"] = out_path
         env["OCLGRIND_LOG"] = log_path
-        env["PYTHONPATH"] = _repo_root() + (
-            ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
-        )
+        env = pyenv.helper_environment(env)
         if mode in ("single", "quick", "bounded"):
             env["OCLGRIND_QUICK"] = "1"
             env["OCLGRIND_NUM_THREADS"] = "1"
@@ -109,7 +104,7 @@ class OclgrindBackend:
             env.update(limits or {})
             # It dies with this thread and, inside an app, lowers its priority itself (no
             # preexec_fn: miniemu.worker says why).
-            cmd = [sys.executable, "-m", "miniemu.worker", os.path.abspath(record_path)]
+            cmd = [sys.executable, "-m", "clproj.miniemu.worker", os.path.abspath(record_path)]
             cmd += ["--parent-pid", str(os.getpid())]
             if settings.is_set("CLPROJ_EMULATION_NICE"):
                 cmd += ["--nice", str(settings.get("CLPROJ_EMULATION_NICE"))]
@@ -157,7 +152,7 @@ class OclgrindBackend:
                 + ("" if kernels else ", no statistics written")
                 + f"): {tail or 'no output'}",
                 "replay the record on a real device with `clproj replay` to check it, "
-                "or inspect it under `oclgrind python -m miniemu.worker RECORD`",
+                "or inspect it under `oclgrind python -m clproj.miniemu.worker RECORD`",
             )
         return parse_plugin_output(lines, mode, wall, log)
 
@@ -186,7 +181,7 @@ def worker_error(stderr_text: str) -> None:
     """Raise the error the worker reported (a record that does not build, a bad field) as
     its own one-line error; return when it reported none (a crash: the caller says so).
     Why: the worker's error came wrapped in the emulator's raw output, over several lines."""
-    from miniemu.worker import ERROR_MARK, FIX_MARK
+    from clproj.miniemu.worker import ERROR_MARK, FIX_MARK
 
     cause = fix = None
     for line in stderr_text.splitlines():

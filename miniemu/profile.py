@@ -17,10 +17,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from clproj.devices.launch_rules import divisor_local_size
+from clproj.miniemu.backend import RawEmulation
+
 from clproj.errors import ClprojError
 from clproj.untrusted import is_finite_number, is_int
-from devices.launch_rules import divisor_local_size
-from miniemu.backend import RawEmulation
 
 FORMAT = "clproj.kernel-profile"
 VERSION = 1

@@ -60,12 +60,18 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from intercept.identity import reuse_family
-from miniemu.bounded import flatten_stats, rebuild_stats, relative_error, scalar_args, scev_args
-from miniemu.profile import KernelProfile, scale_stats
+from clproj.intercept.identity import reuse_family
+from clproj.miniemu.bounded import (
+    flatten_stats,
+    rebuild_stats,
+    relative_error,
+    scalar_args,
+    scev_args,
+)
+from clproj.miniemu.profile import KernelProfile, scale_stats
 
 if TYPE_CHECKING:
-    from intercept.record import LaunchRecord
+    from clproj.intercept.record import LaunchRecord
 
 
 @dataclass
@@ -300,7 +306,7 @@ class ReuseCache:
     # ------------------------------------------------------------------ internals
 
     def _run(self, record: LaunchRecord) -> KernelProfile:
-        import miniemu
+        from clproj import miniemu
 
         fn = self._emulate or miniemu.emulate
         kwargs = {"budget": self.budget} if self.mode == "bounded" else {}

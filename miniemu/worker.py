@@ -1,4 +1,4 @@
-"""Subprocess entry point: ``python -m miniemu.worker RECORD [--parent-pid PID] [--nice N]``.
+"""Subprocess entry point: ``python -m clproj.miniemu.worker RECORD [--parent-pid PID] [--nice N]``.
 
 Run by :class:`miniemu.oclgrind.OclgrindBackend` with ``LD_PRELOAD=liboclgrind-rt.so`` and
 ``OCLGRIND_PLUGINS=<our plugin>``: the preloaded runtime's ``cl*`` symbols win over
@@ -22,7 +22,7 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m miniemu.worker")
+    p = argparse.ArgumentParser(prog="python -m clproj.miniemu.worker")
     p.add_argument("record")
     p.add_argument("--parent-pid", type=int, default=0)
     p.add_argument("--nice", type=int, default=0)
@@ -33,10 +33,11 @@ def main(argv: list[str]) -> int:
         die_with_starter(args.parent_pid)
     if args.nice:
         os.nice(args.nice)
+    from clproj.intercept.record import load
+    from clproj.intercept.replay import replay
+    from clproj.miniemu.profile import emulated_local_size
+
     from clproj.errors import ClprojError
-    from intercept.record import load
-    from intercept.replay import replay
-    from miniemu.profile import emulated_local_size
 
     try:
         record = load(args.record)

@@ -24,7 +24,7 @@ def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
     with open(os.path.join(SRC_DIR, "nodelink_api.h")) as f:
         ffi.cdef(f.read())
     ffi.set_source(
-        "runtime.cluster.node._nodelink",
+        "clproj.runtime.cluster.node._nodelink",
         '#include "nodelink_api.h"\n',
         sources=[os.path.join(SRC_DIR, "nodelink.c")],
         include_dirs=[SRC_DIR],

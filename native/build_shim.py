@@ -39,17 +39,35 @@ def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
         ffi.cdef(cdef + f.read())
     with open(os.path.join(SHIM_DIR, "embedding_api.h")) as f:
         ffi.embedding_api(f.read())
+    # clproj reaches the app's interpreter through CLPROJ_PYTHON_PATH, never PYTHONPATH: its
+    # folders go at the *end* of sys.path (site.addsitedir, so the venv's .pth finders load),
+    # where they neither shadow the app's modules nor reach the app's own child processes.
     ffi.embedding_init_code(
         """
-        from intercept._shim import ffi, lib
-        from intercept.shim_runtime import install as _clproj_install
+        import os as _clproj_os, site as _clproj_site, sys as _clproj_sys
+        _clproj_paths = [
+            p for p in _clproj_os.environ.get("CLPROJ_PYTHON_PATH", "").split(_clproj_os.pathsep) if p
+        ]
+        for _clproj_p in _clproj_paths:
+            if _clproj_p not in _clproj_sys.path:
+                _clproj_site.addsitedir(_clproj_p)
+        # the package itself from clproj's folders even where the app's folder holds a
+        # clproj.py: the app's path is put back at once, before anything else is imported
+        _clproj_saved = list(_clproj_sys.path)
+        _clproj_sys.path[:] = _clproj_paths
+        try:
+            import clproj
+        finally:
+            _clproj_sys.path[:] = _clproj_saved
+        from clproj.intercept._shim import ffi, lib
+        from clproj.intercept.shim_runtime import install as _clproj_install
         _clproj_install(ffi, lib)
-        from intercept.route.platform import install as _clproj_route_install
+        from clproj.intercept.route.platform import install as _clproj_route_install
         _clproj_route_install(ffi, lib)
         """
     )
     ffi.set_source(
-        "intercept._shim",
+        "clproj.intercept._shim",
         '#include "shim.h"\n#include "route.h"\n',
         sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
         include_dirs=[SHIM_DIR],

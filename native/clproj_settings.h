@@ -330,6 +330,12 @@ static inline const char *clproj_setting_run_dir(void) {
     return clproj__text("CLPROJ_RUN_DIR", "", 1, buf);
 }
 
+/* CLPROJ_PYTHON_PATH (path, internal): see docs/settings.md. */
+static inline const char *clproj_setting_python_path(void) {
+    static char buf[CLPROJ_SETTING_TEXT_MAX];
+    return clproj__text("CLPROJ_PYTHON_PATH", "", 1, buf);
+}
+
 /* CLPROJ_SUMMARY_FILE (path, internal): see docs/settings.md. */
 static inline const char *clproj_setting_summary_file(void) {
     static char buf[CLPROJ_SETTING_TEXT_MAX];

@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from devices.microbench import overhead, raw_loop
-from devices.profile import validate
+from clproj.devices.microbench import overhead, raw_loop
+from clproj.devices.profile import validate
 
 
 def _write(path: Path, doc: dict, points: list[list[float]], wg: int, how: str) -> None:
@@ -50,8 +50,7 @@ def _write(path: Path, doc: dict, points: list[list[float]], wg: int, how: str) 
 
 def measure(path: Path, device: str, mode: str, what: set[str]) -> None:
     import pyopencl as cl
-
-    from devices.microbench.common import MODES, Bench
+    from clproj.devices.microbench.common import MODES, Bench
 
     devs = [d for p in cl.get_platforms() for d in p.get_devices() if device in d.name]
     if not devs:
@@ -91,7 +90,7 @@ def derive(path: Path, bench: Path, kernel: str) -> None:
 
 
 def spec_rounds(path: Path) -> None:
-    from devices.specs import cpu_rounds_from_spec
+    from clproj.devices.specs import cpu_rounds_from_spec
 
     doc = json.loads(path.read_text())
     derived = cpu_rounds_from_spec(doc)

@@ -50,7 +50,7 @@ def helpers_of(pid: int, role: str | None = None) -> list[int]:
 
 def _device_ids() -> list[tuple[int, str]]:
     try:
-        from devices.discovery import list_devices
+        from clproj.devices.discovery import list_devices
 
         return [(d.index, d.name) for d in list_devices()]
     except Exception:
@@ -62,7 +62,7 @@ DEVICES = _device_ids()
 
 @pytest.fixture(params=[i for i, _ in DEVICES], ids=[f"{i}:{n[:24]}" for i, n in DEVICES])
 def cl_device(request: pytest.FixtureRequest):
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     return opencl_devices()[request.param]
 

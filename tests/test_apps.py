@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from benchmarks.apps import APPS, get_app
-from benchmarks.apps.base import Plan
-from benchmarks.apps.execute import execute
+from clproj.benchmarks.apps import APPS, get_app
+from clproj.benchmarks.apps.base import Plan
+from clproj.benchmarks.apps.execute import execute
 
 PAPER = {
     "floydwarshall": 192,
@@ -77,7 +76,7 @@ def test_check_rejects_a_wrong_output(name: str) -> None:
 
 
 def test_aes_reference_matches_fips197() -> None:
-    from benchmarks.apps import aes_ref
+    from clproj.benchmarks.apps import aes_ref
 
     key = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
     plain = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), dtype=np.uint8)[None]

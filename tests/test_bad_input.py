@@ -31,9 +31,8 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-
-from runtime.cluster import protocol
-from runtime.cluster.broker import Broker, serve_in_thread
+from clproj.runtime.cluster import protocol
+from clproj.runtime.cluster.broker import Broker, serve_in_thread
 
 REPO = Path(__file__).resolve().parent.parent
 CLI_TIMEOUT_S = 60  # far above any case: a hang fails the test instead of the suite
@@ -120,7 +119,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("recorded")
     (base / "spin_app.py").write_text(SPIN_APP)
     apps = {
-        "vecadd": [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"],
+        "vecadd": [sys.executable, "-m", "clproj.benchmarks.apps", "vecadd", "--size", "small"],
         "spin": [sys.executable, str(base / "spin_app.py")],
     }
     out = {}
@@ -731,7 +730,7 @@ def test_unbuildable_record_leaves_nothing_in_tmpdir(tmp_path, monkeypatch, comm
     """pyopencl saves the source of a failed build as TMPDIR/tmpXXXX.cl and leaves it: one
     file per run of an unbuildable record, before. Nothing stays now, and the error is one
     line."""
-    from intercept import record as R
+    from clproj.intercept import record as R
 
     rec = R.from_arrays(
         "__kernel void k(__global float *a) { a[get_global_id(0)] = no_such_name; }",

@@ -43,7 +43,7 @@ TOPS = (
 PACKAGES = ("runtime", "intercept", "miniemu", "devices", "benchmarks")
 _TOP, _PKG = "|".join(TOPS), "|".join(PACKAGES)
 PATH = re.compile(rf"(?<![\w./-])((?:{_TOP})/[\w./-]*)")
-DOTTED = re.compile(rf"(?<![\w./-])((?:{_PKG})(?:\.[A-Za-z_]\w*)+)")
+DOTTED = re.compile(rf"(?<![\w./-])((?:clproj\.)?(?:{_PKG})(?:\.[A-Za-z_]\w*)+)")
 FILE_SUFFIX = re.compile(r"\.(py|md|c|h|cpp|json|so|png|cl|sh|tsv)$")
 
 
@@ -76,7 +76,11 @@ def _top_level_names(path: Path) -> frozenset[str]:
 
 
 def _resolves(dotted: str) -> bool:
+    """Whether a dotted name names a module (or a name in one); the subsystems install as
+    ``clproj.<folder>`` from folders at the root."""
     parts = dotted.split(".")
+    if parts[0] == "clproj" and len(parts) > 1 and parts[1] in PACKAGES:
+        parts = parts[1:]
     for i in range(len(parts), 0, -1):
         base = REPO.joinpath(*parts[:i])
         module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else None
@@ -123,14 +127,14 @@ def test_every_module_name_in_the_docs_resolves() -> None:
 
 
 @pytest.mark.parametrize(
-    "dotted", ["runtime.evaluation.validate.load_validation", "runtime.projection"]
+    "dotted", ["clproj.runtime.evaluation.validate.load_validation", "clproj.runtime.projection"]
 )
 def test_resolving_accepts_modules_packages_and_their_names(dotted: str) -> None:
     assert _resolves(dotted)
 
 
 @pytest.mark.parametrize(
-    "dotted", ["runtime.broker", "runtime.evaluation.validate.nothing_like_this"]
+    "dotted", ["clproj.runtime.broker", "clproj.runtime.evaluation.validate.nothing_like_this"]
 )
 def test_resolving_refuses_moved_modules_and_missing_names(dotted: str) -> None:
     assert not _resolves(dotted)

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from benchmarks import energy_run
-from benchmarks.apps import get_app
+from clproj.benchmarks import energy_run
+from clproj.benchmarks.apps import get_app
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +57,7 @@ def test_no_driver_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
         pass
     out = tmp_path / "e.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.energy_run", "--apps", "vecadd", "-o", str(out)],
+        [sys.executable, "-m", "clproj.benchmarks.energy_run", "--apps", "vecadd", "-o", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -75,5 +74,5 @@ def test_script_is_valid_bash_and_calls_the_runner() -> None:
     script = ROOT / "scripts" / "gpu" / "energy.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
     text = script.read_text()
-    assert "python3 -m benchmarks.energy_run" in text and "$OUT/energy.tar.gz" in text
+    assert "python3 -m clproj.benchmarks.energy_run" in text and "$OUT/energy.tar.gz" in text
     assert "setup-env.sh" in text

@@ -78,7 +78,7 @@ def test_demo_command_line_measures_then_projects(tmp_path):
     """`make demo`'s run on an unprofiled machine, empty cache, the quick profiles a user gets."""
     cache = str(tmp_path / "cache")
     env = foreign_env(cache, CLPROJ_COLD_PROFILE="quick")
-    app = [sys.executable, "-m", "benchmarks.apps", "matmul_lmem", "nbody"]
+    app = [sys.executable, "-m", "clproj.benchmarks.apps", "matmul_lmem", "nbody"]
     app += ["atomic_contention", "reduction", "--size", "small"]
     out = clproj(["run", "--mode", "project", "--json", "--", *app], env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -101,7 +101,7 @@ def test_demo_command_line_measures_then_projects(tmp_path):
 
 
 def test_project_mode_pyopencl_app(cache, tmp_path):
-    app = [sys.executable, "-m", "benchmarks.apps", "vecadd", "reduction", "--size", "small"]
+    app = [sys.executable, "-m", "clproj.benchmarks.apps", "vecadd", "reduction", "--size", "small"]
     out = clproj(["run", "--mode", "project", "--json", "--", *app], foreign_env(cache))
     assert out.returncode == 0, out.stderr[-3000:]
     assert "measuring" not in out.stderr  # the cache answered
@@ -126,7 +126,15 @@ def test_devices_measured_projects_every_launch_on_all_five(cache):
     """In the app and after it exits (no emulation in the app: all of it after exit,
     and floydwarshall's later passes are answered by the reuse cache)."""
     env = foreign_env(cache, CLPROJ_INAPP_EMULATION="0")
-    app = [sys.executable, "-m", "benchmarks.apps", "floydwarshall", "reduction", "--size", "small"]
+    app = [
+        sys.executable,
+        "-m",
+        "clproj.benchmarks.apps",
+        "floydwarshall",
+        "reduction",
+        "--size",
+        "small",
+    ]
     out = clproj(["run", "--mode", "project", "--devices", "measured", "--json", "--", *app], env)
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json_tail(out.stdout)
@@ -137,7 +145,15 @@ def test_devices_measured_projects_every_launch_on_all_five(cache):
 
 
 def test_route_mode(cache):
-    app = [sys.executable, "-m", "benchmarks.apps", "vecadd", "matmul_lmem", "--size", "small"]
+    app = [
+        sys.executable,
+        "-m",
+        "clproj.benchmarks.apps",
+        "vecadd",
+        "matmul_lmem",
+        "--size",
+        "small",
+    ]
     out = clproj(["run", "--mode", "route", "--json", "--", *app], foreign_env(cache))
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stderr.count("PASS") == 2, out.stderr  # --json: the app's stdout goes there
@@ -146,7 +162,7 @@ def test_route_mode(cache):
 
 
 def test_route_split(cache):
-    app = [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"]
+    app = [sys.executable, "-m", "clproj.benchmarks.apps", "vecadd", "--size", "small"]
     env = foreign_env(cache, CLPROJ_SPLIT_WAIT_S="60")
     out = clproj(["run", "--mode", "route", "--split", "--", *app], env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -158,7 +174,7 @@ def test_route_split(cache):
 def test_advise_partition_execute(cache, tmp_path):
     env = foreign_env(cache)
     rec = str(tmp_path / "rec")
-    app = [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"]
+    app = [sys.executable, "-m", "clproj.benchmarks.apps", "vecadd", "--size", "small"]
     out = clproj(["run", "--record", rec, "--", *app], env)
     assert out.returncode == 0, out.stderr
     (path,) = [
@@ -179,7 +195,7 @@ def test_without_measuring_profiles_are_generic_and_flagged(tmp_path):
     assert out.returncode == 0, out.stderr
     local = json.loads(out.stdout)["local"]
     assert all(lp["how"] == "generic" and lp["low_confidence"] for lp in local), local
-    app = [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"]
+    app = [sys.executable, "-m", "clproj.benchmarks.apps", "vecadd", "--size", "small"]
     out = clproj(["run", "--mode", "project", "--", *app], env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "low-confidence (generic, not measured) profiles" in out.stderr
@@ -212,8 +228,8 @@ def test_remeasure_replaces_cached_profiles(cache):
 
 
 def test_cache_keys_never_collide_with_committed_keys(cl_device):
-    from devices.local import cache_key
-    from devices.profile import known_profiles
+    from clproj.devices.local import cache_key
+    from clproj.devices.profile import known_profiles
 
     key = cache_key(cl_device)
     assert key.startswith("local-")
@@ -230,13 +246,13 @@ def test_a_bad_setting_is_one_line_naming_it(tmp_path):
 
 def test_make_test_runs_the_foreign_pass_exactly_where_a_committed_profile_matches(tmp_path):
     """`make test` runs the suite a second time as on a machine nobody profiled only where
-    the first run was not already that: ``python -m devices.local --committed-here`` exits
+    the first run was not already that: ``python -m clproj.devices.local --committed-here`` exits
     0 exactly when some local device has a committed profile, and 1 under the flag."""
-    from devices.discovery import opencl_devices
-    from devices.profile import profile_for_device
+    from clproj.devices.discovery import opencl_devices
+    from clproj.devices.profile import profile_for_device
 
     matches = any(profile_for_device(d) is not None for d in opencl_devices())
-    cmd = [sys.executable, "-m", "devices.local", "--committed-here"]
+    cmd = [sys.executable, "-m", "clproj.devices.local", "--committed-here"]
     env = dict(os.environ, CLPROJ_CACHE=str(tmp_path))
     env.pop("CLPROJ_FOREIGN_MACHINE", None)
     here = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)

@@ -16,8 +16,8 @@ import textwrap
 import time
 
 import pytest
+from clproj.devices.profile import load_profile
 
-from devices.profile import load_profile
 from tests.conftest import helpers_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,7 +50,7 @@ APP = textwrap.dedent(
 
 
 def _first_device_name() -> str:
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     return opencl_devices()[0].name.strip()
 
@@ -290,7 +290,7 @@ def test_simple_mistakes_are_one_line_errors(tmp_path, args, message):
 
 
 def test_orphaned_shm_files_are_swept(tmp_path):
-    from runtime.cluster.client.platform import sweep_orphan_shm
+    from clproj.runtime.cluster.client.platform import sweep_orphan_shm
 
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -311,9 +311,8 @@ def test_orphaned_shm_files_are_swept(tmp_path):
 def test_registration_is_all_or_nothing(tmp_path):
     """A node announcing one valid and one broken profile registers no device at all."""
     import zmq
-
-    from runtime.cluster import protocol
-    from runtime.cluster.cli import fetch_status
+    from clproj.runtime.cluster import protocol
+    from clproj.runtime.cluster.cli import fetch_status
 
     endpoint = f"ipc://{tmp_path}/broker"
     broker = subprocess.Popen(

@@ -6,11 +6,11 @@ name -> :class:`~benchmarks.apps.base.App`, paper apps first.
 
 from __future__ import annotations
 
-from benchmarks.apps.base import App, Launch, Plan
-from benchmarks.apps.heavy import HEAVY_APPS
-from benchmarks.apps.paper import PAPER_APPS
-from benchmarks.apps.realistic import REALISTIC_APPS
-from benchmarks.apps.stress import STRESS_APPS
+from clproj.benchmarks.apps.base import App, Launch, Plan
+from clproj.benchmarks.apps.heavy import HEAVY_APPS
+from clproj.benchmarks.apps.paper import PAPER_APPS
+from clproj.benchmarks.apps.realistic import REALISTIC_APPS
+from clproj.benchmarks.apps.stress import STRESS_APPS
 
 APPS: dict[str, App] = {
     app.name: app for app in [*PAPER_APPS, *STRESS_APPS, *REALISTIC_APPS, *HEAVY_APPS]

@@ -1,4 +1,4 @@
-"""pyopencl host for the benchmark apps: ``python -m benchmarks.apps APP [APP...]``.
+"""pyopencl host for the benchmark apps: ``python -m clproj.benchmarks.apps APP [APP...]``.
 
 Runs each app's plan on one OpenCL device, verifies it against numpy and prints PASS or
 FAIL, like the C hosts do. It is an ordinary OpenCL program: ``clproj run`` can preload
@@ -12,10 +12,10 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.apps import APPS, get_app
-    from benchmarks.apps.execute import execute
+    from clproj.benchmarks.apps import APPS, get_app
+    from clproj.benchmarks.apps.execute import execute
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.apps", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m clproj.benchmarks.apps", description=__doc__)
     parser.add_argument("apps", nargs="+", help=f"app names: {', '.join(sorted(APPS))}")
     parser.add_argument(
         "--size", default="small", help="size label (small, paper/default) or an integer"
@@ -27,8 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import pyopencl as cl
-
-    from devices.discovery import select_device
+    from clproj.devices.discovery import select_device
 
     device = select_device(args.device)
     queue = cl.CommandQueue(cl.Context([device]))

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from benchmarks.apps.base import Plan
+from clproj.benchmarks.apps.base import Plan
 
 _PROGRAM_CACHE: dict[tuple[int, str, str], Any] = {}
 

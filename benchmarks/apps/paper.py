@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-
-from benchmarks.apps import aes_ref
-from benchmarks.apps.base import App, Launch, Plan, load_source
+from clproj.benchmarks.apps import aes_ref
+from clproj.benchmarks.apps.base import App, Launch, Plan, load_source
 
 
 class FloydWarshall(App):

@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-
-from benchmarks.apps.base import App, Launch, Plan, load_source
+from clproj.benchmarks.apps.base import App, Launch, Plan, load_source
 
 
 class StridedCopy(App):

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import Bench, GarbageResult
+from clproj.devices.microbench.common import Bench, GarbageResult
 
 GLOBAL_SRC = """
 __kernel void hot_global(__global volatile uint* c, uint reps) {

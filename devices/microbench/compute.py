@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import Bench, GarbageResult
+from clproj.devices.microbench.common import Bench, GarbageResult
 
 UNROLL = 4
 _X = re.compile(r"\bx\b")

@@ -33,8 +33,7 @@ import math
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import Bench, GarbageResult
+from clproj.devices.microbench.common import Bench, GarbageResult
 
 ILP = 4  # independent chains per warp in the departure sweep
 NODE_MIN_BYTES = 128

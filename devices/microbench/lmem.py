@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import Bench, GarbageResult
+from clproj.devices.microbench.common import Bench, GarbageResult
 
 LW = 1024  # table words (power of two)
 STREAMS = 8

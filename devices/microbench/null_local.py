@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from devices.launch_rules import NullLocalRule
+from clproj.devices.launch_rules import NullLocalRule
 
 PROBE_SRC = """
 __kernel void probe(__global uint *out) {

@@ -29,8 +29,7 @@ import time
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import Bench, GarbageResult
+from clproj.devices.microbench.common import Bench, GarbageResult
 
 EMPTY_SRC = """
 __kernel void empty(__global uint* p, uint v) { if (get_global_id(0) == 0) p[0] = v; }

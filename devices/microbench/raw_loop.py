@@ -39,8 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import Bench, GarbageResult
+from clproj.devices.microbench.common import Bench, GarbageResult
 
 SRC = """
 __kernel void raw_chain(__global float* acc, __global const float* a, uint n, float s) {

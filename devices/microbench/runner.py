@@ -16,10 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-from clproj.errors import ClprojError
-from devices import discovery, specs
-from devices.microbench import (
+from clproj.devices import discovery, specs
+from clproj.devices.microbench import (
     atomics,
     compute,
     gmem,
@@ -30,9 +28,11 @@ from devices.microbench import (
     stream,
     sync,
 )
-from devices.microbench import null_local as null_local_probe
-from devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
-from devices.profile import FORMAT, VERSION, validate
+from clproj.devices.microbench import null_local as null_local_probe
+from clproj.devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
+from clproj.devices.profile import FORMAT, VERSION, validate
+
+from clproj.errors import ClprojError
 
 Step = tuple[str, Callable[[], None]]
 

@@ -14,7 +14,7 @@ projection prices the traffic of loop-free kernels on CPUs with it
 (``docs/projection.md``).
 
 Run on its own to add the field to a committed profile without re-measuring the rest:
-``python -m devices.microbench.stream --profile devices/profiles/measured/X.json``
+``python -m clproj.devices.microbench.stream --profile devices/profiles/measured/X.json``
 (the device is chosen like ``clproj profile-device``: ``POCL_DEVICES`` / ``--device``).
 """
 
@@ -27,8 +27,7 @@ import sys
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import MODES, Bench, GarbageResult
+from clproj.devices.microbench.common import MODES, Bench, GarbageResult
 
 WG = 256
 SRC = """
@@ -73,7 +72,7 @@ def straight_bandwidth(bench: Bench) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure and write ``detail.straight_bandwidth`` into an existing profile."""
-    from devices.profile import validate
+    from clproj.devices.profile import validate
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", required=True, help="device profile JSON to update")

@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from devices.microbench.common import Bench, GarbageResult
+from clproj.devices.microbench.common import Bench, GarbageResult
 
 SRC = """
 __kernel void barriers(__global uint* out, uint trips) {

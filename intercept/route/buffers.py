@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clproj import cl_names as C
-from intercept.route.objects import (
+from clproj.intercept.route.objects import (
     MEM_ACCESS,
     MEM_ALLOC_HOST_PTR,
     MEM_COPY_HOST_PTR,
@@ -21,8 +20,10 @@ from intercept.route.objects import (
     VMem,
 )
 
+from clproj import cl_names as C
+
 if TYPE_CHECKING:
-    from intercept.route.state import Route
+    from clproj.intercept.route.state import Route
 
 
 def create_buffer(r: Route, c: Any) -> int:

@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from clproj.intercept.route.events import event
+from clproj.intercept.route.held import maybe_hold
+from clproj.intercept.route.objects import VKernel, VMem, VQueue
+
 from clproj import cl_names as C
-from intercept.route.events import event
-from intercept.route.held import maybe_hold
-from intercept.route.objects import VKernel, VMem, VQueue
 
 if TYPE_CHECKING:
-    from intercept.route.state import Route
+    from clproj.intercept.route.state import Route
 
 SIGS_MAX = 100_000  # cached launch signatures before the cache starts over
 FAMILIES_MAX = 10_000
@@ -58,7 +59,7 @@ def sync_args(r: Route, k: VKernel) -> int:
                     return C.CL_INVALID_KERNEL_ARGS
                 remote[i] = m.arg()
             elif kind == lib.RT_SET_LOCAL:
-                from runtime.cluster.client.platform import LocalMemory
+                from clproj.runtime.cluster.client.platform import LocalMemory
 
                 remote[i] = LocalMemory(int(a.size))
             else:
@@ -74,7 +75,7 @@ def signature(r: Route, k: VKernel, g: list[int], lo: list[int] | None) -> tuple
     key = (id(k.prog.remote), k.name, tuple(g), lo and tuple(lo), scal)
     sig = r.sigs.get(key)
     if sig is None:
-        from intercept.identity import launch_signature, placement_family, program_hash
+        from clproj.intercept.identity import launch_signature, placement_family, program_hash
 
         if not k.prog.hash:
             k.prog.hash = program_hash(k.prog.source, k.prog.options)
@@ -143,7 +144,7 @@ def launch(r: Route, c: Any) -> int:
     held = maybe_hold(r, c, q, "launch", launch, lambda: _args_snapshot(k))
     if held is not None:
         return held
-    from runtime.cluster.client.platform import SubRegion
+    from clproj.runtime.cluster.client.platform import SubRegion
 
     sig, fam = signature(r, k, g, lo)
     first = r.hooks and sig not in r.seen_sigs
@@ -188,10 +189,10 @@ def _notify_hooks(
     emulate it (the admission the projection hook registers, as in project mode); otherwise
     the hook projects its metadata from the cache's anchors (at most every few
     tens of milliseconds per kernel family)."""
-    from intercept import hooks
-    from intercept.record import ArgRecord, LaunchRecord, new_id, save, sha256
-    from intercept.shim_runtime import record_dir
-    from runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
+    from clproj.intercept import hooks
+    from clproj.intercept.record import ArgRecord, LaunchRecord, new_id, save, sha256
+    from clproj.intercept.shim_runtime import record_dir
+    from clproj.runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
 
     args, bufs = [], {}
     for i in range(max(k.remote.args, default=-1) + 1):

@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from clproj.intercept.route.held import drain_queue, maybe_hold, release_held, wait_resolved
+from clproj.intercept.route.objects import VContext, VEvent, VQueue
+
 from clproj import cl_names as C
-from intercept.route.held import drain_queue, maybe_hold, release_held, wait_resolved
-from intercept.route.objects import VContext, VEvent, VQueue
 
 if TYPE_CHECKING:
-    from intercept.route.state import Route
+    from clproj.intercept.route.state import Route
 
 
 def event(r: Route, c: Any, q: VQueue | None, kind: str, rev: Any, launch_req: Any = None) -> None:
@@ -70,7 +71,7 @@ def marker(r: Route, c: Any) -> int:
     held = maybe_hold(r, c, q, kind, marker)
     if held is not None:
         return held
-    from runtime.cluster.client.platform import RemoteEvent
+    from clproj.runtime.cluster.client.platform import RemoteEvent
 
     event(r, c, q, kind, RemoteEvent(r.p, list(r.p.pending.values())))
     return C.CL_SUCCESS

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from clproj.intercept.route.errors import CLError, log_once
+from clproj.intercept.route.objects import Held, VEvent, VQueue
+
 from clproj import cl_names as C
 from clproj.errors import ClprojError
-from intercept.route.errors import CLError, log_once
-from intercept.route.objects import Held, VEvent, VQueue
 
 if TYPE_CHECKING:
-    from intercept.route.state import Route
+    from clproj.intercept.route.state import Route
 
 Handler = Callable[["Route", Any], int]  # one op: (route, clproj_rcall) -> OpenCL code
 HELD_POLL_S = 0.05  # a call waiting for a user event re-checks at least this often

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clproj import cl_names as C
-from intercept.route.encode import PTR, cstr, i32, ptrs, size_t, u32, u64
-from intercept.route.errors import CLError
-from intercept.route.kernel_meta import kernel_arg_info, kernel_wg_info
-from intercept.route.objects import (
+from clproj.intercept.route.encode import PTR, cstr, i32, ptrs, size_t, u32, u64
+from clproj.intercept.route.errors import CLError
+from clproj.intercept.route.kernel_meta import kernel_arg_info, kernel_wg_info
+from clproj.intercept.route.objects import (
     CMD,
     MEM_USE_HOST_PTR,
     VContext,
@@ -26,10 +25,12 @@ from intercept.route.objects import (
     VProgram,
     VQueue,
 )
-from intercept.route.programs import binary
+from clproj.intercept.route.programs import binary
+
+from clproj import cl_names as C
 
 if TYPE_CHECKING:
-    from intercept.route.state import Route
+    from clproj.intercept.route.state import Route
 
 
 def platform_info(param: int, extensions: str) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from clproj import settings
+from clproj import pyenv, settings
 from clproj.paths import socket_dir
 
 
@@ -30,10 +30,10 @@ class LocalCluster:
         # (a short folder instead where that path is too long for a socket)
         self.tmp = socket_dir("clproj-route-")
         self.endpoint = f"ipc://{self.tmp.name}/broker"
-        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ)
+        # clproj's own processes: its package on their path, run in their own folder, so
+        # an app's devices.py or clproj.py next to the app is never imported by them
+        env = pyenv.helper_environment(dict(os.environ))
         env.pop("LD_PRELOAD", None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         life = str(max(1, int(lifetime_s)))
         # their logs would land in the app's stderr; CLPROJ_ROUTE_VERBOSE=1 keeps them
         quiet = None if settings.get("CLPROJ_ROUTE_VERBOSE") else subprocess.DEVNULL
@@ -59,6 +59,7 @@ class LocalCluster:
                     *parent,
                 ],
                 env=env,
+                cwd=self.tmp.name,
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -79,6 +80,7 @@ class LocalCluster:
                     *parent,
                 ],
                 env=env,
+                cwd=self.tmp.name,
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=quiet,

@@ -13,8 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from clproj.intercept.route.kernel_meta import KMeta
+
 from clproj import cl_names as C
-from intercept.route.kernel_meta import KMeta
 
 MEM_USE_HOST_PTR, MEM_ALLOC_HOST_PTR, MEM_COPY_HOST_PTR = (
     C.CL_MEM_USE_HOST_PTR,
@@ -76,7 +77,7 @@ class VMem:
         """The kernel argument value: the buffer, or a sub-buffer's region of it."""
         if self.parent is None:
             return self.buf
-        from runtime.cluster.client.platform import SubRegion
+        from clproj.runtime.cluster.client.platform import SubRegion
 
         return SubRegion(self.buf, self.origin, self.size)
 

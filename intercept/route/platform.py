@@ -25,10 +25,7 @@ import sys
 import threading
 from typing import Any
 
-from clproj import cl_names as C
-from clproj import settings
-from clproj.errors import ClprojError  # a leaf module; imported per call before (~1 us each)
-from intercept.route import (
+from clproj.intercept.route import (
     buffers,
     callbacks,
     enqueue,
@@ -38,11 +35,15 @@ from intercept.route import (
     signals,
     transfers,
 )
-from intercept.route.errors import CLError, log_once
-from intercept.route.held import Handler
-from intercept.route.local_cluster import LocalCluster
-from intercept.route.objects import VContext, VQueue
-from intercept.route.state import Route, lifetime
+from clproj.intercept.route.errors import CLError, log_once
+from clproj.intercept.route.held import Handler
+from clproj.intercept.route.local_cluster import LocalCluster
+from clproj.intercept.route.objects import VContext, VQueue
+from clproj.intercept.route.state import Route, lifetime
+
+from clproj import cl_names as C
+from clproj import settings
+from clproj.errors import ClprojError  # a leaf module; imported per call before (~1 us each)
 
 _route: Route | None = None
 _start_lock = threading.Lock()
@@ -137,7 +138,7 @@ def prestart(lib: Any) -> None:
     with _start_lock:
         if _route is None and _prestarted is None:
             _prestarted = LocalCluster(lifetime())
-            from intercept import hooks
+            from clproj.intercept import hooks
 
             hooks.at_exit(lambda: _exit(lib))  # stops it also when no context was made
 
@@ -161,7 +162,7 @@ def _get(ffi: Any, lib: Any) -> Route:
                     _start_failed = f"route mode cannot start: {exc}"
                     print(f"clproj: {_start_failed}", file=sys.stderr)
                     raise CLError(C.CL_OUT_OF_RESOURCES, _start_failed) from None
-                from intercept import hooks
+                from clproj.intercept import hooks
 
                 # one exit mechanism for C and Python apps (hooks.at_exit says how)
                 hooks.at_exit(lambda: _exit(lib))

@@ -14,16 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+from clproj.intercept.route.errors import CLError, log_once
+from clproj.intercept.route.kernel_meta import KMeta
+from clproj.intercept.route.objects import VContext, VKernel, VProgram
+from clproj.runtime.cluster import protocol
 
 from clproj import cl_names as C
 from clproj.errors import ClprojError
-from intercept.route.errors import CLError, log_once
-from intercept.route.kernel_meta import KMeta
-from intercept.route.objects import VContext, VKernel, VProgram
-from runtime.cluster import protocol
 
 if TYPE_CHECKING:
-    from intercept.route.state import Route
+    from clproj.intercept.route.state import Route
 
 BINARY_MAGIC = b"clproj-source\n"
 PROGRAM_MAGIC = b"clproj-program\n"
@@ -87,7 +87,7 @@ def _from_binary(r: Route, ctx: VContext, data: bytes) -> VProgram | None:
 def _from_description(r: Route, ctx: VContext, d: dict[str, Any]) -> VProgram:
     """A compiled object or a linked program again: compiled (and linked) now, as
     its binary would be loaded."""
-    from runtime.cluster.client.platform import RemoteError
+    from clproj.runtime.cluster.client.platform import RemoteError
 
     prog = VProgram(ctx, str(d.get("src", "")), str(d.get("opts", "")))
     prog.from_binary = True
@@ -134,7 +134,7 @@ def _options(r: Route, c: Any) -> str:
 
 def build(r: Route, c: Any) -> int:
     """clBuildProgram."""
-    from runtime.cluster.client.platform import RemoteError
+    from clproj.runtime.cluster.client.platform import RemoteError
 
     prog = r.get(c.id, VProgram)
     if prog.nkernels:
@@ -163,7 +163,7 @@ def build(r: Route, c: Any) -> int:
 def compile_program(r: Route, c: Any) -> int:
     """clCompileProgram: compiled on a node now (errors and log at the call); the
     headers are other programs' sources, by their include names."""
-    from runtime.cluster.client.platform import RemoteError
+    from clproj.runtime.cluster.client.platform import RemoteError
 
     prog = r.get(c.id, VProgram)
     if prog.nkernels:
@@ -194,7 +194,7 @@ def compile_program(r: Route, c: Any) -> int:
 def link(r: Route, c: Any) -> int:
     """clLinkProgram: a new program from compiled ones (a library with
     -create-library). A failed link still returns the program (its log says why)."""
-    from runtime.cluster.client.platform import RemoteError
+    from clproj.runtime.cluster.client.platform import RemoteError
 
     ctx = r.get(c.id, VContext)
     parts = []

@@ -14,14 +14,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from clproj.intercept.route.callbacks import EventCallbacks
+from clproj.intercept.route.device import VirtualDevice
+from clproj.intercept.route.errors import CLError, log_once
+from clproj.intercept.route.local_cluster import LocalCluster
+from clproj.intercept.route.objects import VEvent, VKernel, VMem, VProgram, VQueue
+from clproj.intercept.route.summary import LaunchStats
+
 from clproj import cl_names as C
 from clproj import settings
-from intercept.route.callbacks import EventCallbacks
-from intercept.route.device import VirtualDevice
-from intercept.route.errors import CLError, log_once
-from intercept.route.local_cluster import LocalCluster
-from intercept.route.objects import VEvent, VKernel, VMem, VProgram, VQueue
-from intercept.route.summary import LaunchStats
 
 
 class Route:
@@ -29,7 +30,7 @@ class Route:
 
     def __init__(self, ffi: Any, lib: Any, prestarted: Callable[[], LocalCluster | None]) -> None:
         """``prestarted``: takes the local cluster started already (prestart), or None."""
-        from runtime.cluster.client.platform import RemotePlatform
+        from clproj.runtime.cluster.client.platform import RemotePlatform
 
         self.ffi, self.lib = ffi, lib
         self.lock = threading.RLock()
@@ -67,7 +68,7 @@ class Route:
         self.in_held = False
         self.split: Any = None  # runtime.partition.route_policy.Splitter (CLPROJ_SPLIT=1)
         if settings.get("CLPROJ_SPLIT"):
-            from runtime.partition.route_policy import Splitter
+            from clproj.runtime.partition.route_policy import Splitter
 
             self.split = Splitter.from_env(
                 lambda: [d for d in list(self.p.devices.values()) if d.id not in self.p.dead],

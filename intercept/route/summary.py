@@ -80,7 +80,7 @@ class LaunchStats:
                     file=sys.stderr,
                 )
         if split is not None and not settings.get("CLPROJ_SPLIT_FILE"):
-            from runtime.partition.route_policy import (
+            from clproj.runtime.partition.route_policy import (
                 print_summary,  # else `clproj run` prints them
             )
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from clproj.intercept.route.events import event
+from clproj.intercept.route.held import maybe_hold
+from clproj.intercept.route.objects import MEM_USE_HOST_PTR, VMem, VQueue
+
 from clproj import cl_names as C
-from intercept.route.events import event
-from intercept.route.held import maybe_hold
-from intercept.route.objects import MEM_USE_HOST_PTR, VMem, VQueue
 
 if TYPE_CHECKING:
-    from intercept.route.state import Route
+    from clproj.intercept.route.state import Route
 
 
 # ---- rectangular layouts --------------------------------------------------------------
@@ -231,7 +232,7 @@ def _copy_rect(
     held = maybe_hold(r, c, q, "copy_rect", transfer_rect)
     if held is not None:
         return held
-    from runtime.cluster.client.platform import RemoteEvent
+    from clproj.runtime.cluster.client.platform import RemoteEvent
 
     reqs = []
     so0, do0 = m.origin, dst.origin

@@ -69,9 +69,21 @@ static void rt_init_once(void) {
          * which knows how to run at exit in C apps and Python apps alike */
     }
 }
+/* Route mode needs Python (the virtual platform is written in it). Where the embedded
+ * interpreter cannot start (cffi has printed why), the app is better served natively than
+ * by a platform whose every call fails: route mode turns itself off before the app holds
+ * any of its handles, says so in one line, and every call passes through. */
+static void rt_give_up(void) {
+    if (__atomic_exchange_n(&rt_mode, 0, __ATOMIC_ACQ_REL) == 1)
+        fprintf(stderr, "clproj: route mode could not start its Python part (see above); "
+                        "this app runs natively on its own devices\n");
+}
 int clproj_route_on(void) {
     pthread_once(&rt_once, rt_init_once);
-    return rt_mode == 1;
+    if (__atomic_load_n(&rt_mode, __ATOMIC_ACQUIRE) != 1) return 0;
+    if (clproj_in_shim || clproj_python_start()) return 1;
+    rt_give_up();
+    return 0;
 }
 
 /* Helpers called by Python. */

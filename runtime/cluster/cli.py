@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clproj.runtime.cluster import keys as keys_mod
+
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stderr
 from clproj.errors import ClprojError
-from runtime.cluster import keys as keys_mod
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -136,8 +137,7 @@ ENDPOINT_FIX = (
 
 def run_broker(args: argparse.Namespace) -> int:
     import zmq
-
-    from runtime.cluster.broker import Broker
+    from clproj.runtime.cluster.broker import Broker
 
     _logging()
     try:
@@ -159,8 +159,7 @@ def run_broker(args: argparse.Namespace) -> int:
 
 def run_node(args: argparse.Namespace) -> int:
     import zmq
-
-    from runtime.cluster.node.server import Node
+    from clproj.runtime.cluster.node.server import Node
 
     _logging()
     try:
@@ -200,8 +199,7 @@ def fetch_status(endpoint: str, keys: keys_mod.Keys | None, timeout: float) -> d
     import os
 
     import zmq
-
-    from runtime.cluster import protocol
+    from clproj.runtime.cluster import protocol
 
     ctx = zmq.Context.instance()
     sock = ctx.socket(zmq.DEALER)

@@ -29,7 +29,7 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
-from runtime.cluster import protocol
+from clproj.runtime.cluster import protocol
 
 _U32 = struct.Struct("<I")
 MAX_FRAMES = protocol.MAX_DATA_FRAMES + 1

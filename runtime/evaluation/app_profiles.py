@@ -14,9 +14,10 @@ import os
 import time
 from typing import Any
 
-from benchmarks.harness import RESULTS_DIR
+from clproj.benchmarks.harness import RESULTS_DIR
+from clproj.intercept import identity
+
 from clproj.errors import ClprojError
-from intercept import identity
 
 PROFILES_DIR = os.path.join(RESULTS_DIR, "kernel-profiles")
 CACHE_FORMAT = "clproj.app-kernel-profiles"
@@ -72,11 +73,12 @@ def emulate_app(
     A launch whose ``mode`` emulation exceeds ``timeout_s`` falls back to the bounded
     mode (the profile's ``emulation`` says which produced it).
     """
-    import miniemu
-    from benchmarks.apps import get_app
-    from miniemu.reuse import ReuseCache
-    from runtime.evaluation.app_records import group_key, launch_groups
-    from runtime.projection.model import record_footprint
+    from clproj.benchmarks.apps import get_app
+    from clproj.miniemu.reuse import ReuseCache
+    from clproj.runtime.evaluation.app_records import group_key, launch_groups
+    from clproj.runtime.projection.model import record_footprint
+
+    from clproj import miniemu
 
     app = get_app(app_name)
     plan = app.plan(size)
@@ -151,8 +153,7 @@ def emulate_app(
 def _local_queue() -> Any:
     """A queue on the fastest local CPU device, used only to prepare buffer states."""
     import pyopencl as cl
-
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     devs = opencl_devices()
     dev = max(devs, key=lambda d: d.max_compute_units)

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from benchmarks.apps.execute import bind_args
-from intercept.record import LaunchRecord, LocalArg, from_arrays
+from clproj.benchmarks.apps.execute import bind_args
+from clproj.intercept.record import LaunchRecord, LocalArg, from_arrays
 
 MAX_VARIANTS = 8
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from clproj.miniemu.backend import GROUP_MODES
+
 from clproj.console import emit_json, fmt_time, print_table, stderr
-from miniemu.backend import GROUP_MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
     """``evaluate --models``: one row per model (runtime/evaluation/compare.py)."""
-    from runtime.evaluation.compare import compare, rows
+    from clproj.runtime.evaluation.compare import compare, rows
 
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     with stderr.status(f"evaluating {', '.join(names)} (learned: leave-one-app-out)..."):
@@ -69,15 +70,16 @@ def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    from clproj.runtime.evaluation.app_profiles import emulate_app
+    from clproj.runtime.evaluation.evaluate import evaluate
+
     from clproj.console import track
-    from runtime.evaluation.app_profiles import emulate_app
-    from runtime.evaluation.evaluate import evaluate
 
     apps = [a.strip() for a in args.apps.split(",")] if args.apps else None
     if args.report:  # a folder that cannot be made fails now, not after the evaluation
         os.makedirs(args.report, exist_ok=True)
     if args.emulate:
-        from benchmarks.apps import APPS
+        from clproj.benchmarks.apps import APPS
 
         for name in track(apps or list(APPS), "mini-emulating apps"):
             emulate_app(name, "paper", args.mode)
@@ -85,7 +87,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return _run_models(args, apps)
     ev = evaluate(args.results, mode=args.mode, apps=apps)
     if args.report:
-        from runtime.evaluation.report import write_report
+        from clproj.runtime.evaluation.report import write_report
 
         path = write_report(ev, args.report)
         stderr.print(f"report: {path}")

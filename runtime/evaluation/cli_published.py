@@ -59,8 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_published(args: argparse.Namespace) -> int:
-    from runtime.evaluation.published import validate_published
-    from runtime.evaluation.published_tables import print_published
+    from clproj.runtime.evaluation.published import validate_published
+    from clproj.runtime.evaluation.published_tables import print_published
 
     if args.timeout <= 0:
         raise ClprojError("--timeout must be positive", "e.g. --timeout 3600")
@@ -86,7 +86,7 @@ def run_published(args: argparse.Namespace) -> int:
         on_start=on_start,
     )
     if args.report:
-        from runtime.evaluation.published_html import write_report
+        from clproj.runtime.evaluation.published_html import write_report
 
         stderr.print(f"report: {write_report(val, args.report)}")
     if args.json:

@@ -62,9 +62,9 @@ register = register_validate  # clproj/cli.py calls each command module's regist
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from runtime.evaluation.validate import validate
-    from runtime.evaluation.validate_models import check_model_names
-    from runtime.evaluation.validate_tables import print_validation
+    from clproj.runtime.evaluation.validate import validate
+    from clproj.runtime.evaluation.validate_models import check_model_names
+    from clproj.runtime.evaluation.validate_tables import print_validation
 
     apps = [a.strip() for a in args.apps.split(",") if a.strip()] if args.apps else None
     models = None
@@ -91,7 +91,7 @@ def run_validate(args: argparse.Namespace) -> int:
         models=models,
     )
     if args.report:
-        from runtime.evaluation.validate_html import write_report
+        from clproj.runtime.evaluation.validate_html import write_report
 
         path = write_report(val, args.report)
         stderr.print(f"report: {path}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime.projection.models import get_model
+from clproj.runtime.projection.models import get_model
 
 
 def compare(
@@ -23,7 +23,7 @@ def compare(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Summary per model: selection accuracy, penalties, relative error, MAPE per device."""
-    from runtime.evaluation.evaluate import evaluate
+    from clproj.runtime.evaluation.evaluate import evaluate
 
     out: dict[str, Any] = {"models": {}}
     for name in names:

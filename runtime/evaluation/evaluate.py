@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.harness import RESULTS_DIR
+from clproj.benchmarks.harness import RESULTS_DIR
+from clproj.runtime.evaluation import metrics
+from clproj.runtime.evaluation.app_profiles import PROFILES_DIR, load_cached
+from clproj.runtime.projection.model import project
+
 from clproj.errors import ClprojError
-from runtime.evaluation import metrics
-from runtime.evaluation.app_profiles import PROFILES_DIR, load_cached
-from runtime.projection.model import project
 
 
 @dataclass
@@ -139,8 +140,8 @@ def device_profile_for(bench_device: dict[str, Any]) -> Any:
     for judges the projections for it with the profile clproj uses for it. None when
     neither exists.
     """
-    from devices.local import cached_profile
-    from devices.profile import profile_for_device
+    from clproj.devices.local import cached_profile
+    from clproj.devices.profile import profile_for_device
 
     dev = SimpleNamespace(
         name=bench_device["name"],
@@ -185,7 +186,7 @@ def load_measured(
     """The ground truth: results key -> bench results, measured device profile and device
     name, for every results file whose device has a measured profile (the others go into
     ``skipped``, keyed ``device <key>``, with the reason)."""
-    from benchmarks.harness import distinct_key, load_results
+    from clproj.benchmarks.harness import distinct_key, load_results
 
     paths = results_paths or default_results()
     if not paths:
@@ -223,7 +224,7 @@ def bench_training_rows(
 ) -> list[Any]:
     """Training rows of a learned model: every launch group of every app measured on all
     ``measured`` devices, with its committed kernel profiles (keyed by device profile)."""
-    from runtime.projection.models.base import training_rows
+    from clproj.runtime.projection.models.base import training_rows
 
     if not measured:
         return []

@@ -37,18 +37,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clproj.errors import ClprojError
-from runtime.evaluation import published_babelstream as pbs
-from runtime.evaluation import published_mixbench as pmb
-from runtime.evaluation.published_run import (
+from clproj.runtime.evaluation import published_babelstream as pbs
+from clproj.runtime.evaluation import published_mixbench as pmb
+from clproj.runtime.evaluation.published_run import (
     RecordedRun,
     default_work_dir,
     ensure_built,
     record_run,
 )
-from runtime.evaluation.validate import finite
-from runtime.evaluation.validate_match import KernelResult
-from runtime.evaluation.validate_scores import device_metrics, summarize
+from clproj.runtime.evaluation.validate import finite
+from clproj.runtime.evaluation.validate_match import KernelResult
+from clproj.runtime.evaluation.validate_scores import device_metrics, summarize
+
+from clproj.errors import ClprojError
 
 FORMAT = "clproj.published-validation"
 VERSION = 1
@@ -183,7 +184,7 @@ def resolve_devices(spec: str, table_keys: list[str]) -> tuple[list[Any], set[st
     profiles of these devices are added independently of this table. A key named
     explicitly must exist.
     """
-    from runtime.projection import device_set
+    from clproj.runtime.projection import device_set
 
     out: list[Any] = []
     missing: set[str] = set()
@@ -210,8 +211,8 @@ def _status(key: str | None, missing: set[str], selected: set[str]) -> str:
 
 def _project(records: list[str], profiles: list[Any], progress: Progress | None) -> list[dict]:
     """Every record projected onto every profile, as project mode does (cached)."""
-    from intercept.record import load
-    from runtime.projection import live
+    from clproj.intercept.record import load
+    from clproj.runtime.projection import live
 
     mode = live.emulation_mode()
     items: Iterable[str] = progress(records, "projecting") if progress else records
@@ -434,7 +435,7 @@ def _mixbench_docs(
     records: list[str], profiles: list[Any], progress: Progress | None
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """Projection docs of the judged precisions' records, by (precision, level)."""
-    from intercept.record import load
+    from clproj.intercept.record import load
 
     keep = []
     for path in records:

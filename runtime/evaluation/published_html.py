@@ -13,8 +13,8 @@ import html
 import os
 from typing import Any
 
-from runtime.evaluation.published import PublishedValidation
-from runtime.evaluation.published_tables import (
+from clproj.runtime.evaluation.published import PublishedValidation
+from clproj.runtime.evaluation.published_tables import (
     DEVICE_HEADER,
     METRIC_HEADER,
     crossover_rows,
@@ -24,7 +24,7 @@ from runtime.evaluation.published_tables import (
     projected_only_rows,
     summary_line,
 )
-from runtime.evaluation.validate_scores import BAND_2X, BAND_25
+from clproj.runtime.evaluation.validate_scores import BAND_2X, BAND_25
 
 VENDOR_COLOURS = {"AMD": "#d62728", "NVIDIA": "#2ca02c", "Intel": "#1f77b4"}
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from clproj.runtime.evaluation.published import PublishedValidation, per_device
+from clproj.runtime.evaluation.validate_tables import device_metrics, pct, ratio_text
+
 from clproj.console import fmt_time, print_table, stdout
-from runtime.evaluation.published import PublishedValidation, per_device
-from runtime.evaluation.validate_tables import device_metrics, pct, ratio_text
 
 DEVICE_HEADER = ["label", "vendor", "profile", "status", "device", "size / config"]
 METRIC_HEADER = [

@@ -25,18 +25,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clproj.errors import ClprojError
-from runtime.evaluation.validate_match import KernelResult, judge_app
-from runtime.evaluation.validate_models import (
+from clproj.runtime.evaluation.validate_match import KernelResult, judge_app
+from clproj.runtime.evaluation.validate_models import (
     check_model_names,
     fit_on_our_apps,
     launch_profiles,
     model_shapes,
     model_summary,
 )
-from runtime.evaluation.validate_scores import summarize, worst_kernels
-from runtime.evaluation.validate_suite import AppRun, app_dirs, ensure_built, run_app
-from runtime.evaluation.validate_truth import TruthDevice, load_truth
+from clproj.runtime.evaluation.validate_scores import summarize, worst_kernels
+from clproj.runtime.evaluation.validate_suite import AppRun, app_dirs, ensure_built, run_app
+from clproj.runtime.evaluation.validate_truth import TruthDevice, load_truth
+
+from clproj.errors import ClprojError
 
 FORMAT = "clproj.validation"
 VERSION = 1
@@ -149,8 +150,8 @@ def validate(
     trained: dict[str, dict[str, Any]] = {}
     profiles: list[Any] = []
     if names:
-        from runtime.projection import device_set
-        from runtime.projection.models import get_model
+        from clproj.runtime.projection import device_set
+        from clproj.runtime.projection.models import get_model
 
         chosen_models = {n: None if n == "bound" else get_model(n) for n in names}
         # Learned models train on our own apps before any app runs (a missing training

@@ -11,8 +11,8 @@ import html
 import os
 from typing import Any
 
-from runtime.evaluation.validate_scores import BAND_2X, BAND_25
-from runtime.evaluation.validate_tables import (
+from clproj.runtime.evaluation.validate_scores import BAND_2X, BAND_25
+from clproj.runtime.evaluation.validate_tables import (
     device_metrics,
     model_rows,
     pct,

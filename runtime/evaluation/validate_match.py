@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from intercept.identity import ShapeKey, shape_key
-from runtime.evaluation import metrics
-from runtime.evaluation.validate_truth import TruthDevice, fmt_dims
+from clproj.intercept.identity import ShapeKey, shape_key
+from clproj.runtime.evaluation import metrics
+from clproj.runtime.evaluation.validate_truth import TruthDevice, fmt_dims
 
 
 @dataclass

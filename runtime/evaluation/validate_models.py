@@ -16,16 +16,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clproj.intercept.identity import ShapeKey, shape_key
+from clproj.runtime.evaluation.validate_match import KernelResult, ShapeProjection
+from clproj.runtime.evaluation.validate_scores import summarize
+from clproj.runtime.evaluation.validate_truth import pad_dims
+
 from clproj.errors import ClprojError
-from intercept.identity import ShapeKey, shape_key
-from runtime.evaluation.validate_match import KernelResult, ShapeProjection
-from runtime.evaluation.validate_scores import summarize
-from runtime.evaluation.validate_truth import pad_dims
 
 
 def check_model_names(names: Sequence[str]) -> list[str]:
     """``--models`` names, checked before any app runs."""
-    from runtime.projection.models import MODEL_NAMES
+    from clproj.runtime.projection.models import MODEL_NAMES
 
     out: list[str] = []
     for name in names:
@@ -46,7 +47,7 @@ def fit_on_our_apps(model: Any, results_paths: list[str] | None = None) -> dict[
     per-launch medians) with the committed kernel profiles of those apps. Returns what the
     model was trained on (apps and rows per device key), for the report.
     """
-    from runtime.evaluation.evaluate import bench_training_rows, load_measured
+    from clproj.runtime.evaluation.evaluate import bench_training_rows, load_measured
 
     measured, profiles, _ = load_measured(results_paths)
     rows = bench_training_rows(measured, profiles)
@@ -81,8 +82,8 @@ def signature_profile(
         return dict(doc["profile"]), "emulated"
     from types import SimpleNamespace
 
-    from miniemu.profile import KernelProfile
-    from miniemu.reuse import scale_profile
+    from clproj.miniemu.profile import KernelProfile
+    from clproj.miniemu.reuse import scale_profile
 
     anchor = by_signature.get(str((doc.get("emulation") or {}).get("reused_from", "")))
     if not (anchor and anchor.get("profile")):

@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.evaluation import metrics
-from runtime.evaluation.validate_match import KernelResult
+from clproj.runtime.evaluation import metrics
+from clproj.runtime.evaluation.validate_match import KernelResult
 
 # Ratio bands of the README: "within 25 %" is the symmetric band 0.8-1.25x (a factor of
 # 1.25 either way), "within 2x" the band 0.5-2x.

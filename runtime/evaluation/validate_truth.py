@@ -14,9 +14,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from clproj.intercept import identity
+from clproj.intercept.identity import ShapeKey
+
 from clproj.errors import ClprojError
-from intercept import identity
-from intercept.identity import ShapeKey
 
 TRUTH_COLUMNS = ("app", "device", "kernel", "global", "local", "launches", "mean_ns")
 

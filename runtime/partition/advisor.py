@@ -16,9 +16,10 @@ import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clproj.intercept.record import LaunchRecord
+from clproj.runtime.partition.safety import Safety
+
 from clproj.console import fmt_time
-from intercept.record import LaunchRecord
-from runtime.partition.safety import Safety
 
 # A split must beat the best single device by this factor to be recommended: below it the
 # gain is inside the projection's error and the split costs a second device.
@@ -77,7 +78,7 @@ class Advice:
 
 def share_profile(profile: dict[str, Any], safety: Safety, slabs: int) -> dict[str, Any]:
     """The kernel profile of a sub-launch of ``slabs`` slabs (counts scaled by groups)."""
-    from miniemu.profile import scale_stats
+    from clproj.miniemu.profile import scale_stats
 
     launch = profile["launch"]
     total_groups = int(launch["num_groups"])
@@ -117,7 +118,7 @@ class ShareCost:
         self._cache: dict[int, Share] = {}
 
     def share(self, first: int, n: int) -> Share:
-        from runtime.projection.model import project
+        from clproj.runtime.projection.model import project
 
         if n not in self._cache:
             dev = self.device
@@ -195,14 +196,14 @@ def advise(
     ``profile`` (a kernel-profile dict) and ``safety`` skip the emulations when the caller
     has them already (route mode caches both per kernel signature).
     """
-    from runtime.partition import safety as partition_safety
+    from clproj.runtime.partition import safety as partition_safety
 
     if len(devices) < 1:
         from clproj.errors import ClprojError
 
         raise ClprojError("advise needs at least one device", "pass --devices A,B")
     if profile is None:
-        import miniemu
+        from clproj import miniemu
 
         profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
     if safety is None:
@@ -284,7 +285,7 @@ def execute_split(
     Returns a :class:`runtime.partition.execution.SplitResult`; raises ``ClprojError`` when the
     launch may not be split (``advice.safety.reason``).
     """
-    from runtime.partition.execution import SplitRunner
+    from clproj.runtime.partition.execution import SplitRunner
 
     if runner is None:
         runner = SplitRunner(record, advice.safety, advice.upload_args, cl_devices)
@@ -300,7 +301,7 @@ def prior_counts(advice: Advice) -> list[int]:
     if sum(1 for n in advice.slab_counts if n) >= 2:
         return advice.slab_counts
     speed = [1.0 / max(1e-12, advice.single_s[k]) for k in advice.devices]
-    from runtime.partition.calibration import balance
+    from clproj.runtime.partition.calibration import balance
 
     counts = balance([(0.0, 1.0 / s) for s in speed], slabs)
     for i in range(len(counts)):
@@ -328,8 +329,8 @@ def calibrate(
     be off (CPU devices, devices sharing cores). Raises ``ClprojError`` when the launch may
     not be split.
     """
-    from runtime.partition.calibration import calibrate as measure
-    from runtime.partition.execution import SplitRunner
+    from clproj.runtime.partition.calibration import calibrate as measure
+    from clproj.runtime.partition.execution import SplitRunner
 
     if runner is None:
         runner = SplitRunner(record, advice.safety, advice.upload_args, cl_devices)
@@ -403,8 +404,8 @@ def profile_for_live_device(cl_device: Any, measure_missing: bool = False) -> An
     than when it was profiled; throughputs and bandwidth curves are scaled by the ratio
     (an approximation: on a CPU both grow about linearly with cores until memory saturates).
     """
-    from devices.local import resolve_device
-    from devices.profile import DeviceProfile
+    from clproj.devices.local import resolve_device
+    from clproj.devices.profile import DeviceProfile
 
     prof = resolve_device(cl_device, -1, measure_missing).profile
     live = int(cl_device.max_compute_units)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from clproj.miniemu.backend import GROUP_MODES
+
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stderr
 from clproj.errors import ClprojError
-from miniemu.backend import GROUP_MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,8 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
     """(pyopencl devices, their profiles) for ``--devices`` when the split must run here."""
-    from devices.discovery import opencl_devices
-    from runtime.partition.advisor import profile_for_live_device
+    from clproj.devices.discovery import opencl_devices
+    from clproj.runtime.partition.advisor import profile_for_live_device
 
     cl_devs = opencl_devices()
     pairs = [(d, profile_for_live_device(d, measure_missing=True)) for d in cl_devs]
@@ -86,9 +87,9 @@ def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
 
 
 def run_advise(args: argparse.Namespace) -> int:
-    from intercept.record import load
-    from runtime.partition.advisor import advise, calibrate, execute_split
-    from runtime.projection import device_set
+    from clproj.intercept.record import load
+    from clproj.runtime.partition.advisor import advise, calibrate, execute_split
+    from clproj.runtime.projection import device_set
 
     record = load(args.record)
     measure = (args.execute and not args.cold) or args.calibrate
@@ -106,7 +107,7 @@ def run_advise(args: argparse.Namespace) -> int:
         )
     result = cal = runner = None
     if measure or args.execute:
-        from runtime.partition.execution import SplitRunner
+        from clproj.runtime.partition.execution import SplitRunner
 
         runner = SplitRunner(record, advice.safety, advice.upload_args, cl_devs)
     if measure:

@@ -23,10 +23,11 @@ from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
+from clproj.intercept.record import LaunchRecord
+from clproj.runtime.partition.safety import Safety
 
+from clproj import pyenv
 from clproj.errors import ClprojError
-from intercept.record import LaunchRecord
-from runtime.partition.safety import Safety
 
 # Merged outputs may differ from the single-device run in the last bits of floating point
 # results (two devices, two compilations); float32 data within this relative tolerance of
@@ -98,7 +99,7 @@ class SplitRunner:
     def __init__(
         self, record: LaunchRecord, safety: Safety, upload: list[int], cl_devices: list[Any]
     ) -> None:
-        from devices.discovery import opencl_devices
+        from clproj.devices.discovery import opencl_devices
 
         if not safety.ok:
             raise ClprojError(
@@ -170,15 +171,12 @@ class SplitRunner:
                     "pass devices from devices.discovery.opencl_devices()",
                 )
             proc = subprocess.Popen(
-                [sys.executable, "-m", "runtime.partition.worker"],
+                [sys.executable, "-m", "clproj.runtime.partition.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
                 cwd=_ROOT,
-                env={
-                    **os.environ,
-                    "PYTHONPATH": _ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                },
+                env=pyenv.helper_environment(dict(os.environ)),
             )
             self._procs.append(proc)
             proc.stdin.write(

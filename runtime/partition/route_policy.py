@@ -53,7 +53,7 @@ from clproj import settings
 from clproj.background_thread import background_thread
 
 if TYPE_CHECKING:
-    from runtime.partition.safety import WrittenArg
+    from clproj.runtime.partition.safety import WrittenArg
 
 log = logging.getLogger("clproj.route.split")
 
@@ -119,7 +119,7 @@ class Decision:
 
 
 def _pinned() -> list[Any]:
-    from devices.profile import load_profile
+    from clproj.devices.profile import load_profile
 
     out = []
     for path in settings.get("CLPROJ_SPLIT_DEVICES"):
@@ -136,7 +136,7 @@ def profiles_for(devices: list[Any], pinned: list[Any]) -> list[Any]:
     A pinned (live) profile goes to the device of this host with its profile key or its
     name (nodes started without ``--profiles`` announce spec-derived profiles, keyed by
     device name)."""
-    from devices.profile import DeviceProfile
+    from clproj.devices.profile import DeviceProfile
 
     host = socket.gethostname()
     used: set[int] = set()
@@ -176,9 +176,10 @@ def decide(
 ) -> Decision:
     """The split decision for ``record``'s key over the live cluster ``devices``
     (``error``: why the projection has no profile)."""
+    from clproj.runtime.partition import advisor
+    from clproj.runtime.partition import safety as partition_safety
+
     from clproj.errors import ClprojError
-    from runtime.partition import advisor
-    from runtime.partition import safety as partition_safety
 
     key, kernel = record.signature, record.kernel
     no = Decision(key, kernel, False, "")
@@ -233,7 +234,7 @@ def unusable(plan: SplitPlan, kernel: Any) -> str | None:
     The key fixes program, kernel, NDRange and scalars, not the buffers: a launch with
     other buffer sizes, or one buffer bound to a written argument and another argument
     (the analysis saw separate buffers), runs unsplit."""
-    from runtime.cluster.client.platform import RemoteBuffer
+    from clproj.runtime.cluster.client.platform import RemoteBuffer
 
     seen: dict[int, int] = {}
     for i, size in plan.sizes.items():

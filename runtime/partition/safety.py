@@ -29,10 +29,11 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clproj.intercept.record import LaunchRecord
+
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
 from clproj.paths import scratch_parent
-from intercept.record import LaunchRecord
 
 
 @dataclass
@@ -117,8 +118,8 @@ def size_query_problem(source: str | None, dim: int) -> str | None:
 
 def emulate_store_ranges(record: LaunchRecord, timeout_s: float = 120.0) -> list[dict[str, Any]]:
     """Quick-mode Oclgrind run with store ranges: the plugin's group lines of ``record``."""
-    from intercept.record import save
-    from miniemu.oclgrind import OclgrindBackend
+    from clproj.intercept.record import save
+    from clproj.miniemu.oclgrind import OclgrindBackend
 
     backend = OclgrindBackend()
     why = backend.unavailable()
@@ -131,7 +132,7 @@ def emulate_store_ranges(record: LaunchRecord, timeout_s: float = 120.0) -> list
         env["CLPROJ_STORE_RANGES"] = "1"
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "miniemu.worker", path],
+                [sys.executable, "-m", "clproj.miniemu.worker", path],
                 env=env,
                 capture_output=True,
                 timeout=timeout_s,

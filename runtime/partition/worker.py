@@ -1,4 +1,4 @@
-"""One device's side of a split run, in a process of its own (``python -m runtime.partition.worker``).
+"""One device's side of a split run, in a process of its own (``python -m clproj.runtime.partition.worker``).
 
 Why a process per device and not a thread: pyopencl holds the GIL inside
 ``enqueue_nd_range_kernel`` and ``enqueue_copy``, and PoCL's ``basic`` device executes a
@@ -40,8 +40,7 @@ class Share:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         import pyopencl as cl
-
-        from devices.discovery import opencl_devices
+        from clproj.devices.discovery import opencl_devices
 
         dev = opencl_devices()[spec["device_index"]]
         if dev.name.strip() != spec["device_name"]:

@@ -26,9 +26,10 @@ import threading
 import time
 from typing import Any
 
+from clproj.intercept import hooks
+
 from clproj import settings
 from clproj.background_thread import background_thread
-from intercept import hooks
 
 _queue: queue.Queue[Any] = queue.Queue()
 _worker: threading.Thread | None = None
@@ -64,7 +65,7 @@ def _local_devices() -> list[Any]:
     """
     global _devices
     if _devices is None:
-        from runtime.projection import device_set
+        from clproj.runtime.projection import device_set
 
         spec = settings.get("CLPROJ_DEVICES")
         if settings.get("CLPROJ_MODE") == "route" and not settings.is_set("CLPROJ_DEVICES"):
@@ -83,9 +84,10 @@ def _local_devices() -> list[Any]:
 
 def _cluster_devices() -> list[Any]:
     """Route mode: the valid profiles among the cluster's devices (one per profile key)."""
+    from clproj.devices.profile import DeviceProfile
+    from clproj.intercept.route import platform as route_runtime
+
     from clproj.errors import ClprojError
-    from devices.profile import DeviceProfile
-    from intercept.route import platform as route_runtime
 
     r = route_runtime.route()
     out: dict[str, Any] = {}
@@ -107,7 +109,7 @@ def _cluster_devices() -> list[Any]:
 def _mode() -> str:
     global _emulation_mode
     if _emulation_mode is None:
-        from runtime.projection.live import emulation_mode
+        from clproj.runtime.projection.live import emulation_mode
 
         _emulation_mode = emulation_mode()
     return _emulation_mode
@@ -121,7 +123,7 @@ def admit(record: Any) -> bool:
     emulated, no drift check due) are queued for a scaled projection instead, so a
     launch-heavy application pays for a bounded number of snapshots (miniemu.reuse).
     """
-    from miniemu.reuse import default_cache
+    from clproj.miniemu.reuse import default_cache
 
     if default_cache(_mode()).plan(record) == "record":
         return True
@@ -148,8 +150,8 @@ def route_admit(record: Any) -> bool:
     (read back every buffer of) and projected every new signature, ~1.4 ms per launch for
     a kernel whose scalar argument changes every launch (tests/cluster/test_route.py measures it).
     """
-    from intercept.identity import reuse_family
-    from miniemu.reuse import default_cache
+    from clproj.intercept.identity import reuse_family
+    from clproj.miniemu.reuse import default_cache
 
     if default_cache(_mode()).plan(record) == "record":
         return True
@@ -211,11 +213,11 @@ def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
     reuse cache's anchors, or not at all while they are still being emulated. Project
     mode: only emulate; the projection, which needs the device profiles and holds the
     interpreter lock for a while, waits for ``complete_run`` after exit."""
-    from runtime.projection.live import FORMAT, VERSION, project_record
+    from clproj.runtime.projection.live import FORMAT, VERSION, project_record
 
     if settings.get("CLPROJ_MODE") == "route":
         if reused:
-            from miniemu.reuse import default_cache
+            from clproj.miniemu.reuse import default_cache
 
             prof = default_cache(_mode()).scaled(record)
             if prof is None:
@@ -224,7 +226,7 @@ def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
         return project_record(record, _local_devices(), _mode())
     if not _free_core():
         return None  # its record file is complete: complete_run emulates it after exit
-    from miniemu.reuse import default_cache
+    from clproj.miniemu.reuse import default_cache
 
     profile = default_cache(_mode()).profile(record)
     return {
@@ -274,7 +276,7 @@ def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
     """In route mode, hand the projection to the broker so later launches can migrate."""
     if settings.get("CLPROJ_MODE") != "route" or not doc.get("projections"):
         return
-    from intercept.route import platform as route_runtime
+    from clproj.intercept.route import platform as route_runtime
 
     times: dict[str, float | None] = {}
     for p in doc["projections"]:
@@ -289,7 +291,7 @@ def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
     not delay the projections that place the other kernels."""
     if settings.get("CLPROJ_MODE") != "route" or not settings.get("CLPROJ_SPLIT"):
         return
-    from intercept.route import platform as route_runtime
+    from clproj.intercept.route import platform as route_runtime
 
     r = route_runtime.route()
     if r is not None and r.split is not None:

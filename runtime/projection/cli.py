@@ -7,10 +7,11 @@ import json
 import os
 from typing import Any
 
+from clproj.miniemu.backend import GROUP_MODES
+
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, fmt_time, print_table, stderr
 from clproj.errors import ClprojError
-from miniemu.backend import GROUP_MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,11 +60,12 @@ def load_kernel_profile(
         )
     if target.endswith(".json"):
         return read_kernel_profile(target)
-    import miniemu
-    from intercept.record import load
+    from clproj.intercept.record import load
+
+    from clproj import miniemu
 
     record = load(target)
-    from runtime.projection.model import record_footprint
+    from clproj.runtime.projection.model import record_footprint
 
     with stderr.status(f"mini-emulating {record.kernel} ({mode}) in Oclgrind..."):
         profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
@@ -80,8 +82,9 @@ def read_kernel_profile(path: str) -> dict[str, Any]:
     Profiles are files users copy between machines: the read is bounded (a FIFO or
     /dev/zero named ``x.json`` is refused, not waited on), bad JSON and every bad field
     become one ClprojError naming the field."""
+    from clproj.miniemu.profile import validate_profile
+
     from clproj.untrusted import read_regular_file
-    from miniemu.profile import validate_profile
 
     fix = "pass a kernel profile written by `clproj emulate --json`"
     raw = read_regular_file(path, "kernel profile", MAX_PROFILE_BYTES, fix)
@@ -117,9 +120,9 @@ def _fmt_power(pw: Any) -> str:
 
 
 def run_project(args: argparse.Namespace) -> int:
-    from runtime.projection import device_set
-    from runtime.projection.model import rank
-    from runtime.projection.power import project_power, rank_by
+    from clproj.runtime.projection import device_set
+    from clproj.runtime.projection.model import rank
+    from clproj.runtime.projection.power import project_power, rank_by
 
     profile = load_kernel_profile(args.target, args.mode, args.timeout)
     devices = device_set.resolve(args.devices)

@@ -19,7 +19,7 @@ from clproj.errors import ClprojError
 
 def local_profiles(measure_missing: bool = True) -> list[Any]:
     """A profile for every local OpenCL device (see :mod:`devices.local`)."""
-    from devices.local import resolve_all
+    from clproj.devices.local import resolve_all
 
     out = [lp.profile for lp in resolve_all(measure_missing)]
     if not out:
@@ -29,7 +29,7 @@ def local_profiles(measure_missing: bool = True) -> list[Any]:
 
 def resolve(spec: str | None, measure_missing: bool = True) -> list[Any]:
     """Device profiles named by a ``--devices`` value (see module docstring)."""
-    from devices.profile import known_profiles, load_profile
+    from clproj.devices.profile import known_profiles, load_profile
 
     spec = (spec or "local").strip()
     if spec in ("all", "measured"):

@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runtime.projection.kernel_stats import kernel_loops
-from runtime.projection.memory_units import access_granularity
-from runtime.projection.occupancy import Occupancy
+from clproj.runtime.projection.kernel_stats import kernel_loops
+from clproj.runtime.projection.memory_units import access_granularity
+from clproj.runtime.projection.occupancy import Occupancy
 
 
 def memory_latencies(device: Any) -> tuple[float, float, str] | None:
@@ -33,7 +33,7 @@ def memory_latencies(device: Any) -> tuple[float, float, str] | None:
     if lat.get("global_latency_s"):
         glob = float(lat["global_latency_s"])
         return glob, float(lat.get("cache_latency_s") or glob), "measured"
-    from devices.specs import spec_for
+    from clproj.devices.specs import spec_for
 
     spec = spec_for(device.name) if device.kind == "GPU" else None
     if spec is not None:
@@ -48,7 +48,7 @@ def l1_hit_latency(device: Any) -> float:
     (``LOCAL_LATENCY_CYCLES`` at the device clock) prices local memory, which is the same
     SRAM as L1 on NVIDIA GPUs since Volta.
     """
-    from devices.specs import LOCAL_LATENCY_CYCLES
+    from clproj.devices.specs import LOCAL_LATENCY_CYCLES
 
     return LOCAL_LATENCY_CYCLES / (max(1.0, float(device.clock_mhz or 1000)) * 1e6)
 

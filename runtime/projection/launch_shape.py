@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from miniemu.profile import scale_stats
+from clproj.miniemu.profile import scale_stats
 
 
 def for_device(doc: dict[str, Any], device: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def emulation_mode() -> str:
 # The code a cached projection depends on: after any change to the model or to the
 # emulation that feeds it (or an upgrade of clproj) its projections are made again instead
 # of served from the cache. Whole packages, so that a module added later counts too.
-_MODEL_PACKAGES = ("runtime.projection", "miniemu")
+_MODEL_PACKAGES = ("clproj.runtime.projection", "clproj.miniemu")
 _model_version: str | None = None
 
 
@@ -159,7 +159,7 @@ def _cache_problem(doc: Any, record: Any) -> str:
     if not isinstance(doc.get("emulation"), dict):
         return "field emulation missing"
     if doc.get("profile") is not None:
-        from miniemu.profile import validate_profile
+        from clproj.miniemu.profile import validate_profile
 
         try:
             validate_profile(doc["profile"])
@@ -197,7 +197,7 @@ def _project_record(
     profile: dict[str, Any] | None,
     cache: Any,
 ) -> dict[str, Any]:
-    from runtime.projection.model import rank, record_footprint
+    from clproj.runtime.projection.model import rank, record_footprint
 
     path = os.path.join(
         cache_dir(),
@@ -208,8 +208,8 @@ def _project_record(
         doc = _read_cached(path, record)
         if doc is not None:
             if doc.get("profile"):  # let later launches of the family reuse it
-                from miniemu.profile import KernelProfile
-                from miniemu.reuse import default_cache
+                from clproj.miniemu.profile import KernelProfile
+                from clproj.miniemu.reuse import default_cache
 
                 (cache or default_cache(mode, timeout_s)).seed(
                     record, KernelProfile.from_dict(doc["profile"])
@@ -233,7 +233,7 @@ def _project_record(
         try:
             # Launches differing only in NDRange / pivot-like scalars reuse one emulation
             # (miniemu.reuse: explicit per-work-item scaling, sampled drift checks).
-            from miniemu.reuse import profile_for
+            from clproj.miniemu.reuse import profile_for
 
             if cache is not None:
                 profile = cache.emulated(record).to_dict()
@@ -241,7 +241,7 @@ def _project_record(
                 profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
         except ClprojError as exc:
             return base | {"error": exc.cause, "cached": False}
-    from runtime.projection.power import OBJECTIVES, project_power, rank_by
+    from clproj.runtime.projection.power import OBJECTIVES, project_power, rank_by
 
     footprint = record_footprint(record)
     ranked = rank(profile, devices, footprint)
@@ -305,7 +305,7 @@ def _deferred_records(path: str | None, programs: dict[str, tuple[str | None, st
     Their program text is that of the recorded launch with the same program hash (the
     first launch of every family is recorded in full).
     """
-    from intercept.record import ArgRecord, LaunchRecord
+    from clproj.intercept.record import ArgRecord, LaunchRecord
 
     out: list[Any] = []
     for m in _json_lines(path):
@@ -354,8 +354,8 @@ def complete_run(
     defaults to :func:`emulation_mode`, as in the app. ``recommended`` is each launch's
     choice by ``objective`` (time, energy or edp).
     """
-    from intercept.record import list_records, load
-    from runtime.projection import device_set
+    from clproj.intercept.record import list_records, load
+    from clproj.runtime.projection import device_set
 
     mode = mode or emulation_mode()
     done = {doc["signature"]: doc for doc in _json_lines(projection_file)}
@@ -403,10 +403,11 @@ def _complete(
     mode: str,
 ) -> None:
     """complete_run's work: fills ``done`` (signature -> projection) as it goes."""
+    from clproj.miniemu.profile import KernelProfile
+    from clproj.miniemu.reuse import ReuseCache
+
     from clproj.background_thread import map_in_threads
     from clproj.console import track
-    from miniemu.profile import KernelProfile
-    from miniemu.reuse import ReuseCache
 
     cache = ReuseCache(mode=mode)
     todo = set(id(r) for r in missing)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.projection.kernel_stats import SEGMENT_KEYS, nearest_key
+from clproj.runtime.projection.kernel_stats import SEGMENT_KEYS, nearest_key
 
 
 def access_granularity(device: Any) -> int:

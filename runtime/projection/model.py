@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from runtime.projection.kernel_stats import (
+from clproj.runtime.projection.kernel_stats import (
     BANK_KEYS,
     FREE_CLASSES,
     MEMORY_CLASSES,
@@ -38,10 +38,14 @@ from runtime.projection.kernel_stats import (
     kernel_loops,
     nearest_key,
 )
-from runtime.projection.latency import cold_latency, latency_time
-from runtime.projection.launch_shape import for_device
-from runtime.projection.memory_units import access_granularity, cache_resident_bytes, line_bytes
-from runtime.projection.occupancy import Occupancy, profile_occupancy
+from clproj.runtime.projection.latency import cold_latency, latency_time
+from clproj.runtime.projection.launch_shape import for_device
+from clproj.runtime.projection.memory_units import (
+    access_granularity,
+    cache_resident_bytes,
+    line_bytes,
+)
+from clproj.runtime.projection.occupancy import Occupancy, profile_occupancy
 
 # A GPU compute unit issues from several schedulers (4 on every NVIDIA part since Maxwell
 # and on AMD CDNA/GCN): with fewer resident warps than schedulers some issue slots stay

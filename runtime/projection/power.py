@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from runtime.projection.kernel_stats import issued_instructions
-from runtime.projection.launch_shape import for_device
+from clproj.runtime.projection.kernel_stats import issued_instructions
+from clproj.runtime.projection.launch_shape import for_device
 
 OBJECTIVES = ("time", "energy", "edp")
 
@@ -61,7 +61,7 @@ def power_section(device: Any) -> tuple[dict[str, Any] | None, str]:
     section = device.data.get("power")
     if section:
         return section, f"profile {device.key}"
-    from devices.specs import spec_for, spec_power
+    from clproj.devices.specs import spec_for, spec_power
 
     limit = (device.data.get("nvml") or {}).get("power_limit_w")
     if isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 < limit <= 1e5:

@@ -19,7 +19,7 @@ ls -l /sys/class/powercap/ > "$dest/powercap.txt" 2>&1
 for z in /sys/class/powercap/intel-rapl:*; do
   [ -e "$z" ] && { echo "$z $(cat "$z/name" 2>&1) $(cat "$z/energy_uj" 2>&1) $(cat "$z/max_energy_range_uj" 2>&1)"; }
 done >> "$dest/powercap.txt" 2>&1
-timeout 420 python3 -m benchmarks.energy_run "${apps[@]}" --size "$size" --budget 330 \
+timeout 420 python3 -m clproj.benchmarks.energy_run "${apps[@]}" --size "$size" --budget 330 \
   -o "$dest/energy-$(date -u +%Y%m%d).json" 2>&1 | tee "$dest/run.log" | tail -40
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$dest/nvidia-smi-after.csv" 2>&1
 tar czf "$OUT/energy.tar.gz" energy

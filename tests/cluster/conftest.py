@@ -42,7 +42,7 @@ ROUTE_HOOK = textwrap.dedent(
     import os, threading, time
 
     def on_record(rec):
-        from intercept.route import platform as route_runtime
+        from clproj.intercept.route import platform as route_runtime
 
         fast = os.environ["ROUTE_TEST_FAST"]
         delay = float(os.environ.get("ROUTE_TEST_DELAY", "0"))
@@ -132,8 +132,8 @@ def _broker_and_two_nodes(
     """Broker thread + a ``basic`` node and a ``pthread`` node (named ``names``), as
     processes: yields ``{"endpoint", "broker", "nodes", "thread"}``; stopped afterwards
     (also a broker the test put in place of the first one)."""
-    from runtime.cluster.broker import Broker
-    from runtime.cluster.broker import serve_in_thread as broker_thread
+    from clproj.runtime.cluster.broker import Broker
+    from clproj.runtime.cluster.broker import serve_in_thread as broker_thread
 
     endpoint = f"ipc://{tmp_path}/broker"
     broker = Broker(endpoint, liveness_s=liveness_s)
@@ -175,14 +175,14 @@ class EmbeddedCluster:
         self.threads: list[Any] = []
 
     def start(self) -> EmbeddedCluster:
-        from runtime.cluster.broker import Broker
-        from runtime.cluster.broker import serve_in_thread as broker_thread
+        from clproj.runtime.cluster.broker import Broker
+        from clproj.runtime.cluster.broker import serve_in_thread as broker_thread
 
         self.broker = Broker(self.endpoint)
         self.threads.append(broker_thread(self.broker, until=self.until))
         if self.node_mode == "thread":
-            from runtime.cluster.node.server import Node
-            from runtime.cluster.node.server import serve_in_thread as node_thread
+            from clproj.runtime.cluster.node.server import Node
+            from clproj.runtime.cluster.node.server import serve_in_thread as node_thread
 
             self.node_obj = Node(self.endpoint, name=self.name)
             self.threads.append(node_thread(self.node_obj, until=self.until))

@@ -9,10 +9,9 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-
-from runtime.cluster import protocol
-from runtime.cluster.broker import Broker, serve_in_thread
-from runtime.cluster.client.platform import MEM_READ_ONLY, RemotePlatform
+from clproj.runtime.cluster import protocol
+from clproj.runtime.cluster.broker import Broker, serve_in_thread
+from clproj.runtime.cluster.client.platform import MEM_READ_ONLY, RemotePlatform
 
 
 @pytest.fixture(scope="module")
@@ -254,9 +253,9 @@ def test_curve_direct_path_serves_members_and_rejects_others(tmp_path, monkeypat
     """With CURVE, a node's direct socket is a CURVE server whose key clients get from
     the broker; a member's commands run there, an unknown key or a plaintext peer gets
     nothing through (the node never sees their messages)."""
-    from runtime.cluster.keys import Keys, generate, load
-    from runtime.cluster.node.server import Node
-    from runtime.cluster.node.server import serve_in_thread as node_thread
+    from clproj.runtime.cluster.keys import Keys, generate, load
+    from clproj.runtime.cluster.node.server import Node
+    from clproj.runtime.cluster.node.server import serve_in_thread as node_thread
 
     generate(tmp_path / "keys")
     generate(tmp_path / "other")
@@ -312,8 +311,8 @@ def test_curve_direct_path_serves_members_and_rejects_others(tmp_path, monkeypat
 
 
 def test_curve_rejects_unknown_key_and_serves_known(tmp_path):
-    from runtime.cluster.cli import fetch_status
-    from runtime.cluster.keys import generate, load
+    from clproj.runtime.cluster.cli import fetch_status
+    from clproj.runtime.cluster.keys import generate, load
 
     generate(tmp_path / "keys")
     generate(tmp_path / "other")
@@ -324,7 +323,7 @@ def test_curve_rejects_unknown_key_and_serves_known(tmp_path):
         ok = fetch_status(broker.endpoint, load(tmp_path / "keys", "member"), 5)
         assert ok["epoch"] >= 1
         intruder = load(tmp_path / "other", "member")
-        from runtime.cluster.keys import Keys
+        from clproj.runtime.cluster.keys import Keys
 
         forged = Keys(
             intruder.directory,

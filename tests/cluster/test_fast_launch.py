@@ -16,14 +16,13 @@ import time
 import msgpack
 import numpy as np
 import pytest
-
-from runtime.cluster import protocol
-from runtime.cluster.broker import Broker
-from runtime.cluster.broker import serve_in_thread as broker_thread
-from runtime.cluster.client.platform import RemotePlatform
-from runtime.cluster.node import nodelink
-from runtime.cluster.node.server import Node
-from runtime.cluster.node.server import serve_in_thread as node_thread
+from clproj.runtime.cluster import protocol
+from clproj.runtime.cluster.broker import Broker
+from clproj.runtime.cluster.broker import serve_in_thread as broker_thread
+from clproj.runtime.cluster.client.platform import RemotePlatform
+from clproj.runtime.cluster.node import nodelink
+from clproj.runtime.cluster.node.server import Node
+from clproj.runtime.cluster.node.server import serve_in_thread as node_thread
 
 pytestmark = pytest.mark.skipif(not nodelink.available(), reason="native link not built")
 

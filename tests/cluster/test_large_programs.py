@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-
-from runtime.cluster import protocol
+from clproj.runtime.cluster import protocol
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,7 +66,7 @@ def test_a_program_source_over_the_header_limit_builds_in_route_mode(tmp_path):
 
 
 def test_a_command_over_the_header_limit_is_answered_at_once(embedded_cluster):
-    from runtime.cluster.client.platform import RemoteError, RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemoteError, RemotePlatform
 
     c = embedded_cluster(node="process", lifetime_s=120)
     p = RemotePlatform(c.endpoint, wait_devices_s=60)
@@ -106,7 +105,7 @@ TOO_LARGE_APP = textwrap.dedent(
     import os
     os.environ["PYOPENCL_NO_CACHE"] = "1"  # the cache's error path hides the OpenCL error
     import pyopencl as cl
-    from runtime.cluster import protocol
+    from clproj.runtime.cluster import protocol
     ctx = cl.create_some_context(interactive=False)
     src = "//" + "x" * protocol.MAX_PROGRAM_BYTES + "\\n__kernel void k() {}"
     try:
@@ -149,8 +148,7 @@ def test_compile_with_an_include_header_over_the_string_limit(embedded_cluster):
     """clCompileProgram's embedded headers travel in the data frame too (a header string
     over protocol.MAX_STR was refused)."""
     import numpy as np
-
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
     c = embedded_cluster(node="process", lifetime_s=120)
     p = RemotePlatform(c.endpoint, wait_devices_s=60)

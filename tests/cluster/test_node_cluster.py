@@ -7,9 +7,8 @@ import time
 
 import numpy as np
 import pytest
-
-from runtime.cluster.broker import Broker, serve_in_thread
-from runtime.cluster.client.platform import MEM_READ_ONLY, RemoteError, RemotePlatform
+from clproj.runtime.cluster.broker import Broker, serve_in_thread
+from clproj.runtime.cluster.client.platform import MEM_READ_ONLY, RemoteError, RemotePlatform
 
 
 def test_killed_node_inflight_launches_reexecuted_elsewhere(

@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from runtime.cluster.node import nodelink
+from clproj.runtime.cluster.node import nodelink
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "native"))
@@ -37,14 +36,14 @@ FLAGS = (
 # link, then runs the fast-launch tests and checks they used it.
 RUNNER = """
 import importlib.util, sys
-name = "runtime.cluster.node._nodelink"
+name = "clproj.runtime.cluster.node._nodelink"
 spec = importlib.util.spec_from_file_location(name, {so!r})
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
 sys.modules[name] = mod
 import pytest
 rc = pytest.main(["-q", "-s", "-p", "no:cacheprovider", {tests!r}])
-from runtime.cluster.node import _nodelink
+from clproj.runtime.cluster.node import _nodelink
 assert _nodelink.__file__ == {so!r}, _nodelink.__file__
 sys.exit(rc)
 """

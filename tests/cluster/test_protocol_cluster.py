@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import msgpack
 import pytest
-
-from runtime.cluster import placement, protocol
-from runtime.cluster.protocol import ProtocolError
+from clproj.runtime.cluster import placement, protocol
+from clproj.runtime.cluster.protocol import ProtocolError
 
 
 def test_done_batch_and_direct_register_are_accepted():

@@ -221,9 +221,8 @@ def test_same_host_shm_data_path(tmp_path, monkeypatch, embedded_cluster):
     """Large writes/reads to a node on this host go through /dev/shm files named in the
     commands (not through the sockets); the bytes arrive intact both ways."""
     import numpy as np
-
-    from runtime.cluster.client import platform as client_mod
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client import platform as client_mod
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
     sent: list[dict] = []
     pack = client_mod.protocol.pack
@@ -262,7 +261,7 @@ EVENTS_APP = textwrap.dedent(
     """
     import numpy as np
     import pyopencl as cl
-    from intercept.route import platform as route_runtime
+    from clproj.intercept.route import platform as route_runtime
 
     ctx = cl.create_some_context(interactive=False)
     q = cl.CommandQueue(ctx)

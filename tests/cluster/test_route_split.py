@@ -225,9 +225,9 @@ def two_nodes(tmp_path, broker_and_two_nodes):
 
 def _advance_plan(src: str, n: int, local: int, devices: list[str], counts: list[int]):
     """The plan for ``src``'s ``advance`` from the real safety check of its record."""
-    from intercept.record import from_arrays
-    from runtime.partition import safety as partition_safety
-    from runtime.partition.route_policy import SplitPlan
+    from clproj.intercept.record import from_arrays
+    from clproj.runtime.partition import safety as partition_safety
+    from clproj.runtime.partition.route_policy import SplitPlan
 
     args = [np.ones(n, np.float32), np.ones(n, np.float32), np.float32(0.5), np.int32(3)]
     rec = from_arrays(src, "advance", args, [n], [local])
@@ -246,7 +246,7 @@ def test_split_launches_merge_bookkeeping_and_survive_node_loss(
     is valid on the primary only and reads give the merged result; an unsplit launch on
     the other device afterwards sees it; then the secondary's node is killed while split
     launches go on, and the client's replay (launches logged whole) keeps the result right."""
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
     n, local = 4096, 64
     p = RemotePlatform(two_nodes["endpoint"], curve="off", wait_devices_s=30)
@@ -297,7 +297,7 @@ def test_split_launches_merge_bookkeeping_and_survive_node_loss(
 
 
 def _checked_splitter():
-    from runtime.partition.route_policy import Decision, SplitPlan, Splitter
+    from clproj.runtime.partition.route_policy import Decision, SplitPlan, Splitter
 
     sp = Splitter(lambda: [])
     plan = SplitPlan(["a/0", "b/0"], [0, 1], [1, 1], 0, 1, [], set(), {})
@@ -309,7 +309,7 @@ def _checked_splitter():
 def test_measured_check_keeps_only_a_split_that_measured_faster(split_s, kept):
     """Three timed split launches, then two timed whole ones: a split not at least 5%
     faster than the whole launch is revoked, with the measured figures as its reason."""
-    from runtime.partition.route_policy import CHECK_SPLIT, CHECK_WHOLE
+    from clproj.runtime.partition.route_policy import CHECK_SPLIT, CHECK_WHOLE
 
     sp, plan = _checked_splitter()
     kernel = type("K", (), {"args": {}})()

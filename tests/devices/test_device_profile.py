@@ -7,10 +7,8 @@ import json
 import math
 
 import pytest
-
-from clproj.errors import ClprojError
-from devices import specs
-from devices.profile import (
+from clproj.devices import specs
+from clproj.devices.profile import (
     INSTRUCTION_CLASSES,
     DeviceProfile,
     known_profiles,
@@ -18,6 +16,8 @@ from devices.profile import (
     profile_paths,
     validate,
 )
+
+from clproj.errors import ClprojError
 
 # The devices the published-result suites name (docs/devices.md, spec profiles).
 PUBLISHED_RESULT_DEVICES = (
@@ -150,7 +150,7 @@ def test_spec_profiles_are_in_sync_with_specs_py() -> None:
     for s in specs.SPECS:
         path = next(p for p in profile_paths() if p.stem == s.key)
         assert json.loads(path.read_text()) == json.loads(json.dumps(specs.build(s))), (
-            f"{path} is stale: run python -m devices.specs"
+            f"{path} is stale: run python -m clproj.devices.specs"
         )
 
 
@@ -267,7 +267,7 @@ def test_xeon_loop_rounds_are_derived_from_published_latencies(tmp_path) -> None
     import subprocess
     import sys
 
-    from devices.specs import cpu_rounds_from_spec
+    from clproj.devices.specs import cpu_rounds_from_spec
 
     committed = "devices/profiles/measured/pocl-xeon16-h100-host.json"
     copy = tmp_path / "xeon.json"

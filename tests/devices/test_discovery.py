@@ -1,12 +1,11 @@
-"""devices.discovery: facts about this host's devices that OpenCL does not report."""
+"""clproj.devices.discovery: facts about this host's devices that OpenCL does not report."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from devices.discovery import CPU_CACHE_DIR, host_l1_data_bytes
+from clproj.devices.discovery import CPU_CACHE_DIR, host_l1_data_bytes
 
 
 def fake_caches(root: Path, entries: list[tuple[str, str, str]]) -> Path:
@@ -45,7 +44,7 @@ def test_this_host_reports_a_plausible_l1():
 
 
 def test_add_host_l1_sets_or_clears_the_field_and_its_provenance(monkeypatch):
-    from devices import discovery
+    from clproj.devices import discovery
 
     memory, prov = {"l1_data_bytes": 48 << 10}, {"memory.l1_data_bytes": "spec"}
     monkeypatch.setattr(discovery, "host_l1_data_bytes", lambda: 32 << 10)

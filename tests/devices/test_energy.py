@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from clproj.devices import energy, rapl
+from clproj.devices.energy import CounterReading, Window, window_figures
 
 from clproj.errors import ClprojError
-from devices import energy, rapl
-from devices.energy import CounterReading, Window, window_figures
 
 
 def stepping_counter(
@@ -126,7 +126,7 @@ def test_nvml_absent_is_one_line() -> None:
     else:
         pynvml.nvmlShutdown()
         pytest.skip("an NVIDIA driver is present")
-    from devices.energy_nvml import open_nvml
+    from clproj.devices.energy_nvml import open_nvml
 
     with pytest.raises(ClprojError) as exc:
         open_nvml(0)
@@ -173,7 +173,7 @@ def test_rapl_absent_here_is_none_with_reason(tmp_path: Path) -> None:
 
 
 def test_batch_grows_until_it_runs_the_target_time() -> None:
-    from devices.energy_nvml import batch_size
+    from clproj.devices.energy_nvml import batch_size
 
     calls = []
 

@@ -10,10 +10,10 @@ import random
 import numpy as np
 import pyopencl as cl
 import pytest
+from clproj.devices.launch_rules import divisor_local_size, largest_divisor, rule_for
+from clproj.devices.profile import PROFILES_DIR, DeviceProfile
 
 from clproj.errors import ClprojError
-from devices.launch_rules import divisor_local_size, largest_divisor, rule_for
-from devices.profile import PROFILES_DIR, DeviceProfile
 
 PROBE = """
 __kernel void probe(__global uint *out) {
@@ -119,8 +119,8 @@ def test_a_profile_may_name_its_rule_and_a_bad_one_is_refused():
 
 
 def test_the_probe_identifies_the_drivers_rule(cl_device):
-    from devices.microbench import null_local
-    from devices.microbench.common import MODES, Bench
+    from clproj.devices.microbench import null_local
+    from clproj.devices.microbench.common import MODES, Bench
 
     bench = Bench(cl_device, MODES["tiny"])
     seen = null_local.observe(bench)

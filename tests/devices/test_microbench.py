@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from clproj.devices.discovery import opencl_devices
+from clproj.devices.microbench import common, compute, gmem
+from clproj.devices.microbench.common import MODES, Bench, GarbageResult
+from clproj.devices.microbench.runner import profile_device
+from clproj.devices.profile import DeviceProfile, validate
 
 from clproj.errors import ClprojError
-from devices.discovery import opencl_devices
-from devices.microbench import common, compute, gmem
-from devices.microbench.common import MODES, Bench, GarbageResult
-from devices.microbench.runner import profile_device
-from devices.profile import DeviceProfile, validate
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_wrong_compute_kernel_is_rejected(bench) -> None:
 def test_wrong_reload_chain_is_rejected(bench, monkeypatch) -> None:
     """The reload round's second accumulator is checked too: a kernel that drops it
     (one accumulator: the fast register-forwarded form) is garbage, not a fast round."""
-    from devices.microbench import raw_loop
+    from clproj.devices.microbench import raw_loop
 
     one = raw_loop.SRC.replace("acc2[i] += a[(j + 7u) & 255u] * s;", "")
     assert one != raw_loop.SRC
@@ -127,7 +127,7 @@ def test_profiling_refuses_to_report_garbage(pocl_device, monkeypatch) -> None:
         dataclasses.replace(MODES["tiny"], words=(4,), strides=(1,), conflicts=(1,)),
     )
     monkeypatch.setattr(common, "occupancy_grid", lambda *a, **k: [(64, 2)])
-    import devices.microbench.runner as runner
+    import clproj.devices.microbench.runner as runner
 
     monkeypatch.setattr(runner, "occupancy_grid", lambda *a, **k: [(64, 2)])
     with pytest.raises(ClprojError, match=r"throughput\.fp32_fma") as exc:

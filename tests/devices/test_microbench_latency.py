@@ -7,10 +7,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from devices.discovery import opencl_devices
-from devices.microbench import latency
-from devices.microbench.common import MODES, Bench, GarbageResult
+from clproj.devices.discovery import opencl_devices
+from clproj.devices.microbench import latency
+from clproj.devices.microbench.common import MODES, Bench, GarbageResult
 
 
 @pytest.fixture(scope="module")

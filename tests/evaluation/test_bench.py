@@ -9,9 +9,9 @@ import subprocess
 import types
 
 import pytest
+from clproj.benchmarks import harness
+from clproj.benchmarks.apps import APPS
 
-from benchmarks import harness
-from benchmarks.apps import APPS
 from clproj.errors import ClprojError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,7 +40,7 @@ def test_device_keys() -> None:
 
 
 def test_real_device_keys_are_distinct(cl_device) -> None:
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     keys = [harness.device_key(d) for d in opencl_devices()]
     assert len(set(keys)) == len(keys)
@@ -109,7 +109,7 @@ def test_bench_cli_writes_valid_results(tmp_path) -> None:
 
 
 def test_bench_refuses_one_file_for_several_devices(tmp_path) -> None:
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     if len(opencl_devices()) < 2:
         pytest.skip("needs two devices")
@@ -159,7 +159,7 @@ def _run_host(exe: str, size: str, device: int, kernel_dir: str) -> subprocess.C
     ],
 )
 def test_c_host_passes_on_every_device(c_hosts, host: str, size: str) -> None:
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     assert len(c_hosts) >= 4
     for i in range(len(opencl_devices())):

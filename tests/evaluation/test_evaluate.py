@@ -9,8 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-
-from runtime.evaluation.evaluate import default_results, evaluate
+from clproj.runtime.evaluation.evaluate import default_results, evaluate
 
 
 def clproj(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
@@ -78,7 +77,7 @@ def test_evaluate_rejects_a_single_device():
 
 
 def test_project_a_record_on_measured_profiles(tmp_path):
-    from intercept.record import from_arrays, save
+    from clproj.intercept.record import from_arrays, save
 
     src = "__kernel void scale(__global float* x, float a) { int i = get_global_id(0); x[i] = a * x[i]; }"
     rec = from_arrays(
@@ -105,8 +104,8 @@ def test_evaluate_judges_a_device_only_this_machine_profiled(tmp_path, monkeypat
     named as skipped, with the fix, not dropped silently."""
     from types import SimpleNamespace
 
-    from benchmarks.harness import load_results
-    from devices.local import cache_path
+    from clproj.benchmarks.harness import load_results
+    from clproj.devices.local import cache_path
 
     monkeypatch.setenv("CLPROJ_CACHE", str(tmp_path / "cache"))
     name = "pthread-haswell-AMD EPYC"
@@ -128,7 +127,7 @@ def test_evaluate_judges_a_device_only_this_machine_profiled(tmp_path, monkeypat
         platform=SimpleNamespace(name=res["device"]["platform"]),
         driver_version=res["device"]["driver"],
     )
-    from devices.profile import PROFILES_DIR
+    from clproj.devices.profile import PROFILES_DIR
 
     prof = json.loads((PROFILES_DIR / "measured" / "pocl-pthread-amd-epyc.json").read_text())
     prof["identity"]["name"] = name
@@ -139,7 +138,7 @@ def test_evaluate_judges_a_device_only_this_machine_profiled(tmp_path, monkeypat
     assert judged.devices == sorted(["nvidia-h100", "pocl-pthread-epyc2-0a1b2c"])
     assert len(judged.apps) >= 20 and not any(k.startswith("device ") for k in judged.skipped)
     # Results written apart under one key (`clproj bench` on each host) are both judged.
-    from benchmarks.harness import distinct_key
+    from clproj.benchmarks.harness import distinct_key
 
     res["device"]["key"] = "pocl-pthread-epyc2"
     mine.write_text(json.dumps(res))

@@ -15,9 +15,8 @@ import subprocess
 import sys
 
 import pytest
-
-from runtime.evaluation import published_babelstream as pbs
-from runtime.evaluation import published_mixbench as pmb
+from clproj.runtime.evaluation import published_babelstream as pbs
+from clproj.runtime.evaluation import published_mixbench as pmb
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.path.join(REPO, "..", "shared", "validation")
@@ -164,8 +163,9 @@ def test_not_a_suite_is_a_one_line_error(tmp_path):
 
 
 def test_table_profiles_that_do_not_exist_are_no_profile_but_named_ones_must_exist():
+    from clproj.runtime.evaluation.published import resolve_devices
+
     from clproj.errors import ClprojError
-    from runtime.evaluation.published import resolve_devices
 
     profiles, missing = resolve_devices("truth", ["hd7970-spec", "no-such-card-spec"])
     assert [p.key for p in profiles] == ["hd7970-spec"] and missing == {"no-such-card-spec"}
@@ -174,8 +174,8 @@ def test_table_profiles_that_do_not_exist_are_no_profile_but_named_ones_must_exi
 
 
 def test_pooled_metrics_over_every_kernel_and_device():
-    from runtime.evaluation.published import pooled_metrics
-    from runtime.evaluation.validate_match import KernelResult
+    from clproj.runtime.evaluation.published import pooled_metrics
+    from clproj.runtime.evaluation.validate_match import KernelResult
 
     a = KernelResult("b", "copy", {"x": 1.0, "y": 2.0}, {"x": 1.1, "y": 8.0}, {}, 2, 2, 2, 2)
     b = KernelResult("b", "add", {"x": 1.0}, {"x": 0.5}, {}, 1, 1, 1, 1)

@@ -16,15 +16,15 @@ import subprocess
 import sys
 
 import pytest
+from clproj.intercept import identity
+from clproj.runtime.evaluation import validate as v
+from clproj.runtime.evaluation import validate_match as vmatch
+from clproj.runtime.evaluation import validate_models as vmodels
+from clproj.runtime.evaluation import validate_scores as vscores
+from clproj.runtime.evaluation import validate_suite as vsuite
+from clproj.runtime.evaluation import validate_truth as vtruth
 
 from clproj.errors import ClprojError
-from intercept import identity
-from runtime.evaluation import validate as v
-from runtime.evaluation import validate_match as vmatch
-from runtime.evaluation import validate_models as vmodels
-from runtime.evaluation import validate_scores as vscores
-from runtime.evaluation import validate_suite as vsuite
-from runtime.evaluation import validate_truth as vtruth
 
 H100 = "NVIDIA H100 80GB HBM3"
 EPYC = "pthread-skylake-avx512-AMD EPYC"
@@ -245,7 +245,7 @@ class FmaModel:
     name = "fma"
 
     def predict(self, profile, device, footprint_bytes=None):
-        from runtime.projection.models import ModelPrediction
+        from clproj.runtime.projection.models import ModelPrediction
 
         fma = profile["total"]["instructions"]["fp32_fma"]
         return ModelPrediction(time_s=fma * device.cost, bound="C")
@@ -298,7 +298,7 @@ def test_models_side_by_side_reproject_profiles_and_scale_reused_launches(tmp_pa
     assert fma["per_device"]["h100"]["mape"] == pytest.approx(abs(h / 3e-6 - 1))
     assert fma["best_chosen"] == 1 and fma["kernels"] == 1  # h100 measured and projected best
     assert fma["signatures"] == {"emulated": 1, "scaled": 1}
-    from runtime.evaluation import metrics
+    from clproj.runtime.evaluation import metrics
 
     want = metrics.relative_error({"h100": 3e-6, "epyc2": 20e-6}, {"h100": h, "epyc2": e})
     assert fma["mean_relative_error"] == pytest.approx(want)
@@ -354,7 +354,7 @@ def test_a_model_without_training_data_for_a_device_leaves_that_device_out(tmp_p
     assert picky["per_device"]["h100"]["within_25"] == 0
     assert picky["per_device"]["h100"]["max_off_factor"] == pytest.approx(1e-6 / 64e-9)
     assert picky["signatures"] == {"emulated": 1, f"no training data for {epyc_key}": 1}
-    from runtime.evaluation.validate_tables import model_rows
+    from clproj.runtime.evaluation.validate_tables import model_rows
 
     _, rows, lines = model_rows(val)
     assert rows[0][0] == "picky"
@@ -365,9 +365,9 @@ def test_learned_model_trains_on_our_apps_only(tmp_path):
     """The learned model of validate trains on every committed app of ours, per device
     profile key, and predicts a launch on each of those devices; results whose device has
     no measured profile give no rows, which is a one-line error, not an untrained model."""
-    from devices.profile import load_profile
-    from runtime.evaluation.evaluate import default_results
-    from runtime.projection.models.learned import LearnedModel
+    from clproj.devices.profile import load_profile
+    from clproj.runtime.evaluation.evaluate import default_results
+    from clproj.runtime.projection.models.learned import LearnedModel
 
     model = LearnedModel(n_estimators=8, grid=({"max_features": 1.0, "min_samples_leaf": 3},))
     what = vmodels.fit_on_our_apps(model)

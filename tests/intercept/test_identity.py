@@ -1,4 +1,4 @@
-"""intercept.identity: one definition of each identity, and the C shim agrees with it.
+"""clproj.intercept.identity: one definition of each identity, and the C shim agrees with it.
 
 The shim picks the launches it records by its own keys (native/shim/identity.c); they
 must distinguish exactly the launches Python's program hash and launch signature do (the
@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from intercept import identity as I
-from intercept import record as R
+from clproj.intercept import identity as I
+from clproj.intercept import record as R
 
 SHIM = Path(__file__).resolve().parents[2] / "native" / "shim"
 SRC = "__kernel void k(float a, int n, __global float *x) { x[get_global_id(0)] *= a * n; }"

@@ -9,10 +9,9 @@ import sys
 
 import numpy as np
 import pytest
-
-from intercept import record as R
-from intercept.cli import read_summary, shim_environment
-from intercept.replay import replay
+from clproj.intercept import record as R
+from clproj.intercept.cli import read_summary, shim_environment
+from clproj.intercept.replay import replay
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -362,7 +361,7 @@ def test_record_budget_stops_recording_not_the_app(c_app, tmp_path, monkeypatch)
 
 
 def test_record_stops_before_the_disk_fills(tmp_path, monkeypatch, capsys):
-    from intercept import shim_runtime
+    from clproj.intercept import shim_runtime
 
     free = shim_runtime.free_bytes(str(tmp_path / "not" / "made" / "yet"))
     assert free > 0

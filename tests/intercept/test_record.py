@@ -8,11 +8,11 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+from clproj.intercept import record as R
+from clproj.intercept.blobs import BlobStore
+from clproj.intercept.record_writer import RecordWriter
 
 from clproj.errors import ClprojError
-from intercept import record as R
-from intercept.blobs import BlobStore
-from intercept.record_writer import RecordWriter
 
 SRC = "__kernel void axpy(float a, __global const float *x, __global float *y) { int i = get_global_id(0); y[i] = a * x[i] + y[i]; }"
 
@@ -172,7 +172,7 @@ def test_builds_differing_only_in_options_are_recorded_apart(tmp_path):
         timeout=120,
     )
     assert p.returncode == 0, p.stderr
-    from intercept.record import list_records, load
+    from clproj.intercept.record import list_records, load
 
     options = sorted(load(path).options.split()[0] for path in list_records(str(rec)))
     assert options == ["-DVALUE=1", "-DVALUE=2"]  # pyopencl appends its own -I option

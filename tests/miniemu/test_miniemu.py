@@ -11,12 +11,12 @@ import time
 
 import numpy as np
 import pytest
+from clproj.intercept.record import LocalArg, from_arrays, save
+from clproj.miniemu.oclgrind import OclgrindBackend, parse_plugin_output
+from clproj.miniemu.profile import KernelProfile
 
-import miniemu
+from clproj import miniemu
 from clproj.errors import ClprojError
-from intercept.record import LocalArg, from_arrays, save
-from miniemu.oclgrind import OclgrindBackend, parse_plugin_output
-from miniemu.profile import KernelProfile
 
 KERNELS = """
 __kernel void saxpy(__global const float *x, __global float *y, float a, int n) {
@@ -214,7 +214,7 @@ def _emulators_of(pid: int) -> list[int]:
                 argv = fh.read()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == pid and b"miniemu.worker" in argv:
+        if ppid == pid and b"clproj.miniemu.worker" in argv:
             out.append(int(entry))
     return out
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from clproj.intercept.record import from_arrays
+from clproj.miniemu.bounded import Budget, eval_scev
+from clproj.miniemu.reuse import ReuseCache
 
-import miniemu
-from intercept.record import from_arrays
-from miniemu.bounded import Budget, eval_scev
-from miniemu.reuse import ReuseCache
+from clproj import miniemu
 
 SRC = """
 __kernel void heavy(__global const float *x, __global float *y, int n, float a) {
@@ -102,7 +102,7 @@ __kernel void upd(__global float *a, int n, int k) {
 
 def lu_meta(n: int, k: int, local: bool = True):
     """A buffer-less launch record of LU's update step at pivot k (as the shim sees it)."""
-    from intercept.record import ArgRecord, LaunchRecord
+    from clproj.intercept.record import ArgRecord, LaunchRecord
 
     m = n - k - 1
     gx = -(-m // 64) * 64
@@ -180,8 +180,8 @@ def test_wall_backstop_marks_the_profile_and_is_not_cached(tmp_path, monkeypatch
     assert p.emulation["confidence"] == "low"
     assert any("wall-clock backstop" in f for f in p.emulation["flags"])
 
-    from devices.profile import known_profiles
-    from runtime.projection import live
+    from clproj.devices.profile import known_profiles
+    from clproj.runtime.projection import live
 
     monkeypatch.setenv("CLPROJ_CACHE", str(tmp_path))
     devices = [d for d in known_profiles() if d.source_kind != "spec"][:1]
@@ -259,7 +259,7 @@ def test_trip_counts_that_read_the_work_item_id_are_averaged_over_the_launch():
     The emulated work-items (group 0) have the longest trips, and before the plugin named
     get_global_id the count was not derivable: the profile was the budget's (134x short on
     the real app). Now the nest is averaged over the launch's ids."""
-    from miniemu.bounded import mean_nest_trips, scev_ids
+    from clproj.miniemu.bounded import mean_nest_trips, scev_ids
 
     outer = {
         "exact": {

@@ -20,9 +20,8 @@ import sys
 
 import numpy as np
 import pytest
-
-from intercept.record import LocalArg, from_arrays, save
-from miniemu.oclgrind import OclgrindBackend
+from clproj.intercept.record import LocalArg, from_arrays, save
+from clproj.miniemu.oclgrind import OclgrindBackend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "native"))
@@ -113,7 +112,7 @@ def run_worker(
     if sanitizer:  # the sanitizer runtime must be the first library of the process
         env.update(sanitizer, LD_PRELOAD=sanitizer["LD_PRELOAD"] + ":" + env["LD_PRELOAD"])
     proc = subprocess.run(
-        [sys.executable, "-m", "miniemu.worker", record_path],
+        [sys.executable, "-m", "clproj.miniemu.worker", record_path],
         env=env,
         capture_output=True,
         text=True,

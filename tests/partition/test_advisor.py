@@ -10,11 +10,10 @@ import sys
 
 import numpy as np
 import pytest
-
-from intercept.record import LocalArg, from_arrays, save
-from runtime.partition import advisor
-from runtime.partition import safety as partition_safety
-from runtime.partition.execution import SplitRunner
+from clproj.intercept.record import LocalArg, from_arrays, save
+from clproj.runtime.partition import advisor
+from clproj.runtime.partition import safety as partition_safety
+from clproj.runtime.partition.execution import SplitRunner
 
 APPS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -64,7 +63,7 @@ def _matmul(n: int = 64):
 
 
 def _local_pair():
-    from devices.discovery import opencl_devices
+    from clproj.devices.discovery import opencl_devices
 
     by = {d.name.strip().split("-")[0]: d for d in opencl_devices()}
     if "pthread" not in by or "basic" not in by:
@@ -91,12 +90,12 @@ def test_plugin_reports_store_ranges_per_group(tmp_path):
 
 def test_plugin_store_ranges_off_by_default(tmp_path):
     """Without CLPROJ_STORE_RANGES the plugin output has no store_ranges (no cost, no change)."""
-    from miniemu.oclgrind import OclgrindBackend
+    from clproj.miniemu.oclgrind import OclgrindBackend
 
     path = save(_vecadd(256), str(tmp_path))
     out, log = str(tmp_path / "s.jsonl"), str(tmp_path / "l.log")
     env = OclgrindBackend().environment("quick", out, log)
-    subprocess.run([sys.executable, "-m", "miniemu.worker", path], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "clproj.miniemu.worker", path], env=env, check=True)
     with open(out, encoding="utf-8") as fh:
         lines = [json.loads(line) for line in fh if line.strip()]
     assert lines and all("store_ranges" not in g for g in lines)
@@ -162,7 +161,7 @@ def test_safety_accepts_negative_stride():
 
 
 def test_share_profile_scales_with_slabs():
-    import miniemu
+    from clproj import miniemu
 
     rec = _vecadd()
     prof = miniemu.emulate(rec, "single").to_dict()
@@ -267,7 +266,7 @@ def _mix_reference(a: np.ndarray, rounds: int) -> np.ndarray:
 
 
 def test_balance_fit_and_rebalance_by_hand():
-    from runtime.partition.calibration import Trial, balance, fit_line, rebalance
+    from clproj.runtime.partition.calibration import Trial, balance, fit_line, rebalance
 
     # Rates 1 and 1/2 slab per unit: 2/3 and 1/3.
     assert balance([(0.0, 1.0), (0.0, 2.0)], 300) == [200, 100]
@@ -291,7 +290,7 @@ def test_balance_fit_and_rebalance_by_hand():
 
 def test_core_sharing_counts_the_host_thread_of_a_gpu():
     """A 16-core CPU device beside a GPU: the GPU's driving thread takes a core (17/16)."""
-    from runtime.projection import device_set
+    from clproj.runtime.projection import device_set
 
     profs = device_set.resolve("nvidia-h100-80gb-hbm3-nvidia,pocl-cpu-intel-r-xeon-r-processor")
     assert advisor.core_sharing(profs) == [
@@ -333,7 +332,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, {root!r})
 from tests.partition.test_advisor import _local_pair, _mix
-from runtime.partition import advisor
+from clproj.runtime.partition import advisor
 devs, profs = _local_pair()
 rec, a, rounds = _mix()
 adv = advisor.advise(rec, profs)

@@ -1,19 +1,19 @@
-"""runtime.projection.models: the interface, MWP-CWP's three cases on hand-computed inputs, and the
+"""clproj.runtime.projection.models: the interface, MWP-CWP's three cases on hand-computed inputs, and the
 learned model's leave-one-app-out training and determinism (on the committed ground truth)."""
 
 from __future__ import annotations
 
 import pytest
+from clproj.devices.profile import load_profile
+from clproj.runtime.evaluation.app_profiles import load_cached
+from clproj.runtime.evaluation.evaluate import default_results, evaluate
+from clproj.runtime.projection.model import project
+from clproj.runtime.projection.models import MODEL_NAMES, Model, ModelPrediction, get_model
+from clproj.runtime.projection.models.base import training_rows
+from clproj.runtime.projection.models.learned import LearnedModel
+from clproj.runtime.projection.models.mwp_cwp import latency_params, mwp_cwp_time
 
 from clproj.errors import ClprojError
-from devices.profile import load_profile
-from runtime.evaluation.app_profiles import load_cached
-from runtime.evaluation.evaluate import default_results, evaluate
-from runtime.projection.model import project
-from runtime.projection.models import MODEL_NAMES, Model, ModelPrediction, get_model
-from runtime.projection.models.base import training_rows
-from runtime.projection.models.learned import LearnedModel
-from runtime.projection.models.mwp_cwp import latency_params, mwp_cwp_time
 
 APPS = ["vecadd", "nbody", "reduction", "transpose_naive"]
 
@@ -27,7 +27,7 @@ def nbody() -> dict:
 
 @pytest.fixture(scope="module")
 def rows() -> list:
-    from benchmarks.harness import load_results
+    from clproj.benchmarks.harness import load_results
 
     measured = {}
     for path in default_results():
@@ -67,7 +67,7 @@ def _fma_and_bytes(fma: float, load_bytes: float, items: int = 1 << 20) -> dict:
 
 
 def test_roofline_is_the_spec_sheet_peaks() -> None:
-    from devices.specs import spec_for
+    from clproj.devices.specs import spec_for
 
     dev = load_profile("nvidia-h100-80gb-hbm3-nvidia")
     spec = spec_for(dev.name)
@@ -133,7 +133,7 @@ def test_mwp_cwp_latency_comes_from_the_profile_or_a_default() -> None:
 def test_training_rows_carry_the_measured_per_launch_time(rows) -> None:
     assert {r.app for r in rows} == set(APPS)
     vec = [r for r in rows if r.app == "vecadd" and r.device_key == "nvidia-h100"]
-    from benchmarks.harness import load_results
+    from clproj.benchmarks.harness import load_results
 
     res = next(
         load_results(p)

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clproj.devices.profile import DeviceProfile, load_profile
+from clproj.runtime.projection.model import project
+from clproj.runtime.projection.power import objective_value, project_power, rank_by
 
 from clproj.errors import ClprojError
-from devices.profile import DeviceProfile, load_profile
-from runtime.projection.model import project
-from runtime.projection.power import objective_value, project_power, rank_by
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "benchmarks" / "results" / "kernel-profiles"
@@ -171,7 +171,7 @@ def test_bad_power_section_is_refused_naming_the_field(change: dict, field: str)
 
 
 def test_every_spec_sheet_has_a_tdp_and_its_profile_a_power_section() -> None:
-    from devices.spec_sheets import SPECS
+    from clproj.devices.spec_sheets import SPECS
 
     for spec in SPECS:
         assert 50 <= spec.tdp_w <= 1000, spec.key

@@ -60,7 +60,7 @@ def check_projections(doc: dict, kernels: set[str]) -> None:
 
 def test_pyopencl_app_under_project_mode(tmp_path):
     doc = run_project(
-        [sys.executable, "-m", "benchmarks.apps", "vecadd", "reduction", "--size", "small"],
+        [sys.executable, "-m", "clproj.benchmarks.apps", "vecadd", "reduction", "--size", "small"],
         tmp_path,
     )
     check_projections(doc, {"vecadd", "reduce_sum"})
@@ -68,7 +68,7 @@ def test_pyopencl_app_under_project_mode(tmp_path):
     assert len([p for p in doc["projections"] if p["kernel"] == "reduce_sum"]) == 2
     # The second run of the same app is answered from the per-signature cache.
     again = run_project(
-        [sys.executable, "-m", "benchmarks.apps", "vecadd", "--size", "small"], tmp_path
+        [sys.executable, "-m", "clproj.benchmarks.apps", "vecadd", "--size", "small"], tmp_path
     )
     assert all(p["cached"] for p in again["projections"])
 
@@ -78,7 +78,15 @@ def test_project_mode_recommends_by_energy(tmp_path):
     projected energy; the device without a power projection (the CPU) is never it."""
     devices = "h100-sxm-spec,v100-pcie-spec,pocl-pthread-amd-epyc"
     doc = run_project(
-        [sys.executable, "-m", "benchmarks.apps", "vecadd", "heavy_gather", "--size", "small"],
+        [
+            sys.executable,
+            "-m",
+            "clproj.benchmarks.apps",
+            "vecadd",
+            "heavy_gather",
+            "--size",
+            "small",
+        ],
         tmp_path,
         options=("--devices", devices, "--objective", "energy"),
     )
@@ -122,8 +130,8 @@ def test_c_binary_recorded_whatever_python3_is_on_path(tmp_path):
 
 def test_projection_cache_key_follows_the_model_and_the_profiles(tmp_path, monkeypatch):
     """A cached projection is served only for the same model code and the same numbers."""
-    from devices.profile import DeviceProfile, load_profile
-    from runtime.projection import live as live_projection
+    from clproj.devices.profile import DeviceProfile, load_profile
+    from clproj.runtime.projection import live as live_projection
 
     prof = load_profile("pocl-pthread-amd-epyc")
     base = live_projection.devices_id([prof])

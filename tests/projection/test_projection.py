@@ -6,11 +6,10 @@ import copy
 import math
 
 import pytest
-
-from devices.profile import DeviceProfile, load_profile
-from runtime.evaluation import metrics
-from runtime.projection.model import dram_bytes, project, rank
-from runtime.projection.occupancy import compute_occupancy
+from clproj.devices.profile import DeviceProfile, load_profile
+from clproj.runtime.evaluation import metrics
+from clproj.runtime.projection.model import dram_bytes, project, rank
+from clproj.runtime.projection.occupancy import compute_occupancy
 
 
 def stats(**over):
@@ -377,7 +376,7 @@ def test_cpu_first_load_waits_one_cold_round_trip():
     """A CPU launch that reads data the cache does not hold waits one memory latency
     before its stream flows (its launch floor was measured without a load); a warm
     footprint and a GPU (whose floor holds a round trip) add nothing."""
-    from runtime.projection.latency import cold_latency
+    from clproj.runtime.projection.latency import cold_latency
 
     epyc, h100 = measured("pocl-pthread-amd-epyc"), measured("nvidia-h100-opencl")
     items = 4096

@@ -74,8 +74,8 @@ def test_bad_cached_projections_are_projected_again(tmp_path):
 )
 def test_bad_cached_device_profile_is_not_used(tmp_path, monkeypatch, content):
     """The cached profile is not served (it is measured again, one line saying why)."""
-    from devices.discovery import opencl_devices
-    from devices.local import cache_path, cached_profile
+    from clproj.devices.discovery import opencl_devices
+    from clproj.devices.local import cache_path, cached_profile
 
     monkeypatch.setenv("CLPROJ_CACHE", str(tmp_path))
     settings.reload()

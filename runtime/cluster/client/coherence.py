@@ -14,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from clproj.runtime.cluster.client.recovery import CopyEntry, FillEntry, WriteEntry
+from clproj.runtime.cluster.client.requests import RemoteEvent, Request
+
 from clproj.cl_names import CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, CL_MEM_WRITE_ONLY
 from clproj.errors import ClprojError
-from runtime.cluster.client.recovery import CopyEntry, FillEntry, WriteEntry
-from runtime.cluster.client.requests import RemoteEvent, Request
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
 # the client API's buffer flags (clCreateBuffer's cl_mem_flags)
 MEM_READ_WRITE = CL_MEM_READ_WRITE

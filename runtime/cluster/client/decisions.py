@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runtime.cluster import protocol
+from clproj.runtime.cluster import protocol
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.coherence import RemoteBuffer
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.coherence import RemoteBuffer
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
 REASK_LAUNCHES = 16
 REASK_S = 0.25

@@ -13,11 +13,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from clproj.runtime.cluster import protocol
+
 from clproj.errors import ClprojError
-from runtime.cluster import protocol
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from intercept import identity
-from runtime.cluster import unixlink
-from runtime.cluster.client.requests import Request
-from runtime.cluster.node import nodelink
+from clproj.intercept import identity
+from clproj.runtime.cluster import unixlink
+from clproj.runtime.cluster.client.requests import Request
+from clproj.runtime.cluster.node import nodelink
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.platform import RemotePlatform
-    from runtime.cluster.client.recovery import LaunchEntry
+    from clproj.runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.recovery import LaunchEntry
 
 FAST_MAX_SCALAR = 256  # bytes of one scalar in a fast-launch frame (NL_MAX_SCALAR, nodelink.c)
 

@@ -24,11 +24,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import zmq
-
-from clproj import settings
-from intercept import identity
-from runtime.cluster import protocol
-from runtime.cluster.client.coherence import (
+from clproj.intercept import identity
+from clproj.runtime.cluster import protocol
+from clproj.runtime.cluster.client.coherence import (
     MEM_READ_ONLY,
     MEM_READ_WRITE,
     MEM_WRITE_ONLY,
@@ -36,15 +34,22 @@ from runtime.cluster.client.coherence import (
     RemoteBuffer,
     SubRegion,
 )
-from runtime.cluster.client.decisions import Decisions
-from runtime.cluster.client.discovery import Directory, RemoteDevice
-from runtime.cluster.client.fastlaunch import FastLaunch
-from runtime.cluster.client.programs import LocalMemory, Programs, RemoteKernel, RemoteProgram
-from runtime.cluster.client.recovery import LaunchEntry, Recovery
-from runtime.cluster.client.requests import RemoteError, RemoteEvent, Request, Requests
-from runtime.cluster.client.shm import ShmPath, sweep_orphan_shm
-from runtime.cluster.client.transports import Transports
-from runtime.cluster.keys import Keys
+from clproj.runtime.cluster.client.decisions import Decisions
+from clproj.runtime.cluster.client.discovery import Directory, RemoteDevice
+from clproj.runtime.cluster.client.fastlaunch import FastLaunch
+from clproj.runtime.cluster.client.programs import (
+    LocalMemory,
+    Programs,
+    RemoteKernel,
+    RemoteProgram,
+)
+from clproj.runtime.cluster.client.recovery import LaunchEntry, Recovery
+from clproj.runtime.cluster.client.requests import RemoteError, RemoteEvent, Request, Requests
+from clproj.runtime.cluster.client.shm import ShmPath, sweep_orphan_shm
+from clproj.runtime.cluster.client.transports import Transports
+from clproj.runtime.cluster.keys import Keys
+
+from clproj import settings
 
 __all__ = [
     "MEM_READ_ONLY",
@@ -353,7 +358,7 @@ class RemotePlatform:
     ) -> RemoteEvent:
         """clEnqueueNDRangeKernel as shares on several devices, merged on one
         (``plan``: a runtime.partition.route_policy.SplitPlan; runtime.cluster.client.split says how)."""
-        from runtime.cluster.client.split import split_launch
+        from clproj.runtime.cluster.client.split import split_launch
 
         return split_launch(self, k, gsize, lsize, goff, plan, key or self.kernel_key(k, gsize))
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+from clproj.intercept import identity
+from clproj.runtime.cluster.client.coherence import RemoteBuffer, SubRegion
 
 from clproj.errors import ClprojError
-from intercept import identity
-from runtime.cluster.client.coherence import RemoteBuffer, SubRegion
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.platform import RemotePlatform
-    from runtime.cluster.client.programs import RemoteProgram
-    from runtime.cluster.client.requests import Request
+    from clproj.runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.programs import RemoteProgram
+    from clproj.runtime.cluster.client.requests import Request
 
 log = logging.getLogger("clproj.client")
 

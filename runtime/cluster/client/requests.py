@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from clproj.runtime.cluster import protocol, unixlink
+from clproj.runtime.cluster.client.shm import ShmFrame
+
 from clproj.errors import ClprojError
-from runtime.cluster import protocol, unixlink
-from runtime.cluster.client.shm import ShmFrame
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.platform import RemotePlatform
 
 # commands in flight before a send first takes in what has arrived, and the most there may
 # be: zmq drops a ROUTER's messages past its high-water mark, so replies must be read

@@ -17,7 +17,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.discovery import Directory
+    from clproj.runtime.cluster.client.discovery import Directory
 
 log = logging.getLogger("clproj.client")
 

@@ -43,14 +43,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runtime.cluster.client.coherence import RemoteBuffer
-from runtime.cluster.client.requests import RemoteEvent, Request
+from clproj.runtime.cluster.client.coherence import RemoteBuffer
+from clproj.runtime.cluster.client.requests import RemoteEvent, Request
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.platform import RemotePlatform
-    from runtime.cluster.client.programs import RemoteKernel
-    from runtime.cluster.client.recovery import LaunchEntry
-    from runtime.partition.route_policy import SplitPlan
+    from clproj.runtime.cluster.client.platform import RemotePlatform
+    from clproj.runtime.cluster.client.programs import RemoteKernel
+    from clproj.runtime.cluster.client.recovery import LaunchEntry
+    from clproj.runtime.partition.route_policy import SplitPlan
 
 
 def _sub_range(

@@ -29,14 +29,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import zmq
+from clproj.runtime.cluster import protocol, unixlink
+from clproj.runtime.cluster.keys import Keys, load, make_client, needs_curve
+from clproj.runtime.cluster.node import nodelink
 
 from clproj.errors import ClprojError
-from runtime.cluster import protocol, unixlink
-from runtime.cluster.keys import Keys, load, make_client, needs_curve
-from runtime.cluster.node import nodelink
 
 if TYPE_CHECKING:
-    from runtime.cluster.client.discovery import Directory
+    from clproj.runtime.cluster.client.discovery import Directory
 
 log = logging.getLogger("clproj.client")
 

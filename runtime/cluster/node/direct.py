@@ -15,8 +15,9 @@ import socket
 import tempfile
 from typing import Any
 
+from clproj.runtime.cluster.keys import Keys
+
 from clproj.paths import socket_dir
-from runtime.cluster.keys import Keys
 
 
 def _outbound_ip(host: str) -> str:

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from intercept import identity
-from runtime.cluster import introspect, protocol, unixlink
-from runtime.cluster.node.completions import Completions, Dev, reply
-from runtime.cluster.node.slots import Slots
-from runtime.cluster.node.store import ObjectStore
+from clproj.intercept import identity
+from clproj.runtime.cluster import introspect, protocol, unixlink
+from clproj.runtime.cluster.node.completions import Completions, Dev, reply
+from clproj.runtime.cluster.node.slots import Slots
+from clproj.runtime.cluster.node.store import ObjectStore
 
 log = logging.getLogger("clproj.node")
 

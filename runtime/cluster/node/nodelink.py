@@ -34,8 +34,9 @@ import os
 import struct
 from collections.abc import Sequence
 
+from clproj.runtime.cluster import protocol, unixlink
+
 from clproj import settings
-from runtime.cluster import protocol, unixlink
 
 FAST = struct.Struct("<BBBBIQQ")  # 0xC1, version 1, flags, scalars, slot, request id, after
 SCALAR = struct.Struct("<HH")  # per scalar argument: index, size (its bytes follow)
@@ -49,7 +50,7 @@ def available() -> bool:
     if not settings.get("CLPROJ_NODE_NATIVE"):
         return False
     try:
-        from runtime.cluster.node import _nodelink  # noqa: F401
+        from clproj.runtime.cluster.node import _nodelink  # noqa: F401
     except ImportError:
         return False
     return True
@@ -76,7 +77,7 @@ class NativeLink:
     """The fast socket at ``path``, served by the C thread."""
 
     def __init__(self, path: str, settle_s: float) -> None:
-        from runtime.cluster.node._nodelink import ffi, lib
+        from clproj.runtime.cluster.node._nodelink import ffi, lib
 
         self.ffi, self.lib = ffi, lib
         self.path = path

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runtime.cluster import introspect
+from clproj.runtime.cluster import introspect
 
 
 def load_profile(dev: Any, profiles_dir: Path | None) -> dict[str, Any]:
@@ -20,8 +20,8 @@ def load_profile(dev: Any, profiles_dir: Path | None) -> dict[str, Any]:
     device's own resolution (devices.local: committed, cached, else generic low-confidence;
     a node never measures: ``clproj run`` or ``clproj devices --profiles`` does that first).
     Either way a valid profile: the broker and every client read it."""
-    from devices.local import resolve_device
-    from devices.profile import DeviceProfile
+    from clproj.devices.local import resolve_device
+    from clproj.devices.profile import DeviceProfile
 
     if profiles_dir and profiles_dir.is_dir():
         for p in sorted(profiles_dir.glob("*.json")):

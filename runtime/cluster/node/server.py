@@ -35,17 +35,17 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+from clproj.runtime.cluster import protocol, unixlink
+from clproj.runtime.cluster.keys import Keys, make_client
+from clproj.runtime.cluster.node import nodelink
+from clproj.runtime.cluster.node.completions import Completions, Dev, reply, settle_seconds
+from clproj.runtime.cluster.node.direct import direct_bind, member_authenticator, private_dir
+from clproj.runtime.cluster.node.executor import Command, Executor
+from clproj.runtime.cluster.node.profile import describe
+from clproj.runtime.cluster.node.slots import Slot, Slots
+from clproj.runtime.cluster.node.store import ObjectStore
 
 from clproj.background_thread import background_thread
-from runtime.cluster import protocol, unixlink
-from runtime.cluster.keys import Keys, make_client
-from runtime.cluster.node import nodelink
-from runtime.cluster.node.completions import Completions, Dev, reply, settle_seconds
-from runtime.cluster.node.direct import direct_bind, member_authenticator, private_dir
-from runtime.cluster.node.executor import Command, Executor
-from runtime.cluster.node.profile import describe
-from runtime.cluster.node.slots import Slot, Slots
-from runtime.cluster.node.store import ObjectStore
 
 log = logging.getLogger("clproj.node")
 
@@ -66,8 +66,7 @@ class Node:
         direct: str | None = "auto",
     ) -> None:
         import pyopencl as cl
-
-        from devices.discovery import opencl_devices
+        from clproj.devices.discovery import opencl_devices
 
         self.cl = cl
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
@@ -203,7 +202,7 @@ class Node:
         )
 
     def run(self, until: float | None = None) -> None:
-        from runtime.cluster.client.shm import sweep_orphan_shm
+        from clproj.runtime.cluster.client.shm import sweep_orphan_shm
 
         sweep_orphan_shm()  # files of same-host clients that died by a signal
         done = self._done

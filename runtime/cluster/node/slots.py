@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from intercept import identity
-from runtime.cluster.node import nodelink
-from runtime.cluster.node.completions import Dev
-from runtime.cluster.node.store import ObjectStore
+from clproj.intercept import identity
+from clproj.runtime.cluster.node import nodelink
+from clproj.runtime.cluster.node.completions import Dev
+from clproj.runtime.cluster.node.store import ObjectStore
 
 MAX_SLOTS_PER_CLIENT = 256
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.cluster.node.completions import Dev
+from clproj.runtime.cluster.node.completions import Dev
 
 
 def raw_program_class(cl: Any) -> type:

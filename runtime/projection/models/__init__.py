@@ -10,7 +10,7 @@ and compares them with ``clproj evaluate --models bound,paper,roofline,mwp-cwp,l
 
 from __future__ import annotations
 
-from runtime.projection.models.base import Model, ModelPrediction, TrainingRow
+from clproj.runtime.projection.models.base import Model, ModelPrediction, TrainingRow
 
 MODEL_NAMES = ("bound", "mwp-cwp", "learned", "paper", "roofline")
 
@@ -20,23 +20,23 @@ def get_model(name: str, **kwargs: object) -> Model:
     from clproj.errors import ClprojError
 
     if name == "bound":
-        from runtime.projection.models.bound import BoundModel
+        from clproj.runtime.projection.models.bound import BoundModel
 
         return BoundModel()
     if name == "mwp-cwp":
-        from runtime.projection.models.mwp_cwp import MwpCwpModel
+        from clproj.runtime.projection.models.mwp_cwp import MwpCwpModel
 
         return MwpCwpModel()
     if name == "paper":
-        from runtime.projection.models.paper import PaperModel
+        from clproj.runtime.projection.models.paper import PaperModel
 
         return PaperModel()
     if name == "roofline":
-        from runtime.projection.models.roofline import RooflineModel
+        from clproj.runtime.projection.models.roofline import RooflineModel
 
         return RooflineModel()
     if name == "learned":
-        from runtime.projection.models.learned import LearnedModel
+        from clproj.runtime.projection.models.learned import LearnedModel
 
         return LearnedModel(**kwargs)  # type: ignore[arg-type]
     raise ClprojError(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.projection.model import project
-from runtime.projection.models.base import ModelPrediction
+from clproj.runtime.projection.model import project
+from clproj.runtime.projection.models.base import ModelPrediction
 
 
 class BoundModel:

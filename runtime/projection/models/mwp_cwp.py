@@ -39,11 +39,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runtime.projection.kernel_stats import MEMORY_CLASSES, SEGMENT_KEYS, WARP_KEYS, nearest_key
-from runtime.projection.launch_shape import for_device
-from runtime.projection.model import compute_time, device_launch_time, dram_bytes
-from runtime.projection.models.base import ModelPrediction
-from runtime.projection.occupancy import profile_occupancy
+from clproj.runtime.projection.kernel_stats import (
+    MEMORY_CLASSES,
+    SEGMENT_KEYS,
+    WARP_KEYS,
+    nearest_key,
+)
+from clproj.runtime.projection.launch_shape import for_device
+from clproj.runtime.projection.model import compute_time, device_launch_time, dram_bytes
+from clproj.runtime.projection.models.base import ModelPrediction
+from clproj.runtime.projection.occupancy import profile_occupancy
 
 # Defaults for profiles measured before detail.latency existed (docs/models.md).
 DEFAULT_LATENCY_S = {"GPU": 600e-9, "CPU": 100e-9}

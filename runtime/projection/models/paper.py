@@ -24,17 +24,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.projection.kernel_stats import (
+from clproj.runtime.projection.kernel_stats import (
     FREE_CLASSES,
     MEMORY_CLASSES,
     SEGMENT_KEYS,
     WARP_KEYS,
     nearest_key,
 )
-from runtime.projection.launch_shape import for_device
-from runtime.projection.model import local_time
-from runtime.projection.models.base import ModelPrediction
-from runtime.projection.occupancy import profile_occupancy
+from clproj.runtime.projection.launch_shape import for_device
+from clproj.runtime.projection.model import local_time
+from clproj.runtime.projection.models.base import ModelPrediction
+from clproj.runtime.projection.occupancy import profile_occupancy
 
 
 def paper_compute(total: dict[str, Any], device: Any, active_fraction: float) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.projection.models.base import ModelPrediction
+from clproj.runtime.projection.models.base import ModelPrediction
 
 FP32_CLASSES = {"fp32_add": 1, "fp32_mul": 1, "fp32_fma": 2, "fp32_div": 1}
 FP64_CLASSES = {"fp64_add": 1, "fp64_mul": 1, "fp64_fma": 2, "fp64_div": 1}
@@ -24,7 +24,7 @@ FP64_CLASSES = {"fp64_add": 1, "fp64_mul": 1, "fp64_fma": 2, "fp64_div": 1}
 
 def peaks(device: Any) -> tuple[float, float, float, str]:
     """(fp32 flop/s, fp64 flop/s, bytes/s, source) of ``device``: sheet, else profile."""
-    from devices.specs import spec_for
+    from clproj.devices.specs import spec_for
 
     spec = spec_for(device.name) if device.kind == "GPU" else None
     if spec is not None:

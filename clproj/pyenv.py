@@ -1,0 +1,62 @@
+"""How clproj's Python reaches interpreters it does not own, without touching the app's.
+
+clproj installs one top-level package, ``clproj``; its subsystems (``clproj.devices``,
+``clproj.runtime``, ...) live in folders at the repository root that ``setup.py`` maps
+under it. Two kinds of interpreter need to import it:
+
+* the **app's** interpreter (a pyopencl script, or the one the shim embeds in a C app):
+  the shim appends :func:`app_import_paths` to the *end* of its ``sys.path`` from
+  ``CLPROJ_PYTHON_PATH`` (native/build_shim.py). Nothing goes into ``PYTHONPATH``, so the
+  app's own modules come first, its child processes (another Python version, a pip) see
+  their own paths, and clproj's names cannot collide with the app's: they are all under
+  ``clproj``.
+* **clproj's own** helper processes (the embedded broker and node, emulation workers):
+  :func:`helper_environment` points them at the package, and they run in a folder of
+  their own, so an app's ``devices.py`` next to it is never on their path.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sysconfig
+
+
+def package_root() -> str:
+    """The folder that holds the ``clproj`` package (a checkout's root, or site-packages)."""
+    return os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def installed() -> bool:
+    """Whether this interpreter has clproj installed (editable or wheel): its site folder
+    then imports ``clproj`` through the install's own path hooks."""
+    try:
+        importlib.metadata.distribution("clproj")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def app_import_paths() -> list[str]:
+    """Folders an app's interpreter needs, in order, to import clproj and its dependencies:
+    this interpreter's site folders (their ``.pth`` files install an editable install's
+    finder), and the package's own folder only where clproj is not installed (a checkout
+    run from ``PYTHONPATH``), because that folder also holds the subsystem folders."""
+    site = sysconfig.get_paths()
+    paths = [site["purelib"], site["platlib"]]
+    if not installed():
+        paths.insert(0, package_root())
+    return list(dict.fromkeys(paths))
+
+
+def helper_environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for one of clproj's own Python processes (``python -m clproj...``): the
+    package's folder first on ``PYTHONPATH`` (it may run on an interpreter other than
+    clproj's, e.g. the system Python of a C app), and ``PYTHONSAFEPATH`` so that the
+    folder it starts in (often the app's) is not put on its path. Preloads are the
+    caller's business."""
+    env = dict(env)
+    env["PYTHONSAFEPATH"] = "1"
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([package_root(), *rest]))
+    return env
