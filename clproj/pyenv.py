@@ -57,6 +57,13 @@ def helper_environment(env: dict[str, str]) -> dict[str, str]:
     caller's business."""
     env = dict(env)
     env["PYTHONSAFEPATH"] = "1"
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([package_root(), *rest]))
+    # inside a C app this interpreter is the system's: the folders `clproj run` handed the
+    # shim (its venv's site folders) are what the helper needs for clproj's dependencies
+    handed = env.get("CLPROJ_PYTHON_PATH") or os.pathsep.join(app_import_paths())
+    paths = [
+        package_root(),
+        *handed.split(os.pathsep),
+        *env.get("PYTHONPATH", "").split(os.pathsep),
+    ]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
     return env
