@@ -398,7 +398,7 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def _node_failures(run_dir: str) -> int:
     """How many node failures route mode's client lived through (0: none, or not route)."""
-    from clproj.intercept.route.summary import RECOVERIES_FILE
+    from clproj.runtime.route.summary import RECOVERIES_FILE
 
     try:
         with open(os.path.join(run_dir, RECOVERIES_FILE)) as fh:

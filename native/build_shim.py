@@ -62,7 +62,7 @@ def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
         from clproj.intercept._shim import ffi, lib
         from clproj.intercept.shim_runtime import install as _clproj_install
         _clproj_install(ffi, lib)
-        from clproj.intercept.route.platform import install as _clproj_route_install
+        from clproj.runtime.route.platform import install as _clproj_route_install
         _clproj_route_install(ffi, lib)
         """
     )

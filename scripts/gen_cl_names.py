@@ -1,6 +1,6 @@
 """Write clproj/cl_names.py: the OpenCL constants of the C headers, for Python.
 
-Why generated: route mode's Python (intercept/route/) answers clGet*Info queries and
+Why generated: route mode's Python (runtime/route/) answers clGet*Info queries and
 returns error codes; it must use the very values the C headers give those names, never
 hand-typed numbers. Run `python scripts/gen_cl_names.py [INCLUDE_DIR]` after a header
 update; tests/intercept/test_route_conformance.py checks that the module is exactly what

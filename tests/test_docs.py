@@ -143,7 +143,7 @@ def test_resolving_refuses_moved_modules_and_missing_names(dotted: str) -> None:
 LAYOUT_FOLDERS = (
     "clproj",
     "intercept",
-    "intercept/route",
+    "runtime/route",
     "miniemu",
     "devices",
     "runtime",

@@ -4,7 +4,7 @@
  * dispatch table (ours), so the application's own ICD loader (system or pyopencl's
  * bundled one) forwards every call on such a handle to the functions below, also for
  * entry points the shim does not export. Each function checks the handle kinds, packs
- * its arguments into a clproj_rcall and calls intercept/route/platform.py, which carries
+ * its arguments into a clproj_rcall and calls runtime/route/platform.py, which carries
  * the call out on the cluster through runtime.cluster.client.platform.RemotePlatform. Handles that are
  * not ours pass through untouched (the exported entry points forward to the real ones).
  * Entry points the virtual platform does not implement return CL_INVALID_OPERATION (or
@@ -65,7 +65,7 @@ static void rt_init_once(void) {
     clproj_init();
     if (rt_mode) {
         clproj_cfg.disabled = 1; /* the observe-mode wrappers pass everything through */
-        /* closing at exit: intercept/route/platform.py registers it through intercept.hooks.at_exit,
+        /* closing at exit: runtime/route/platform.py registers it through intercept.hooks.at_exit,
          * which knows how to run at exit in C apps and Python apps alike */
     }
 }
@@ -302,7 +302,7 @@ static int rt_prestarted = 0;
 static cl_int rt_clGetPlatformIDs(cl_uint n, cl_platform_id *platforms, cl_uint *num) {
     if ((n == 0 && platforms) || (!platforms && !num)) return CL_INVALID_VALUE;
     if (!__atomic_exchange_n(&rt_prestarted, 1, __ATOMIC_ACQ_REL)) {
-        /* the local cluster starts now, while the app goes on (intercept/route/platform.py: prestart) */
+        /* the local cluster starts now, while the app goes on (runtime/route/platform.py: prestart) */
         clproj_rcall c;
         rt_init_call(&c, RT_OP_PRESTART, NULL);
         rt_call(&c);
@@ -1125,7 +1125,7 @@ static cl_int rt_clEnqueueMigrateMemObjects(cl_command_queue q, cl_uint n, const
 }
 
 /* User events: complete when the app says so; commands waiting on one are held back by
- * Python (intercept/route/held.py) until then. */
+ * Python (runtime/route/held.py) until then. */
 static cl_event rt_clCreateUserEvent(cl_context ctx, cl_int *errcode_ret) {
     if (!rt_is(ctx, RT_CONTEXT)) {
         SET_ERR(CL_INVALID_CONTEXT);
@@ -1144,7 +1144,7 @@ static cl_int rt_clSetUserEventStatus(cl_event e, cl_int status) {
     return rt_call(&c);
 }
 
-/* Callbacks are fired by intercept/route/callbacks.py's thread (never inside the app's call):
+/* Callbacks are fired by runtime/route/callbacks.py's thread (never inside the app's call):
  * the event is retained here until clproj_route_fire has called the function. */
 static cl_int rt_clSetEventCallback(cl_event e, cl_int type,
                                     void(CL_CALLBACK *fn)(cl_event, cl_int, void *), void *user) {

@@ -1,4 +1,4 @@
-/* Route mode: the virtual platform (route.c) and its Python side (intercept/route/). */
+/* Route mode: the virtual platform (route.c) and its Python side (runtime/route/). */
 #ifndef CLPROJ_ROUTE_H
 #define CLPROJ_ROUTE_H
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* Route mode: one call from a virtual-platform entry point (route.c) into Python
- * (intercept/route/platform.py). Plain declarations shared with the cffi cdef
+ * (runtime/route/platform.py). Plain declarations shared with the cffi cdef
  * (native/build_shim.py reads this file): route.c writes named fields, Python reads the
  * same names; nothing here is positional. */
 enum {
@@ -95,7 +95,7 @@ typedef struct {
     uint8_t *bytes; /* RT_SET_BYTES: a copy of the value (made at the call) */
 } clproj_karg;
 
-/* Helpers intercept/route/ calls (declared here: the cdef reads this file too). */
+/* Helpers runtime/route/ calls (declared here: the cdef reads this file too). */
 /* The real kernel's argument kinds (RT_ARG_*) and, per argument, RT_ARG_SIZES accepted
  * by-value sizes (0-terminated; all 0: any size): clSetKernelArg checks them in C with
  * the driver's codes, and knows which values are cl_mem handles it may look at. */

@@ -8,7 +8,7 @@ int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t
 int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);
 uint64_t clproj_device_type(void *device);
 void clproj_log(const char *msg);
-/* Route mode (route.c <-> intercept/route/platform.py). */
+/* Route mode (route.c <-> runtime/route/platform.py). */
 extern "Python+C" int32_t clproj_py_route(clproj_rcall *);
 void *clproj_route_handle(int32_t kind, int64_t id);
 void *clproj_route_static(int32_t kind);

@@ -1,6 +1,6 @@
 """What a node tells clients about its real OpenCL objects: devices, programs, kernels.
 
-Why: the virtual platform of route mode (intercept/route/platform.py) must answer every
+Why: the virtual platform of route mode (runtime/route/platform.py) must answer every
 query the way the real device would: a kernel's number of arguments, their address
 spaces, type names and accepted sizes, its work-group limits, a program's kernel names
 and build log, a device's capabilities. Guessing them from the source (a regex over the

@@ -85,7 +85,7 @@ def _local_devices() -> list[Any]:
 def _cluster_devices() -> list[Any]:
     """Route mode: the valid profiles among the cluster's devices (one per profile key)."""
     from clproj.devices.profile import DeviceProfile
-    from clproj.intercept.route import platform as route_runtime
+    from clproj.runtime.route import platform as route_runtime
 
     from clproj.errors import ClprojError
 
@@ -276,7 +276,7 @@ def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
     """In route mode, hand the projection to the broker so later launches can migrate."""
     if settings.get("CLPROJ_MODE") != "route" or not doc.get("projections"):
         return
-    from clproj.intercept.route import platform as route_runtime
+    from clproj.runtime.route import platform as route_runtime
 
     times: dict[str, float | None] = {}
     for p in doc["projections"]:
@@ -291,7 +291,7 @@ def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
     not delay the projections that place the other kernels."""
     if settings.get("CLPROJ_MODE") != "route" or not settings.get("CLPROJ_SPLIT"):
         return
-    from clproj.intercept.route import platform as route_runtime
+    from clproj.runtime.route import platform as route_runtime
 
     r = route_runtime.route()
     if r is not None and r.split is not None:

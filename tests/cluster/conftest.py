@@ -42,7 +42,7 @@ ROUTE_HOOK = textwrap.dedent(
     import os, threading, time
 
     def on_record(rec):
-        from clproj.intercept.route import platform as route_runtime
+        from clproj.runtime.route import platform as route_runtime
 
         fast = os.environ["ROUTE_TEST_FAST"]
         delay = float(os.environ.get("ROUTE_TEST_DELAY", "0"))

@@ -261,7 +261,7 @@ EVENTS_APP = textwrap.dedent(
     """
     import numpy as np
     import pyopencl as cl
-    from clproj.intercept.route import platform as route_runtime
+    from clproj.runtime.route import platform as route_runtime
 
     ctx = cl.create_some_context(interactive=False)
     q = cl.CommandQueue(ctx)

@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from clproj.intercept.route.transfers import copy_overlap, rect_rows, runs
+from clproj.runtime.route.transfers import copy_overlap, rect_rows, runs
 
 REPO = Path(__file__).resolve().parents[2]
 

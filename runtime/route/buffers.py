@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clproj.intercept.route.objects import (
+from clproj.runtime.route.objects import (
     MEM_ACCESS,
     MEM_ALLOC_HOST_PTR,
     MEM_COPY_HOST_PTR,
@@ -23,7 +23,7 @@ from clproj.intercept.route.objects import (
 from clproj import cl_names as C
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 
 def create_buffer(r: Route, c: Any) -> int:

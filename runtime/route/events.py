@@ -3,7 +3,7 @@ and barriers, and the calls that wait (clWaitForEvents, clFinish, clFlush).
 
 Why: an event of the virtual platform is a Python object over the cluster client's
 RemoteEvent (the replies of the command's requests); user events and commands held back
-for them have no remote side until they run (intercept/route/held.py).
+for them have no remote side until they run (runtime/route/held.py).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from clproj.intercept.route.held import drain_queue, maybe_hold, release_held, wait_resolved
-from clproj.intercept.route.objects import VContext, VEvent, VQueue
+from clproj.runtime.route.held import drain_queue, maybe_hold, release_held, wait_resolved
+from clproj.runtime.route.objects import VContext, VEvent, VQueue
 
 from clproj import cl_names as C
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 
 def event(r: Route, c: Any, q: VQueue | None, kind: str, rev: Any, launch_req: Any = None) -> None:

@@ -4,7 +4,7 @@ Why here: a launch takes in the arguments the application set (route.c kept them
 changed ones are read), checks them and the work-group size, and is placed by the broker
 under its record signature (program hash, kernel, NDRange, scalar arguments), so that a
 projection computed for a record (project mode) and posted with
-:func:`intercept.route.platform.post_projection` reaches the broker under the key it
+:func:`clproj.runtime.route.platform.post_projection` reaches the broker under the key it
 places by. With ``CLPROJ_HOOKS`` set, the first launch of each signature is also made
 into a :class:`intercept.record.LaunchRecord` and handed to the hooks, as in project
 mode; with --split the launch may be split across devices (runtime.partition).
@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from clproj.intercept.route.events import event
-from clproj.intercept.route.held import maybe_hold
-from clproj.intercept.route.objects import VKernel, VMem, VQueue
+from clproj.runtime.route.events import event
+from clproj.runtime.route.held import maybe_hold
+from clproj.runtime.route.objects import VKernel, VMem, VQueue
 
 from clproj import cl_names as C
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 SIGS_MAX = 100_000  # cached launch signatures before the cache starts over
 FAMILIES_MAX = 10_000

@@ -9,12 +9,12 @@ carries it out through :class:`runtime.cluster.client.platform.RemotePlatform`: 
 places each launch (first launch on a default device at once, later launches move when a
 projection says it pays), buffers follow the kernels, node failures are recovered by the
 client. Without ``CLPROJ_BROKER`` a local broker and node (processes, no LD_PRELOAD)
-start at the first clGetPlatformIDs (intercept/route/local_cluster.py).
+start at the first clGetPlatformIDs (runtime/route/local_cluster.py).
 
 Why one entry: everything runs under one lock (the client's socket is not thread-safe),
 the client is corked for the call (one write per node however many commands), and a
 failing call returns an OpenCL error code, logged once; it never raises into the
-application. The state is :class:`intercept.route.state.Route`; the modules beside this
+application. The state is :class:`clproj.runtime.route.state.Route`; the modules beside this
 one do one job each (info, programs, buffers, transfers, enqueue, events, held,
 callbacks, summary).
 """
@@ -25,7 +25,7 @@ import sys
 import threading
 from typing import Any
 
-from clproj.intercept.route import (
+from clproj.runtime.route import (
     buffers,
     callbacks,
     enqueue,
@@ -35,11 +35,11 @@ from clproj.intercept.route import (
     signals,
     transfers,
 )
-from clproj.intercept.route.errors import CLError, log_once
-from clproj.intercept.route.held import Handler
-from clproj.intercept.route.local_cluster import LocalCluster
-from clproj.intercept.route.objects import VContext, VQueue
-from clproj.intercept.route.state import Route, lifetime
+from clproj.runtime.route.errors import CLError, log_once
+from clproj.runtime.route.held import Handler
+from clproj.runtime.route.local_cluster import LocalCluster
+from clproj.runtime.route.objects import VContext, VQueue
+from clproj.runtime.route.state import Route, lifetime
 
 from clproj import cl_names as C
 from clproj import settings

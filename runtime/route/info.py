@@ -2,9 +2,9 @@
 buffer, program (and build), kernel (and work-group, argument) and event (and profiling).
 
 Why one module: every answer is a table from the OpenCL parameter (named constants of
-clproj.cl_names) to its value's bytes (intercept/route/encode.py); the device's own
-values are combined from the cluster's devices (intercept/route/device.py), the kernels'
-from the real kernels (intercept/route/kernel_meta.py). A parameter not in a table raises
+clproj.cl_names) to its value's bytes (runtime/route/encode.py); the device's own
+values are combined from the cluster's devices (runtime/route/device.py), the kernels'
+from the real kernels (runtime/route/kernel_meta.py). A parameter not in a table raises
 KeyError, which the dispatcher answers with CL_INVALID_VALUE (logged once).
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clproj.intercept.route.encode import PTR, cstr, i32, ptrs, size_t, u32, u64
-from clproj.intercept.route.errors import CLError
-from clproj.intercept.route.kernel_meta import kernel_arg_info, kernel_wg_info
-from clproj.intercept.route.objects import (
+from clproj.runtime.route.encode import PTR, cstr, i32, ptrs, size_t, u32, u64
+from clproj.runtime.route.errors import CLError
+from clproj.runtime.route.kernel_meta import kernel_arg_info, kernel_wg_info
+from clproj.runtime.route.objects import (
     CMD,
     MEM_USE_HOST_PTR,
     VContext,
@@ -25,12 +25,12 @@ from clproj.intercept.route.objects import (
     VProgram,
     VQueue,
 )
-from clproj.intercept.route.programs import binary
+from clproj.runtime.route.programs import binary
 
 from clproj import cl_names as C
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 
 def platform_info(param: int, extensions: str) -> bytes:

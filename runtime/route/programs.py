@@ -2,7 +2,7 @@
 binaries, built / compiled / linked on a node, and the kernels made from them.
 
 Why: a program is built on the cluster (RemotePlatform), behind the virtual device's
-source prefix (intercept/route/device.py), and its real kernels come back with it; a
+source prefix (runtime/route/device.py), and its real kernels come back with it; a
 kernel tells route.c its real argument kinds so that clSetKernelArg is answered in C.
 Binaries (clGetProgramInfo(CL_PROGRAM_BINARIES)) are what rebuilds the program: source
 programs keep the first form (older caches hold it); compiled objects and linked programs
@@ -14,16 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import msgpack
-from clproj.intercept.route.errors import CLError, log_once
-from clproj.intercept.route.kernel_meta import KMeta
-from clproj.intercept.route.objects import VContext, VKernel, VProgram
 from clproj.runtime.cluster import protocol
+from clproj.runtime.route.errors import CLError, log_once
+from clproj.runtime.route.kernel_meta import KMeta
+from clproj.runtime.route.objects import VContext, VKernel, VProgram
 
 from clproj import cl_names as C
 from clproj.errors import ClprojError
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 BINARY_MAGIC = b"clproj-source\n"
 PROGRAM_MAGIC = b"clproj-program\n"

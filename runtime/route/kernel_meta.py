@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clproj.intercept.route.encode import cstr, size_t, u32, u64
+from clproj.runtime.route.encode import cstr, size_t, u32, u64
 
 from clproj import cl_names as C
 

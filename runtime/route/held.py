@@ -5,7 +5,7 @@ Why here and not on the nodes: a user event is the application's, set by a call 
 application; the nodes only ever see commands that can run. A held command's call is
 copied (it outlives the application's call) and run by :func:`release_held` when the
 events it waits on are resolved; its event, handed out at the enqueue, is bound to the
-command's real event then (:attr:`intercept.route.state.Route.bound_event`).
+command's real event then (:attr:`clproj.runtime.route.state.Route.bound_event`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from clproj.intercept.route.errors import CLError, log_once
-from clproj.intercept.route.objects import Held, VEvent, VQueue
+from clproj.runtime.route.errors import CLError, log_once
+from clproj.runtime.route.objects import Held, VEvent, VQueue
 
 from clproj import cl_names as C
 from clproj.errors import ClprojError
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 Handler = Callable[["Route", Any], int]  # one op: (route, clproj_rcall) -> OpenCL code
 HELD_POLL_S = 0.05  # a call waiting for a user event re-checks at least this often

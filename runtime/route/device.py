@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clproj.intercept.route.encode import cstr, ptrs, size_t, u32, u64
+from clproj.runtime.route.encode import cstr, ptrs, size_t, u32, u64
 
 from clproj import cl_names as C
 

@@ -4,7 +4,7 @@ handled by the app once that call has returned, as it would be natively.
 Why: CPython runs a Python-level signal handler (``KeyboardInterrupt`` for SIGINT by
 default) in the main thread at its next bytecode. Natively the app's OpenCL call is C
 code, so the handler runs once the call has returned to the app. In route mode the call
-runs Python (the cffi callback of :mod:`intercept.route.platform`), so the handler would
+runs Python (the cffi callback of :mod:`clproj.runtime.route.platform`), so the handler would
 raise inside it: the call, which can only answer an error code, would swallow the
 exception and the app would run on. So while the main thread is inside a call, each
 Python handler of :data:`SIGNALS` is deferred, and run when the call has returned (a

@@ -2,7 +2,7 @@
 
 Why: without ``CLPROJ_BROKER`` the application still runs on the virtual platform; the
 cluster it talks to is then started here, on this machine, at the application's first
-clGetPlatformIDs (see :func:`intercept.route.platform.prestart`).
+clGetPlatformIDs (see :func:`clproj.runtime.route.platform.prestart`).
 """
 
 from __future__ import annotations

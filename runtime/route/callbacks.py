@@ -12,14 +12,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from clproj.intercept.route.errors import log_once
-from clproj.intercept.route.objects import VEvent
+from clproj.runtime.route.errors import log_once
+from clproj.runtime.route.objects import VEvent
 
 from clproj import cl_names as C
 from clproj.background_thread import background_thread
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 CALLBACK_POLL_S = 0.001  # the callback thread's pump interval while callbacks wait
 

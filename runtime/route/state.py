@@ -4,7 +4,7 @@ Why one object: every call of the virtual platform reads and changes the same th
 objects by id, the cluster client, the virtual device, the commands held back, the launch
 statistics) under one lock, because the cluster client's socket is not thread-safe. The
 modules beside this one (info, programs, buffers, transfers, enqueue, events, held,
-callbacks, summary) carry out the calls on it; intercept/route/platform.py dispatches.
+callbacks, summary) carry out the calls on it; runtime/route/platform.py dispatches.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from clproj.intercept.route.callbacks import EventCallbacks
-from clproj.intercept.route.device import VirtualDevice
-from clproj.intercept.route.errors import CLError, log_once
-from clproj.intercept.route.local_cluster import LocalCluster
-from clproj.intercept.route.objects import VEvent, VKernel, VMem, VProgram, VQueue
-from clproj.intercept.route.summary import LaunchStats
+from clproj.runtime.route.callbacks import EventCallbacks
+from clproj.runtime.route.device import VirtualDevice
+from clproj.runtime.route.errors import CLError, log_once
+from clproj.runtime.route.local_cluster import LocalCluster
+from clproj.runtime.route.objects import VEvent, VKernel, VMem, VProgram, VQueue
+from clproj.runtime.route.summary import LaunchStats
 
 from clproj import cl_names as C
 from clproj import settings
@@ -61,7 +61,7 @@ class Route:
         self.closed = False
         self.callbacks = EventCallbacks(self)  # clSetEventCallback, fired on its thread
         self.held_queues: list[VQueue] = []  # queues holding commands back
-        # Public for intercept/route/held.py, which runs held commands: the event of the
+        # Public for runtime/route/held.py, which runs held commands: the event of the
         # held command being run (handed out already), and whether one is being run
         # (it is then not held again).
         self.bound_event: VEvent | None = None

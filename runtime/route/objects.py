@@ -3,7 +3,7 @@ programs, kernels, events, and commands held back for user events.
 
 Why ids, not pointers, cross the boundary: C owns the handle structs (route.c: their first
 member is the ICD dispatch table), Python owns the state; ``id -> object`` in
-:class:`intercept.route.state.Route`, ``handle -> id`` in the struct. Each object keeps
+:class:`clproj.runtime.route.state.Route`, ``handle -> id`` in the struct. Each object keeps
 its C handle (``handle``) to answer info queries that name related objects.
 """
 
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from clproj.intercept.route.kernel_meta import KMeta
+from clproj.runtime.route.kernel_meta import KMeta
 
 from clproj import cl_names as C
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clproj.intercept.route.events import event
-from clproj.intercept.route.held import maybe_hold
-from clproj.intercept.route.objects import MEM_USE_HOST_PTR, VMem, VQueue
+from clproj.runtime.route.events import event
+from clproj.runtime.route.held import maybe_hold
+from clproj.runtime.route.objects import MEM_USE_HOST_PTR, VMem, VQueue
 
 from clproj import cl_names as C
 
 if TYPE_CHECKING:
-    from clproj.intercept.route.state import Route
+    from clproj.runtime.route.state import Route
 
 
 # ---- rectangular layouts --------------------------------------------------------------
