@@ -848,13 +848,14 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
     if scout.stop_reason in ("", "sampled-work-items"):
         runner.cancel(attempt)
         return scout, None, {"scout": "finished the sample: it is the attempt"}
+    counted = {"scout_instructions": scout.instructions_executed}
     plan = _plan_probes(scout, args, budget) if scout.stop_reason == "instruction-budget" else ""
     if (
         isinstance(plan, str)
         or not plan.uncapped
         or plan.lanes * plan.x_actual * plan.ipi < budget.instructions
     ):
-        return runner.wait(attempt), None, {"scout": "no speculative probes"}
+        return runner.wait(attempt), None, {"scout": "no speculative probes", **counted}
     # The attempt pauses while the probes run: on 2 cores four runs would share them, and
     # where the attempt is needed after all it continues from where it stopped.
     runner.server.pause(attempt)
@@ -866,7 +867,7 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
             break
         pending.remove(h)
     raws: list[Any] | str | None = None
-    info: dict[str, Any] = {"scout": "speculative probes", "probe_values": plan.values}
+    info: dict[str, Any] = {"scout": "speculative probes", "probe_values": plan.values, **counted}
     if attempt in pending and len(pending) == 1:  # the probes ended first
         raws = _wait_probes(runner, probes)
         if not isinstance(raws, str):
