@@ -52,7 +52,6 @@ import contextlib
 import copy
 import itertools
 import math
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -363,7 +362,10 @@ class _Runner:
     def start(self, record: LaunchRecord, instructions: int | None = None) -> Any:
         from intercept.record import save
 
-        path = save(copy.copy(record), os.path.join(self.tmp, f"r{self.runs}"), link_blobs=True)
+        # a folder of its own per run: probes start from several threads at once, and
+        # they share the record's id (its file name)
+        folder = tempfile.mkdtemp(prefix="r", dir=self.tmp)
+        path = save(copy.copy(record), folder, link_blobs=True)
         limits = {
             "CLPROJ_STATS_MAX_WORK_ITEMS": str(self.budget.work_items),
             "CLPROJ_STATS_MAX_INSTRUCTIONS": str(instructions or self.budget.instructions),
