@@ -44,6 +44,10 @@ Steps (docs/miniemu.md, "Bounded emulation"):
    statistics of the attempt are scaled by the ratio of the loop's trip count (exact
    constant -> ``medium``; symbolic maximum -> ``low``; none -> a lower bound, ``low``)
    to the iterations observed.
+
+With a fork server (the default, :func:`_attempt`), a short *scout* run beside the attempt
+plans the probes at once; when they predict that the attempt would stop at its budget, the
+attempt is not waited for. The profile is the one the steps above give, in less time.
 """
 
 from __future__ import annotations
