@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             emit(side_by_side(f"rowsum, {ROWS} rows", f"{trips} trips", record, False))
         for path in args.records:
             record = load(path)
-            emit(side_by_side(record.kernel, os.path.basename(path), record, False))
+            app = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+            emit(side_by_side(record.kernel, f"record ({app})", record, False))
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out:
