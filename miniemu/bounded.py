@@ -417,6 +417,10 @@ class _Runner:
             return finished[0] if finished else None
         return self.server.wait_any(handles, timeout_s)
 
+    def finished(self, handle: Any) -> bool:
+        """Whether the run has ended (its result is there to collect)."""
+        return isinstance(handle, _Finished) or handle.status is not None
+
     def run(self, record: LaunchRecord) -> Any:
         return self.wait(self.start(record))
 
@@ -841,7 +845,9 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
     and plan these same probes: it is killed and the fit is the profile. Otherwise the
     attempt decides as without speculation, and its probes are the speculative ones
     where its plan names the same knob values (else they are dropped and run anew), so
-    the profile is the one the attempt-then-probes order gives.
+    the profile is the one the attempt-then-probes order gives. (The plugin's wall-clock
+    backstop counts the pause too: a pause of the order of ``Budget.wall_s`` would mark
+    the profile ``budget: "wall"``; the probes are bounded by the instruction budget.)
     """
     rec, budget = runner.record, runner.budget
     attempt = runner.start(rec)
@@ -880,7 +886,11 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
             fitted = _fit_probes(rec, plan, raws, scout.loops, args)
             predicted = _predicted_instructions(plan, raws)
             info["predicted_attempt_instructions"] = round(predicted)
-            if isinstance(fitted, tuple) and predicted >= SPECULATION_MARGIN * budget.instructions:
+            if (
+                isinstance(fitted, tuple)
+                and predicted >= SPECULATION_MARGIN * budget.instructions
+                and not runner.finished(attempt)  # one that ended before its pause decides
+            ):
                 runner.cancel(attempt)
                 info["attempt"] = "not waited for (predicted over the budget)"
                 prof, _ = fitted
