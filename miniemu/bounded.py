@@ -358,7 +358,6 @@ class _Runner:
         self.runs = 0
         self.instructions = 0  # counted by the plugin, all runs
         self.wall_stops = 0
-        self.cancelled = 0  # runs whose result was not needed (speculation)
 
     def timeout(self) -> float:
         return 2 * self.budget.wall_s + STARTUP_S + 10.0
@@ -408,7 +407,6 @@ class _Runner:
         """Drop a run whose result is no longer needed (killed if still going)."""
         if self.server is not None and not isinstance(handle, _Finished):
             self.server.cancel(handle)
-        self.cancelled += 1
 
     def done(self, handles: list[Any], timeout_s: float) -> Any:
         """The first of ``handles`` that has finished, waiting up to ``timeout_s``."""
