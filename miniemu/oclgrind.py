@@ -180,6 +180,11 @@ class WorkerServer:
         self.tmp = tempfile.mkdtemp(prefix="clproj-emusrv-", dir=scratch_parent())
         env = backend.environment(mode, os.path.join(self.tmp, "unused"), os.devnull)
         env["OPENBLAS_NUM_THREADS"] = "1"  # no BLAS thread pool beside the forks
+        # No pyopencl compiler cache: its lock file is held while a run builds, and a run
+        # paused (SIGSTOP) or killed then makes every other build wait 60 s and fail (a
+        # killed holder leaves the lock for good). Oclgrind builds these kernels in
+        # milliseconds.
+        env["PYOPENCL_NO_CACHE"] = "1"
         self.stderr = open(os.path.join(self.tmp, "server.stderr"), "wb")  # noqa: SIM115
         cmd = [sys.executable, "-m", "miniemu.worker", "--serve"]
         cmd += ["--parent-pid", str(os.getpid())]

@@ -24,7 +24,9 @@ fork), sends its stdout/stderr to ``dir`` and runs the record as the one-shot wo
 does; the server writes ``{"id": n, "status": s}`` when the child has exited (``s`` as
 ``Popen.returncode``). The server itself is single-threaded (a fork copies only the
 forking thread) and runs with ``OPENBLAS_NUM_THREADS=1`` (no BLAS thread pool to fork
-beside); it ends its children and itself when stdin closes.
+beside) and ``PYOPENCL_NO_CACHE=1`` (pyopencl's compiler cache takes a lock file that a
+paused or killed child would hold: the others waited 60 s, then failed); it ends its
+children and itself when stdin closes.
 """
 
 from __future__ import annotations

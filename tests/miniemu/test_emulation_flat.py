@@ -100,3 +100,22 @@ def test_both_orders_run_under_the_same_budget_fields(tmp_path, speculate):
     prof = emulate_bounded(record, budget=Budget(instructions=50_000), speculate=speculate)
     assert prof.emulation["budget_limits"]["instructions"] == 50_000
     assert prof.emulation["method"] in ("loop-extrapolated", "budget-extrapolated")
+
+
+def test_a_held_pyopencl_cache_lock_does_not_stall_the_runs(tmp_path, monkeypatch):
+    """The runs of a bounded emulation are paused and killed by design; none may depend
+    on pyopencl's compiler-cache lock, which a paused or killed run would hold (the others
+    waited 60 s for it and failed). Here the lock is held from the start."""
+    import sys
+    import time
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    version = ".".join(str(i) for i in sys.version_info)
+    lock_dir = tmp_path / "cache" / "pyopencl" / f"pyopencl-compiler-cache-v2-py{version}"
+    lock_dir.mkdir(parents=True)
+    (lock_dir / "lock").write_text("")
+    record = rowsum(tmp_path, 10_000)
+    start = time.perf_counter()
+    prof = emulate_bounded(record)
+    assert prof.emulation["method"] == "loop-extrapolated"
+    assert time.perf_counter() - start < 30
