@@ -9,16 +9,22 @@ process included), over two axes:
   BabelStream launches it);
 * loop length: 256 work-items each summing a row of 10^2 to 10^5 elements.
 
-Beside each emulation it times reading and hashing the launch's snapshots
-(``LaunchRecord.buffer_bytes``), which is what the emulation paid per run before it
-mapped them (docs/miniemu.md "Running Oclgrind"), so the two columns come from one run.
+Each record is emulated twice from a cold page cache (its blobs evicted): in the
+attempt-then-probes order with one worker process per run (``speculate=False``) and with
+the fork server, scout and speculative probes (docs/miniemu.md "Bounded emulation"); the
+row says whether the two profiles are identical and how many snapshot bytes each read
+(``mincore`` on the blobs). Beside the copies it times reading and hashing the whole
+snapshots (``LaunchRecord.buffer_bytes``): what an emulator handed whole buffers pays.
+``--records`` adds saved launch records (PolyBench, the heavy apps) to the comparison.
 
-    python -m clproj.benchmarks.emulation_flat [--max-mib 1024] [--out benchmarks/results/emulation_flat.md]
+    python -m clproj.benchmarks.emulation_flat [--max-mib 1024] [--records R.clrec ...] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import mmap
 import os
 import sys
 import tempfile
@@ -26,8 +32,6 @@ import time
 
 import numpy as np
 from clproj.intercept.record import from_arrays, load, save
-
-from clproj import miniemu
 
 COPY = """
 __kernel void copy(__global const double *a, __global double *c) {
@@ -46,67 +50,148 @@ __kernel void rowsum(__global const float *m, __global float *out, int n) {
 ROWS = 256
 
 
-def timed_emulation(rec_args: tuple, tmp: str) -> dict[str, float]:
-    """Seconds of a bounded emulation of the saved record, and of reading its snapshots."""
-    src, name, arrays, gsz, lsz = rec_args
-    path = save(from_arrays(src, name, arrays, gsz, lsz), tmp)
-    record = load(path)
+def evict(path: str) -> None:
+    """Drop a file's pages from the page cache (written back first): the next reader
+    reads from the disk, as an emulation long after the app's run would."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def resident_bytes(path: str) -> int:
+    """Bytes of a file in the page cache (``mincore``): after :func:`evict`, what was
+    read since (read-ahead included)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    page = mmap.PAGESIZE
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
+    try:
+        base = ctypes.c_char.from_buffer(mm)
+        vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        if libc.mincore(ctypes.addressof(base), size, vec) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+        del base
+        return sum(1 for v in vec if v & 1) * page
+    finally:
+        mm.close()
+
+
+def blob_files(record: object) -> list[str]:
+    """The blob files of a saved record's buffer snapshots."""
+    from clproj.intercept.blobs import BlobStore
+
+    store = BlobStore(record.store_dir)  # type: ignore[attr-defined]
+    return [
+        os.path.join(store.path, a.blob)
+        for a in record.args  # type: ignore[attr-defined]
+        if a.kind == "buffer" and a.blob
+    ]
+
+
+def timed_emulation(record: object, speculate: bool) -> dict[str, object]:
+    """One bounded emulation of a saved record from a cold page cache: its seconds, the
+    snapshot bytes it read, its method and profile."""
+    from clproj.miniemu.bounded import emulate_bounded
+
+    files = blob_files(record)
+    for f in files:
+        evict(f)
     t0 = time.perf_counter()
-    for a in record.args:
-        if a.kind == "buffer":
-            record.buffer_bytes(a.index)
-    t_read = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    profile = miniemu.emulate(record, mode="bounded")
-    t_emulate = time.perf_counter() - t0
+    profile = emulate_bounded(record, speculate=speculate)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - t0
     return {
-        "emulate_s": t_emulate,
-        "emulator_wall_s": float(profile.emulation["wall_s"]),
-        "read_snapshots_s": t_read,
+        "s": seconds,
+        "read": sum(resident_bytes(f) for f in files),
         "method": profile.emulation.get("method", profile.emulation["mode"]),
+        "runs": profile.emulation.get("emulator_runs", 1),
+        "instructions": profile.emulation.get("instructions_emulated", 0),
+        "profile": profile,
     }
+
+
+def whole_read_s(record: object) -> float:
+    """Seconds to read and hash every snapshot (``LaunchRecord.buffer_bytes``) from a cold
+    page cache: what an emulator that is handed whole buffers pays before it starts."""
+    files = blob_files(record)
+    for f in files:
+        evict(f)
+    t0 = time.perf_counter()
+    for a in record.args:  # type: ignore[attr-defined]
+        if a.kind == "buffer":
+            record.buffer_bytes(a.index)  # type: ignore[attr-defined]
+    return time.perf_counter() - t0
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.2f}" if n < 2**30 else f"{n / 2**30:.2f} GiB"
+
+
+def side_by_side(label: str, size: str, record: object, whole: bool) -> str:
+    """One table row: the attempt-then-probes order (one worker per run) and the fork
+    server with speculative probes, same record, one after the other."""
+    a = timed_emulation(record, speculate=False)
+    b = timed_emulation(record, speculate=True)
+    same = a["profile"].total == b["profile"].total  # type: ignore[attr-defined]
+    ref = f"{whole_read_s(record):.2f}" if whole else ""
+    return (
+        f"| {label} | {size} | {a['s']:.2f} | {b['s']:.2f} | {a['runs']} / {b['runs']} | "
+        f"{a['instructions']:,} / {b['instructions']:,} | {_mib(a['read'])} / {_mib(b['read'])} "
+        f"| {a['method']} / {b['method']} | {'yes' if same else 'NO'} | {ref} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-mib", type=int, default=1024, help="largest buffer (MiB)")
+    ap.add_argument("--records", nargs="*", default=[], help="also compare these .clrec files")
     ap.add_argument("--out", help="also write the tables (Markdown) here")
     args = ap.parse_args(argv)
+    load_avg = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     lines = [
         "## Emulation cost vs buffer size and loop length (bounded mode, one run)",
         "",
         "`python -m clproj.benchmarks.emulation_flat --out benchmarks/results/emulation_flat.md` "
-        f"({os.cpu_count()}-core machine, Oclgrind 21.10)",
+        f"({os.cpu_count()}-core machine, Oclgrind 21.10, load average at the start "
+        f"{load_avg}). Each row: the same saved record emulated twice from a cold page "
+        "cache, *before* (attempt, then probes; one worker process per run) and *after* "
+        "(fork server, scout and speculative probes; docs/miniemu.md).",
         "",
-        "| launch | size | emulation (s, worker incl.) | reading its snapshots (s) | method |",
-        "|---|---|---|---|---|",
+        "| launch | size | before (s) | after (s) | runs | instructions emulated | "
+        "snapshot MiB read | method | same profile | reading whole snapshots (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def emit(line: str) -> None:
+        lines.append(line)
+        sys.stderr.write(line + "\n")
+
     with tempfile.TemporaryDirectory(prefix="clproj-flat-") as tmp:
         mib = 1
         while mib <= args.max_mib:
             n = mib * 2**20 // 8
             a = np.arange(n, dtype=np.float64)
-            r = timed_emulation(
-                (COPY, "copy", [a, np.zeros_like(a)], [n], None), os.path.join(tmp, f"c{mib}")
-            )
-            lines.append(
-                f"| copy, NULL local | 2 x {mib} MiB | {r['emulate_s']:.2f} | "
-                f"{r['read_snapshots_s']:.2f} | {r['method']} |"
-            )
-            sys.stderr.write(lines[-1] + "\n")
-            del a
+            rec = from_arrays(COPY, "copy", [a, np.zeros_like(a)], [n], None)
+            record = load(save(rec, os.path.join(tmp, f"c{mib}")))
+            del a, rec
+            emit(side_by_side("copy, NULL local", f"2 x {mib} MiB", record, True))
             mib *= 8 if mib < 64 else 4
         for trips in (100, 1000, 10_000, 100_000):
             m = np.ones(ROWS * trips, dtype=np.float32)
             arrays = [m, np.zeros(ROWS, np.float32), np.int32(trips)]
-            r = timed_emulation(
-                (ROWSUM, "rowsum", arrays, [ROWS], [64]), os.path.join(tmp, f"r{trips}")
-            )
-            lines.append(
-                f"| rowsum, {ROWS} rows | {trips} trips | {r['emulate_s']:.2f} | "
-                f"{r['read_snapshots_s']:.2f} | {r['method']} |"
-            )
-            sys.stderr.write(lines[-1] + "\n")
+            rec = from_arrays(ROWSUM, "rowsum", arrays, [ROWS], [64])
+            record = load(save(rec, os.path.join(tmp, f"r{trips}")))
+            emit(side_by_side(f"rowsum, {ROWS} rows", f"{trips} trips", record, False))
+        for path in args.records:
+            record = load(path)
+            app = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+            emit(side_by_side(record.kernel, f"record ({app})", record, False))
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out:

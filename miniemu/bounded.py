@@ -44,14 +44,18 @@ Steps (docs/miniemu.md, "Bounded emulation"):
    statistics of the attempt are scaled by the ratio of the loop's trip count (exact
    constant -> ``medium``; symbolic maximum -> ``low``; none -> a lower bound, ``low``)
    to the iterations observed.
+
+With a fork server (the default, :func:`_attempt`), a short *scout* run beside the attempt
+plans the probes at once; when they predict that the attempt would stop at its budget, the
+attempt is not waited for. The profile is the one the steps above give, in less time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -341,39 +345,106 @@ class _Runner:
     wall-clock backstop (``budget.wall_s`` of emulation, in the plugin; the worker is
     killed at twice that plus its start-up) only catches a run that would otherwise not
     end. ``wall_stops`` counts the runs it stopped: a profile with any is marked
-    ``budget: "wall"``.
+    ``budget: "wall"``. With a fork server (``server``, miniemu.worker ``--serve``) runs
+    are started with :meth:`start` and collected with :meth:`wait`, in parallel; without
+    one :meth:`start` runs the worker to its end.
     """
 
-    def __init__(self, record: LaunchRecord, budget: Budget, backend: Any, tmp: str) -> None:
+    def __init__(
+        self, record: LaunchRecord, budget: Budget, backend: Any, tmp: str, server: Any = None
+    ) -> None:
         self.record, self.budget, self.backend, self.tmp = record, budget, backend, tmp
-        self.start = time.perf_counter()
+        self.server = server
+        self.start_s = time.perf_counter()
         self.runs = 0
         self.instructions = 0  # counted by the plugin, all runs
         self.wall_stops = 0
 
-    def run(self, record: LaunchRecord) -> Any:
+    def timeout(self) -> float:
+        return 2 * self.budget.wall_s + STARTUP_S + 10.0
+
+    def start(self, record: LaunchRecord, instructions: int | None = None) -> Any:
         from clproj.intercept.record import save
 
-        path = save(copy.copy(record), os.path.join(self.tmp, f"r{id(record)}"), link_blobs=True)
-        wall = self.budget.wall_s
+        # a folder of its own per run: probes start from several threads at once, and
+        # they share the record's id (its file name)
+        folder = tempfile.mkdtemp(prefix="r", dir=self.tmp)
+        path = save(copy.copy(record), folder, link_blobs=True)
         limits = {
             "CLPROJ_STATS_MAX_WORK_ITEMS": str(self.budget.work_items),
-            "CLPROJ_STATS_MAX_INSTRUCTIONS": str(self.budget.instructions),
-            "CLPROJ_STATS_BUDGET_S": f"{wall:.3f}",
+            "CLPROJ_STATS_MAX_INSTRUCTIONS": str(instructions or self.budget.instructions),
+            "CLPROJ_STATS_BUDGET_S": f"{self.budget.wall_s:.3f}",
         }
         self.runs += 1
+        if self.server is not None:
+            return self.server.submit(path, limits)
         # The plugin stops itself at the budget; the kill is the backstop for a hang
         # outside the kernel (start-up, loading the record, writing the statistics).
         try:
-            raw = self.backend.run(path, "bounded", 2 * wall + STARTUP_S + 10.0, limits=limits)
+            return _Finished(self.backend.run(path, "bounded", self.timeout(), limits=limits))
         except ClprojError as exc:
-            if "exceeded its time budget" in exc.cause:
+            return _Finished(None, exc)
+
+    def wait(self, handle: Any) -> Any:
+        """The run's statistics (raises its error)."""
+        if isinstance(handle, _Finished):
+            raw, err = handle.raw, handle.error
+        else:
+            raw, err = None, None
+            try:
+                raw = self.server.result(handle, self.timeout())
+            except ClprojError as exc:
+                err = exc
+        if err is not None:
+            if "exceeded its time budget" in err.cause:
                 self.wall_stops += 1
-            raise
+            raise err
         self.instructions += raw.instructions_executed
         if raw.stop_reason == "time-budget":
             self.wall_stops += 1
         return raw
+
+    def cancel(self, handle: Any) -> None:
+        """Drop a run whose result is no longer needed (killed if still going)."""
+        if self.server is not None and not isinstance(handle, _Finished):
+            self.server.cancel(handle)
+
+    def done(self, handles: list[Any], timeout_s: float) -> Any:
+        """The first of ``handles`` that has finished, waiting up to ``timeout_s``."""
+        finished = [h for h in handles if isinstance(h, _Finished)]
+        if finished or self.server is None:
+            return finished[0] if finished else None
+        return self.server.wait_any(handles, timeout_s)
+
+    def finished(self, handle: Any) -> bool:
+        """Whether the run has ended (its result is there to collect)."""
+        return isinstance(handle, _Finished) or handle.status is not None
+
+    def run(self, record: LaunchRecord) -> Any:
+        return self.wait(self.start(record))
+
+    def run_all(self, records: list[LaunchRecord]) -> list[Any]:
+        """Runs in parallel: forks of the server, else worker processes from threads."""
+        if self.server is None:
+            return map_in_threads(self.run, records, "clproj-probe")
+        handles = [self.start(r) for r in records]
+        out, first_error = [], None
+        for h in handles:
+            try:
+                out.append(self.wait(h))
+            except ClprojError as exc:
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+        return out
+
+
+@dataclass
+class _Finished:
+    """A run of the one-shot worker, already over: its statistics or its error."""
+
+    raw: Any
+    error: ClprojError | None = None
 
 
 def _profile(raw: Any, record: LaunchRecord) -> KernelProfile:
@@ -454,25 +525,38 @@ def _loop_entries(raw: Any, lp: dict, loops: list[dict], knob: int, args: dict[i
     return h / max(1, per_entry)
 
 
-def _loop_extrapolate(
-    runner: _Runner, first: Any, args: dict[int, int]
-) -> tuple[KernelProfile, dict] | str:
-    """The loop-extrapolated profile, or why there is none ("" when no loop qualifies)."""
+@dataclass
+class _ProbePlan:
+    """The probes of a loop extrapolation: loop, knob argument, degree, knob values."""
+
+    loop: dict
+    knob: int
+    degree: int
+    values: list[int]
+    xs: list[float]  # the loop's trips per entry at each probe
+    x_actual: float  # ... and at the launch's own arguments
+    uncapped: bool  # the probe size is ``probe_trips``, not capped by the instructions per trip
+    ipi: float  # instructions per trip of the loop in the run that planned the probes
+    lanes: int  # work-items each run emulates
+
+
+def _plan_probes(first: Any, args: dict[int, int], budget: Budget) -> _ProbePlan | str:
+    """The probes ``first`` (a run stopped at a budget) calls for, or why there are none
+    ("" when no loop qualifies)."""
     choice = _choose_knob(first, args)
     if choice is None:
         return ""
     lp, knob, degree = choice
     if degree > 2:
         return f"loop {lp['id']} nests {degree} loops on argument {knob} (probes fit degree <= 2)"
-    rec = runner.record
     # Trips per probe: keep each probe well inside the instruction budget.
     h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in first.groups) or 1
     ipi = max(1.0, sum(instructions_total(g.stats) for g in first.groups) / h)
     lanes = math.prod(first.local_size)
     if not first.has_barrier:
-        lanes = min(lanes, runner.budget.work_items)
-    cap = (0.5 * runner.budget.instructions / (lanes * ipi)) ** (1.0 / degree)
-    t_max = int(max(4, min(runner.budget.probe_trips, cap)))
+        lanes = min(lanes, budget.work_items)
+    cap = (0.5 * budget.instructions / (lanes * ipi)) ** (1.0 / degree)
+    t_max = int(max(4, min(budget.probe_trips, cap)))
     targets = sorted({max(2, round(t_max * (j + 1) / (degree + 2))) for j in range(degree + 2)})
     if len(targets) < degree + 2:
         return f"too few distinct probe trip counts for loop {lp['id']}"
@@ -481,7 +565,44 @@ def _loop_extrapolate(
         return f"argument {knob} cannot set loop {lp['id']} to {targets} trips"
     xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
     x_actual = float(trip_count(lp, args))
-    raws = map_in_threads(lambda v: runner.run(_with_scalar(rec, knob, v)), values, "clproj-probe")
+    return _ProbePlan(
+        lp, knob, degree, [int(v) for v in values if v is not None], xs, x_actual,
+        cap >= budget.probe_trips, ipi, lanes,
+    )  # fmt: skip
+
+
+def _start_probes(runner: _Runner, plan: _ProbePlan) -> list[Any]:
+    return [runner.start(_with_scalar(runner.record, plan.knob, v)) for v in plan.values]
+
+
+def _wait_probes(runner: _Runner, handles: list[Any]) -> list[Any] | str:
+    """The probes' statistics, or why a probe failed."""
+    raws, failed = [], ""
+    for h in handles:
+        try:
+            raws.append(runner.wait(h))
+        except ClprojError as exc:
+            failed = failed or f"a probe failed: {exc.cause[:200]}"
+    return failed or raws
+
+
+def _loop_extrapolate(
+    runner: _Runner, first: Any, args: dict[int, int]
+) -> tuple[KernelProfile, dict] | str:
+    """The loop-extrapolated profile, or why there is none ("" when no loop qualifies)."""
+    plan = _plan_probes(first, args, runner.budget)
+    if isinstance(plan, str):
+        return plan
+    raws = runner.run_all([_with_scalar(runner.record, plan.knob, v) for v in plan.values])
+    return _fit_probes(runner.record, plan, raws, first.loops, args)
+
+
+def _fit_probes(
+    rec: LaunchRecord, plan: _ProbePlan, raws: list[Any], loops: list[dict], args: dict[int, int]
+) -> tuple[KernelProfile, dict] | str:
+    """The profile fitted on the probes' statistics, or why they are not usable."""
+    lp, knob, degree, values = plan.loop, plan.knob, plan.degree, plan.values
+    xs, x_actual = plan.xs, plan.x_actual
     if any(r.stop_reason == "time-budget" for r in raws):
         return "the wall-clock backstop stopped a probe"
     if any(r.stop_reason == "instruction-budget" for r in raws):
@@ -491,7 +612,7 @@ def _loop_extrapolate(
     # change in entries too (PolyBench's `if (i < n) for (j < n)`, probed at small n).
     try:
         entries = [
-            _loop_entries(r, lp, first.loops, knob, {**args, knob: v})
+            _loop_entries(r, lp, loops, knob, {**args, knob: v})
             for r, v in zip(raws, values, strict=True)
         ]
     except NotEvaluable:
@@ -603,17 +724,27 @@ def _budget_extrapolate(
 
 
 def emulate_bounded(
-    record: LaunchRecord, budget: Budget | None = None, backend: Any = None
+    record: LaunchRecord,
+    budget: Budget | None = None,
+    backend: Any = None,
+    speculate: bool = True,
 ) -> KernelProfile:
-    """A kernel profile of ``record`` within ``budget`` (module docstring: the steps)."""
+    """A kernel profile of ``record`` within ``budget`` (module docstring: the steps).
+
+    ``speculate=False``: one worker process per run and no scout or speculative probes
+    (the attempt, then the probes); the same profiles, slower (benchmarks compare them)."""
     from clproj.miniemu.backend import get_backend
 
     budget = budget or Budget()
     backend = backend or get_backend("oclgrind")
-    with tempfile.TemporaryDirectory(prefix="clproj-bounded-", dir=scratch_parent()) as tmp:
-        runner = _Runner(record, budget, backend, tmp)
-        first = runner.run(record)
+    server = backend.server() if speculate and hasattr(backend, "server") else None
+    with (
+        tempfile.TemporaryDirectory(prefix="clproj-bounded-", dir=scratch_parent()) as tmp,
+        server or contextlib.nullcontext(),
+    ):
+        runner = _Runner(record, budget, backend, tmp, server)
         args = scalar_args(record)
+        first, decided, speculation = _attempt(runner, args)
         method = {"": "full-group", "sampled-work-items": "sampled-work-items"}.get(
             first.stop_reason
         )
@@ -627,7 +758,9 @@ def emulate_bounded(
                 )
         else:
             result: tuple[KernelProfile, dict] | str = ""
-            if first.stop_reason == "instruction-budget":
+            if decided is not None:
+                result = decided
+            elif first.stop_reason == "instruction-budget":
                 try:
                     result = _loop_extrapolate(runner, first, args)
                 except ClprojError as exc:
@@ -667,7 +800,7 @@ def emulate_bounded(
         prof.emulation.update(
             mode="bounded",
             method=method,
-            wall_s=round(time.perf_counter() - runner.start, 4),
+            wall_s=round(time.perf_counter() - runner.start_s, 4),
             emulator_runs=runner.runs,
             instructions_emulated=runner.instructions,
             stop_reason=first.stop_reason,
@@ -680,4 +813,118 @@ def emulate_bounded(
             },
             loops=first.loops,
         )
+        if speculation:
+            prof.emulation["speculation"] = speculation
         return prof
+
+
+# Instructions of the scout run: the plugin checks its budget every 4096 instructions, so
+# the scout stops at its 4th check, enough for the instructions per trip of a loop body.
+SCOUT_INSTRUCTIONS = 4 * 4096
+# The attempt is not waited for when the probes predict at least this many times its
+# instruction budget (the fit's own check error is at most 10% where it is used).
+SPECULATION_MARGIN = 1.5
+
+
+def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, Any]]:
+    """The attempt's statistics (step 1), the loop extrapolation where the speculation below
+    already decided it (else None: step 2 as usual), and what the speculation did.
+
+    Why: an attempt that hits the instruction budget costs the whole budget (2e6
+    instructions, 0.4-1 s) before the probes can even start, and every worker paid its
+    imports again. With a fork server, beside the attempt a *scout* runs the same launch
+    to ``SCOUT_INSTRUCTIONS``: its loops (ScalarEvolution) and instructions per trip plan
+    the probes. A scout that finishes is the attempt (same launch, same counted budgets,
+    deterministic), so the attempt is dropped. Where the planned probes are not capped by
+    the instruction budget and the heaviest loop's trips x instructions per trip x
+    emulated work-items reach the budget, the probes start at once, beside the attempt.
+    When they end first and their fit predicts the attempt's instructions at >=
+    ``SPECULATION_MARGIN`` x the budget (the attempt is paused meanwhile), the attempt
+    would certainly stop at the budget
+    and plan these same probes: it is killed and the fit is the profile. Otherwise the
+    attempt decides as without speculation, and its probes are the speculative ones
+    where its plan names the same knob values (else they are dropped and run anew), so
+    the profile is the one the attempt-then-probes order gives. (The plugin's wall-clock
+    backstop counts the pause too: a pause of the order of ``Budget.wall_s`` would mark
+    the profile ``budget: "wall"``; the probes are bounded by the instruction budget.)
+    """
+    rec, budget = runner.record, runner.budget
+    attempt = runner.start(rec)
+    if runner.server is None:
+        return runner.wait(attempt), None, {}
+    try:
+        scout = runner.wait(runner.start(rec, instructions=SCOUT_INSTRUCTIONS))
+    except ClprojError as exc:
+        return runner.wait(attempt), None, {"scout": f"failed: {exc.cause[:120]}"}
+    if scout.stop_reason in ("", "sampled-work-items"):
+        runner.cancel(attempt)
+        return scout, None, {"scout": "finished the sample: it is the attempt"}
+    counted = {"scout_instructions": scout.instructions_executed}
+    plan = _plan_probes(scout, args, budget) if scout.stop_reason == "instruction-budget" else ""
+    if (
+        isinstance(plan, str)
+        or not plan.uncapped
+        or plan.lanes * plan.x_actual * plan.ipi < budget.instructions
+    ):
+        return runner.wait(attempt), None, {"scout": "no speculative probes", **counted}
+    # The attempt pauses while the probes run: on 2 cores four runs would share them, and
+    # where the attempt is needed after all it continues from where it stopped.
+    runner.server.pause(attempt)
+    probes = _start_probes(runner, plan)
+    pending = [attempt, *probes]
+    while len(pending) > 1:
+        h = runner.done(pending[1:], runner.timeout())
+        if h is None:
+            break
+        pending.remove(h)
+    raws: list[Any] | str | None = None
+    info: dict[str, Any] = {"scout": "speculative probes", "probe_values": plan.values, **counted}
+    if attempt in pending and len(pending) == 1:  # the probes ended first
+        raws = _wait_probes(runner, probes)
+        if not isinstance(raws, str):
+            fitted = _fit_probes(rec, plan, raws, scout.loops, args)
+            predicted = _predicted_instructions(plan, raws)
+            info["predicted_attempt_instructions"] = round(predicted)
+            if (
+                isinstance(fitted, tuple)
+                and predicted >= SPECULATION_MARGIN * budget.instructions
+                and not runner.finished(attempt)  # one that ended before its pause decides
+            ):
+                runner.cancel(attempt)
+                info["attempt"] = "not waited for (predicted over the budget)"
+                prof, _ = fitted
+                prof.emulation["flags"].append(
+                    f"attempt not run to its instruction budget: the probes predict "
+                    f"{predicted:.3g} instructions for it (budget {budget.instructions:g})"
+                )
+                return scout, fitted, info
+    runner.server.pause(attempt, False)
+    first = runner.wait(attempt)
+    info["attempt"] = "waited for"
+    same = (
+        first.stop_reason == "instruction-budget"
+        and isinstance(again := _plan_probes(first, args, budget), _ProbePlan)
+        and (again.loop["id"], again.knob, again.values)
+        == (plan.loop["id"], plan.knob, plan.values)
+    )
+    if not same:
+        for h in probes:
+            runner.cancel(h)
+        info["probes"] = "dropped"
+        return first, None, info
+    if raws is None:
+        raws = _wait_probes(runner, probes)
+    info["probes"] = "used"
+    if isinstance(raws, str):
+        return first, raws, info
+    return first, _fit_probes(rec, plan, raws, first.loops, args), info
+
+
+def _predicted_instructions(plan: _ProbePlan, raws: list[Any]) -> float:
+    """The instructions the attempt would count, fitted on the probes' counted ones."""
+    import numpy as np
+
+    n = plan.degree + 1
+    ys = [float(r.instructions_executed) for r in raws]
+    coef = np.polyfit(plan.xs[:n], ys[:n], plan.degree)
+    return float(np.polyval(coef, plan.x_actual))

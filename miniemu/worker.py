@@ -1,4 +1,5 @@
-"""Subprocess entry point: ``python -m clproj.miniemu.worker RECORD [--parent-pid PID] [--nice N]``.
+"""Subprocess entry point: ``python -m clproj.miniemu.worker RECORD [--parent-pid PID] [--nice N]``,
+or ``python -m clproj.miniemu.worker --serve ...``: the fork server of bounded emulation.
 
 Run by :class:`miniemu.oclgrind.OclgrindBackend` with ``LD_PRELOAD=liboclgrind-rt.so`` and
 ``OCLGRIND_PLUGINS=<our plugin>``: the preloaded runtime's ``cl*`` symbols win over
@@ -11,6 +12,21 @@ die_with_starter``); ``--nice``: lower its own priority (inside an app the emula
 not take the app's cores). The worker does both itself, after its exec: a ``preexec_fn``
 would make the caller fork, and a fork inside an app runs the app's ``pthread_atfork``
 handlers (OpenBLAS hangs, see clproj.lifeline).
+
+``--serve``: import once, fork a child per run. A bounded emulation is several short runs
+of the same launch (attempt, scout, loop probes) and each started Python, numpy and
+pyopencl again: 0.3-0.45 s of imports per run on the 2-core VM against 0.02-0.1 s of
+emulation in a probe, so the probes cost more than the kernel. The server reads one JSON
+request a line on stdin (``{"id": n, "record": path, "dir": folder, "env": {...}}`` or
+``{"signal": "kill"|"stop"|"cont", "to": n}``), forks a child that sets ``env`` (the plugin and Oclgrind's logger read
+it when the child creates its OpenCL context: nothing of Oclgrind is created before the
+fork), sends its stdout/stderr to ``dir`` and runs the record as the one-shot worker
+does; the server writes ``{"id": n, "status": s}`` when the child has exited (``s`` as
+``Popen.returncode``). The server itself is single-threaded (a fork copies only the
+forking thread) and runs with ``OPENBLAS_NUM_THREADS=1`` (no BLAS thread pool to fork
+beside) and ``PYOPENCL_NO_CACHE=1`` (pyopencl's compiler cache takes a lock file that a
+paused or killed child would hold: the others waited 60 s, then failed); it ends its
+children and itself when stdin closes.
 """
 
 from __future__ import annotations
@@ -18,14 +34,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
+import signal
 import sys
+import traceback
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m clproj.miniemu.worker")
-    p.add_argument("record")
+    p.add_argument("record", nargs="?")
     p.add_argument("--parent-pid", type=int, default=0)
     p.add_argument("--nice", type=int, default=0)
+    p.add_argument("--serve", action="store_true", help="fork server (module docstring)")
     args = p.parse_args(argv)
     if args.parent_pid:
         from clproj.lifeline import die_with_starter
@@ -33,6 +53,15 @@ def main(argv: list[str]) -> int:
         die_with_starter(args.parent_pid)
     if args.nice:
         os.nice(args.nice)
+    if args.serve:
+        return serve()
+    if not args.record:
+        p.error("RECORD is required without --serve")
+    return run_record(args.record)
+
+
+def run_record(path: str) -> int:
+    """Replay the record at ``path`` inside Oclgrind; 0, or 3 after a reported error."""
     from clproj.intercept.record import load
     from clproj.intercept.replay import replay
     from clproj.miniemu.profile import emulated_local_size
@@ -40,7 +69,7 @@ def main(argv: list[str]) -> int:
     from clproj.errors import ClprojError
 
     try:
-        record = load(args.record)
+        record = load(path)
         if record.local_size is None:
             # The driver would choose; Oclgrind would choose one work-item. Emulate a
             # representative group instead; the projection regroups for each device.
@@ -57,6 +86,83 @@ def main(argv: list[str]) -> int:
     # Oclgrind's profiling event spans the emulation of the kernel alone (benchmarks use it).
     sys.stdout.write(json.dumps({"kernel_time_ns": result.time_ns}) + "\n")
     return 0
+
+
+def serve() -> int:
+    """The fork server's loop (module docstring)."""
+    # What every run needs, imported once; nothing that creates an OpenCL context.
+    import clproj.intercept.record
+    import clproj.intercept.replay
+    import clproj.miniemu.profile  # noqa: F401
+    import numpy  # noqa: F401
+    import pyopencl  # noqa: F401
+
+    server = os.getpid()
+    children: dict[int, int] = {}  # pid -> request id
+    pending = b""
+    stdin = sys.stdin.fileno()
+    open_ = True
+    while open_ or children:
+        ready, _, _ = select.select([stdin] if open_ else [], [], [], 0.005 if children else None)
+        if ready:
+            data = os.read(stdin, 65536)
+            if not data:  # the driver is done (or gone): end what is left
+                open_ = False
+                for pid in children:
+                    os.kill(pid, signal.SIGKILL)
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                req = json.loads(line)
+                if "signal" in req:  # {"signal": n, "to": id}: SIGKILL, SIGSTOP, SIGCONT
+                    for pid, rid in children.items():
+                        if rid == req["to"] and req["signal"] in _SIGNALS:
+                            os.kill(pid, _SIGNALS[req["signal"]])
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    _child(req, server)  # never returns
+                children[pid] = int(req["id"])
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            rid = children.pop(pid, None)
+            if rid is not None:
+                rc = os.waitstatus_to_exitcode(status)
+                sys.stdout.write(json.dumps({"id": rid, "status": rc}) + "\n")
+                sys.stdout.flush()
+    return 0
+
+
+_SIGNALS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "cont": signal.SIGCONT}
+
+
+def _child(req: dict, server: int) -> None:
+    """A forked run: its own environment and output files, then the record; exits."""
+    rc = 1
+    try:
+        from clproj.lifeline import die_with_starter
+
+        die_with_starter(server)
+        os.environ.update({str(k): str(v) for k, v in req.get("env", {}).items()})
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            out = os.open(os.path.join(req["dir"], name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(out, fd)
+            os.close(out)
+        sys.stdout = os.fdopen(1, "w", closefd=False)
+        sys.stderr = os.fdopen(2, "w", closefd=False)
+        rc = run_record(req["record"])
+    except BaseException:  # the child must end here, whatever happened
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(rc)
 
 
 ERROR_MARK = "clproj-worker-error: "

@@ -1,0 +1,120 @@
+"""Bounded emulation whose cost does not grow with the data or the loop length.
+
+The loop axis: a 10^5-trip loop is extrapolated from probes without running the attempt
+to its instruction budget (fork server, scout, speculative probes), and the profile is the
+one the attempt-then-probes order gives. The buffer axis: a 1 GiB snapshot costs the
+pages the sampled work-items touch, read from a cold page cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+import pytest
+from clproj.benchmarks.emulation_flat import COPY, ROWSUM, evict, resident_bytes
+from clproj.intercept.blobs import BlobStore
+from clproj.intercept.record import from_arrays, load, save
+from clproj.miniemu.bounded import Budget, emulate_bounded
+
+
+def rowsum(tmp_path, trips: int, rows: int = 256):
+    m = np.ones(rows * trips, dtype=np.float32)
+    rec = from_arrays(
+        ROWSUM, "rowsum", [m, np.zeros(rows, np.float32), np.int32(trips)], [rows], [64]
+    )
+    return load(save(rec, str(tmp_path / f"r{trips}")))
+
+
+def test_long_loop_is_extrapolated_without_the_attempts_budget(tmp_path):
+    """10^5 trips per work-item: the emulation counts a tenth of the instruction budget
+    (before: the whole 2e6 budget in the attempt, then the probes), and the profile equals
+    the attempt-then-probes one."""
+    record = rowsum(tmp_path, 100_000)
+    fast = emulate_bounded(record)
+    slow = emulate_bounded(record, speculate=False)
+    assert fast.emulation["method"] == slow.emulation["method"] == "loop-extrapolated"
+    assert fast.total == slow.total
+    assert fast.emulation["loop_extrapolation"] == slow.emulation["loop_extrapolation"]
+    assert fast.emulation["budget"] == slow.emulation["budget"] == "instructions"
+    assert fast.emulation["instructions_emulated"] < Budget().instructions / 10
+    assert slow.emulation["instructions_emulated"] > Budget().instructions
+    assert "not waited for" in fast.emulation["speculation"]["attempt"]
+
+
+def test_short_loop_keeps_its_full_group(tmp_path):
+    """1000 trips fit the budget: no speculation, the whole group is the profile."""
+    record = rowsum(tmp_path, 1000)
+    fast = emulate_bounded(record)
+    slow = emulate_bounded(record, speculate=False)
+    assert fast.emulation["method"] == slow.emulation["method"] == "full-group"
+    assert fast.total == slow.total
+    assert fast.emulation["speculation"]["scout"] == "no speculative probes"
+
+
+def test_probes_predicting_a_near_budget_attempt_wait_for_it(tmp_path):
+    """Between the budget and the margin the attempt decides, with the same probes."""
+    record = rowsum(tmp_path, 3000)  # ~2.1e6 instructions in group 0: just over 2e6
+    fast = emulate_bounded(record)
+    slow = emulate_bounded(record, speculate=False)
+    assert fast.emulation["method"] == slow.emulation["method"]
+    assert fast.total == slow.total
+    spec = fast.emulation["speculation"]
+    assert spec["scout"] == "speculative probes"
+    assert spec["attempt"] == "waited for" and spec["probes"] == "used"
+
+
+def test_one_gib_snapshot_costs_the_touched_pages(tmp_path):
+    """A copy over two 1 GiB snapshots, cold page cache: the emulation reads < 1 MiB of
+    them (sparse blob files: nothing is written to the disk)."""
+    size = 2**30
+    zero = bytes(2**24)
+    h = hashlib.sha256()
+    for _ in range(size // len(zero)):
+        h.update(zero)
+    sha = h.hexdigest()
+    store = BlobStore(str(tmp_path))
+    os.makedirs(store.path)
+    blob = os.path.join(store.path, sha)
+    with open(blob, "wb") as fh:
+        fh.truncate(size)
+    small = np.zeros(16, np.float64)
+    rec = from_arrays(COPY, "copy", [small, small.copy()], [16], None)
+    rec.blobs = {}
+    for a in rec.args:
+        a.blob, a.size = sha, size
+    rec.global_size = [size // 8]
+    rec.store_dir = str(tmp_path)
+    record = load(save(rec, str(tmp_path)))
+    evict(blob)
+    prof = emulate_bounded(record)
+    assert prof.emulation["method"] == "sampled-work-items"
+    assert resident_bytes(blob) < 2**20
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_both_orders_run_under_the_same_budget_fields(tmp_path, speculate):
+    record = rowsum(tmp_path, 100)
+    prof = emulate_bounded(record, budget=Budget(instructions=50_000), speculate=speculate)
+    assert prof.emulation["budget_limits"]["instructions"] == 50_000
+    assert prof.emulation["method"] in ("loop-extrapolated", "budget-extrapolated")
+
+
+def test_a_held_pyopencl_cache_lock_does_not_stall_the_runs(tmp_path, monkeypatch):
+    """The runs of a bounded emulation are paused and killed by design; none may depend
+    on pyopencl's compiler-cache lock, which a paused or killed run would hold (the others
+    waited 60 s for it and failed). Here the lock is held from the start."""
+    import sys
+    import time
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    version = ".".join(str(i) for i in sys.version_info)
+    lock_dir = tmp_path / "cache" / "pyopencl" / f"pyopencl-compiler-cache-v2-py{version}"
+    lock_dir.mkdir(parents=True)
+    (lock_dir / "lock").write_text("")
+    record = rowsum(tmp_path, 10_000)
+    start = time.perf_counter()
+    prof = emulate_bounded(record)
+    assert prof.emulation["method"] == "loop-extrapolated"
+    assert time.perf_counter() - start < 30
