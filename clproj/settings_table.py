@@ -215,12 +215,13 @@ TABLE: tuple[Setting, ...] = (
         "list). `clproj run --mode project` adds its own.",
     ),
     Setting(
-        "CLPROJ_INAPP_EMULATION",
+        "CLPROJ_LIVE_EMULATION",
         "choice",
         "auto",
-        "app",
-        "Project mode: emulate launches inside the app while it runs (`1`), never (`0`: "
-        "all after it exits), or `auto`: only when the machine has an idle core.",
+        "cli",
+        "Project mode: `clproj run` emulates and projects each recorded launch while the app "
+        "runs, at nice 19: `auto` whenever a whole core is idle, `1` always (the emulators "
+        "still yield to the app), `0` never (every emulation after the app exits).",
         ("auto", "1", "0"),
     ),
     # --- route mode and the cluster ---
@@ -395,13 +396,6 @@ TABLE: tuple[Setting, ...] = (
         "",
         "internal",
         "`clproj run`: the app writes its per-kernel summary here (TSV) instead of stderr.",
-    ),
-    Setting(
-        "CLPROJ_PROJECTION_FILE",
-        "path",
-        "",
-        "internal",
-        "`clproj run --mode project`: the app appends the projections it made here.",
     ),
     Setting(
         "CLPROJ_DEFERRED_FILE",
