@@ -381,7 +381,7 @@ def complete_run(
     missing = [r for r in records if r.signature not in done]
     programs = {r.program_hash: (r.source, r.options) for r in records}
     deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
-    after = len(records) - len(missing) - during
+    after = live.after_app if live is not None else 0
     if not missing and not deferred:
         _summary(done, during, after, time.perf_counter() - start)
         return choose(list(done.values()), objective)

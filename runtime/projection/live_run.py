@@ -56,6 +56,7 @@ class LiveProjector:
         self._devices: list[Any] | None = None
         self._seen: set[str] = set()
         self._queue: list[Any] = []
+        self._later: list[Any] = []  # starved while the app ran: again after it
         self._running = 0
         self._app_ended = False
         self._stop = False
@@ -87,22 +88,23 @@ class LiveProjector:
         except OSError:
             return  # nothing recorded yet
         fresh = []
-        with self._scan_lock:  # the loop and finish() both scan
-            names = [n for n in names if n not in self._seen]
-            self._seen.update(names)
-        for name in names:
-            try:
-                fresh.append(load(os.path.join(folder, name)))
-            except ClprojError:
-                continue  # complete_run reports a bad record
-        if fresh:
-            with self._cond:
-                self._queue += fresh
-                self._queue.sort(key=lambda r: (r.created, r.id))
+        with self._scan_lock:  # the loop and finish() both scan: one at a time, whole
+            for name in names:
+                if name in self._seen:
+                    continue
+                self._seen.add(name)
+                try:
+                    fresh.append(load(os.path.join(folder, name)))
+                except ClprojError:
+                    continue  # complete_run reports a bad record
+            if fresh:
+                with self._cond:
+                    self._queue += fresh
+                    self._queue.sort(key=lambda r: (r.created, r.id))
 
     def _left(self) -> int:
         """Records queued or under way (the caller holds the lock)."""
-        return len(self._queue) + self._running
+        return len(self._queue) + len(self._later) + self._running
 
     def _may_start(self) -> bool:
         """Whether one more emulation may start now (the caller holds no lock)."""
@@ -149,12 +151,14 @@ class LiveProjector:
                 "error": f"{type(exc).__name__}: {exc}",
                 "cached": False,
             }
-        starved = doc.get("error") or doc.get("emulation", {}).get("budget") == "wall"
+        starved = "time budget" in str(doc.get("error", "")) or (
+            doc.get("emulation", {}).get("budget") == "wall"
+        )
         if during and starved:
             # At nice 19 beside an app that took its cores back, the emulation ran out of
             # its wall-clock budget: its counts depend on the load. Done again after the app.
             with self._cond:
-                self._queue.insert(0, record)
+                self._later.append(record)
                 self._running -= 1
                 self._cond.notify_all()
             return
@@ -175,16 +179,27 @@ class LiveProjector:
         one per core, and wait for those under way; returns :attr:`done`."""
         with self._cond:
             self._app_ended = True
+            self._queue[:0] = self._later
+            self._later.clear()
             self._cond.notify_all()
         from clproj.console import track
 
-        self._scan()
+        self._scan()  # whole after any scan of the loop's: every record is queued
         with self._cond:
             total = self._left()
-        for _ in track(range(total), "projecting recorded launches"):
-            with self._cond:
-                n = self._left()
-                self._cond.wait_for(lambda n=n: self._left() < n)
+
+        def finished() -> Any:
+            """Yields once per record finished, until none is left."""
+            last = total
+            while last > 0:
+                with self._cond:
+                    self._cond.wait_for(lambda last=last: self._left() < last)
+                    now = self._left()
+                yield from range(last - now)
+                last = now
+
+        for _ in track(finished(), "projecting recorded launches", total=total):
+            pass
         with self._cond:
             self._stop = True
             self._cond.notify_all()
