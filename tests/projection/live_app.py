@@ -2,7 +2,8 @@
 
 ``live_app.py wait``: one launch over 2 MiB buffers (snapshotted through the blob store's
 scratch files), then it waits until a projection appears in ``$CLPROJ_CACHE/projections``
-(at most 60 s) and prints whether it saw one. ``live_app.py loop N``: one launch of a kernel
+(at most 60 s) and prints whether it saw one; ``live_app.py once``: that launch alone.
+``live_app.py loop N``: one launch of a kernel
 whose single work-item loops N times (long to emulate), then it sleeps 120 s.
 """
 
@@ -33,7 +34,7 @@ def main() -> int:
     queue = cl.CommandQueue(ctx)
     prog = cl.Program(ctx, SOURCE).build()
     mf = cl.mem_flags
-    if sys.argv[1] == "wait":
+    if sys.argv[1] in ("wait", "once"):
         host = np.arange(1 << 19, dtype=np.float32)  # 2 MiB
         a = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
         b = cl.Buffer(ctx, mf.WRITE_ONLY, host.nbytes)
@@ -41,6 +42,8 @@ def main() -> int:
         out = np.empty_like(host)
         cl.enqueue_copy(queue, out, b)
         assert np.array_equal(out, 2 * host)
+        if sys.argv[1] == "once":
+            return 0
         folder = os.path.join(os.environ["CLPROJ_CACHE"], "projections")
         start = time.monotonic()
         while time.monotonic() - start < 60:

@@ -129,6 +129,37 @@ def test_killing_clproj_run_during_a_live_emulation_leaves_no_emulator(tmp_path)
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def test_verify_records_large_outputs_through_scratch_files(tmp_path):
+    """``--record --verify``: the 2 MiB inputs and outputs are read into scratch files and
+    stored under their hashes; the outputs are the kernel's."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clproj.cli",
+            "run",
+            "--record",
+            str(tmp_path / "rec"),
+            "--verify",
+            "--",
+            sys.executable,
+            APP,
+            "once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    (rec,) = [load(str(p)) for p in (tmp_path / "rec" / "records").iterdir()]
+    host = np.arange(1 << 19, dtype=np.float32)
+    assert np.array_equal(np.frombuffer(rec.buffer_bytes(0), np.float32), host)
+    assert np.array_equal(np.frombuffer(rec.output_bytes(1) or b"", np.float32), 2 * host)
+    assert not [n for n in os.listdir(tmp_path / "rec" / "blobs") if n.startswith(".")]
+
+
 def test_scratch_snapshots_are_named_by_their_hash_once(tmp_path):
     """Two scratch files with the same content become one blob; a dropped record leaves
     no scratch file behind."""
