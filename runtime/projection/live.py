@@ -479,6 +479,15 @@ def _energy_cell(doc: dict[str, Any], p: dict[str, Any]) -> str:
     return f", {p['energy_j'] * 1e3:.3g} mJ{low}"
 
 
+def _since_cell(doc: dict[str, Any]) -> str:
+    """How long after its launch a projection existed, and whether the app still ran."""
+    since = doc.get("since_launch_s")
+    if since is None or not doc.get("projections"):
+        return ""
+    when = {"during app": ", app running", "after app": ", after app"}.get(doc.get("live", ""), "")
+    return f"{since:.2f} s after launch{when}"
+
+
 def print_projections(
     projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]], to: Any = None
 ) -> None:
@@ -514,6 +523,7 @@ def print_projections(
                 ],
                 doc.get("recommended") or f"error: {doc.get('error')}",
                 "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", ""),
+                _since_cell(doc),
             )
         )
     print_table(
@@ -523,6 +533,7 @@ def print_projections(
             *(d + (" (LOW confidence)" if d in low else "") for d in devices),
             "recommended",
             "profile",
+            "projected",
         ],
         rows,
         title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)"
