@@ -41,7 +41,10 @@ SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 BABELSTREAM_SIZES = (1 << 17, 1 << 20, 1 << 23, 52_428_800)  # doubles per array: 1-400 MiB
 QUICK_BABELSTREAM = (1 << 17, 52_428_800)
 QUICK_POLYBENCH = ("atax", "gemver", "jacobi-1d-imper")
-METHODS = {"live": "auto", "post-app": "0"}  # CLPROJ_LIVE_EMULATION
+# CLPROJ_LIVE_EMULATION of each method; "live-always" (`--methods`): at nice 19 beside the
+# app whatever the load, what "live" does once a core is idle
+ALL_METHODS = {"live": "auto", "post-app": "0", "live-always": "1"}
+METHODS = {"live": "auto", "post-app": "0"}
 TARGET_MEDIAN_S, TARGET_MAX_S, TARGET_RATIO = 1.0, 5.0, 2.0
 
 
@@ -101,10 +104,8 @@ def measure(name: str, app: list[str], cwd: str, env: dict[str, str], work: str)
     row: dict[str, Any] = {"app": name, "plain_s": plain, "rc": rc}
     for method in METHODS:
         row[method] = project(app, cwd, env, work, method)
-    sys.stderr.write(
-        f"{name}: plain {plain:.2f} s, live {row['live']['wall_s']:.2f} s, "
-        f"post-app {row['post-app']['wall_s']:.2f} s\n"
-    )
+    walls = ", ".join(f"{m} {row[m]['wall_s']:.2f} s" for m in METHODS)
+    sys.stderr.write(f"{name}: plain {plain:.2f} s, {walls}\n")
     return row
 
 
@@ -177,7 +178,8 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "",
         "*live*: emulated and projected by `clproj run` while the app runs, on idle cores "
         "(`CLPROJ_LIVE_EMULATION=auto`, the default); *post-app*: every emulation after the "
-        "app (`CLPROJ_LIVE_EMULATION=0`). Interleaved per app (plain, live, post-app).",
+        "app (`CLPROJ_LIVE_EMULATION=0`); *live-always*: while the app runs whatever the load, "
+        "at nice 19 (`CLPROJ_LIVE_EMULATION=1`). Interleaved per app (plain, then each method).",
         "",
         "| method | kernels | projected | first launch to projection, median / max (s) | "
         f"target <= {TARGET_MEDIAN_S:g} / {TARGET_MAX_S:g} s | projected while the app ran |",
@@ -195,42 +197,51 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
             f"| {method} | {s['kernels']} | {s['projected']} | {fmt(s['median_s'])} / "
             f"{fmt(s['max_s'])} | {'met' if met else 'not met'} | {s['during_app']} |"
         )
+    methods = list(METHODS)
+    first = methods[0]
     lines += [
         "",
-        "| app | plain (s) | live (s) | ratio | post-app (s) | ratio | kernels | "
-        "first launch to projection, live median / max (s) | post-app median / max (s) | "
-        "emulation, live median (s) | recorded MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| app | plain (s) | "
+        + " | ".join(f"{m} (s, x plain)" for m in methods)
+        + " | kernels | "
+        + " | ".join(f"first launch to projection, {m}: median / max (s)" for m in methods)
+        + f" | emulation, {first} median (s) | recorded MiB |",
+        "|---|---|" + "---|" * (2 * len(methods) + 3),
     ]
     for r in rows:
-        cells = []
-        for method in METHODS:
+        walls, cells = [], []
+        for method in methods:
+            walls.append(f"{r[method]['wall_s']:.2f} ({r[method]['wall_s'] / r['plain_s']:.1f}x)")
             since = [k["since_launch_s"] for k in r[method]["kernels"]]
             got = [s for s in since if s is not None]
             cells.append(
                 f"{fmt(statistics.median(got) if got else None)} / {fmt(max(got) if got else None)}"
                 + (f" ({len(since) - len(got)} unprojected)" if len(got) < len(since) else "")
             )
-        emu = [k["emulation_s"] for k in r["live"]["kernels"] if k["emulation_s"] is not None]
-        mib = sum(k["recorded_bytes"] for k in r["live"]["kernels"]) / 2**20
+        emu = [k["emulation_s"] for k in r[first]["kernels"] if k["emulation_s"] is not None]
+        mib = sum(k["recorded_bytes"] for k in r[first]["kernels"]) / 2**20
         lines.append(
-            f"| {r['app']} | {r['plain_s']:.2f} | {r['live']['wall_s']:.2f} | "
-            f"{r['live']['wall_s'] / r['plain_s']:.1f}x | {r['post-app']['wall_s']:.2f} | "
-            f"{r['post-app']['wall_s'] / r['plain_s']:.1f}x | {len(r['live']['kernels'])} | "
-            f"{cells[0]} | {cells[1]} | {fmt(statistics.median(emu) if emu else None)} | "
-            f"{mib:.0f} |"
+            f"| {r['app']} | {r['plain_s']:.2f} | {' | '.join(walls)} | "
+            f"{len(r[first]['kernels'])} | {' | '.join(cells)} | "
+            f"{fmt(statistics.median(emu) if emu else None)} | {mib:.0f} |"
         )
-    lines += ["", "Per kernel (live / post-app: first launch to projection, s; emulation, s):", ""]
-    lines += ["| app | kernel | live | post-app | emulation (live) | recorded MiB |"]
-    lines += ["|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Per kernel (first launch to projection, s, and when it was projected; emulation, s):",
+        "",
+        "| app | kernel | " + " | ".join(methods) + f" | emulation ({first}) | recorded MiB |",
+        "|---|---|" + "---|" * (len(methods) + 2),
+    ]
     for r in rows:
-        post = {k["kernel"]: k for k in r["post-app"]["kernels"]}
-        for k in r["live"]["kernels"]:
-            p = post.get(k["kernel"], {})
+        others = {m: {k["kernel"]: k for k in r[m]["kernels"]} for m in methods}
+        for k in r[first]["kernels"]:
+            cells = []
+            for m in methods:
+                o = others[m].get(k["kernel"], {})
+                cells.append(f"{fmt(o.get('since_launch_s'))} ({o.get('when', '-')})")
             lines.append(
-                f"| {r['app']} | {k['kernel']} | {fmt(k['since_launch_s'])} ({k['when']}) | "
-                f"{fmt(p.get('since_launch_s'))} | {fmt(k['emulation_s'])} | "
-                f"{k['recorded_bytes'] / 2**20:.1f} |"
+                f"| {r['app']} | {k['kernel']} | {' | '.join(cells)} | "
+                f"{fmt(k['emulation_s'])} | {k['recorded_bytes'] / 2**20:.1f} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -241,8 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suites", default="apps,polybench,babelstream")
     ap.add_argument("--quick", action="store_true", help="a subset of each suite")
     ap.add_argument("--out", help="also write the report (Markdown) here")
+    ap.add_argument("--methods", default="live,post-app", help=f"of {', '.join(ALL_METHODS)}")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    METHODS.clear()
+    METHODS.update({m: ALL_METHODS[m] for m in args.methods.split(",")})
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="clproj-first-") as work:
         env = dict(os.environ)
