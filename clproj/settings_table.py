@@ -85,8 +85,8 @@ TABLE: tuple[Setting, ...] = (
         10,
         "both",
         "Scheduling priority (nice 0-19) of the Oclgrind emulator processes, so that an "
-        "emulation inside an application never takes its cores (project mode uses 19 in "
-        "the app).",
+        "emulation beside an application never takes its cores (project mode's emulations "
+        "while the app runs use 19).",
         bounds=(0, 19),
     ),
     Setting(
