@@ -67,6 +67,8 @@ bench: setup
 	$(BIN)/clproj evaluate
 	POCL_DEVICES=pthread $(BIN)/clproj validate $(VALIDATION) --truth $(VALIDATION)/truth \
 		--models bound,paper,roofline,mwp-cwp,learned --report benchmarks/results/validation-polybench
+	# Time from each kernel's first launch to its projection, live and post-app side by side
+	POCL_DEVICES=pthread $(BIN)/python -m clproj.benchmarks.first_projection --out benchmarks/results/first_projection.md
 	# BabelStream and mixbench (../shared/validation) against their authors' published times,
 	# projected onto spec profiles (docs/validation.md); the records are cached, a rerun only projects.
 	for s in babelstream mixbench; do \

@@ -223,7 +223,7 @@ def project_mode(repeats: int, size: str = "default") -> list[str]:
             doc = json.loads(out[out.index("{") :])
             summary = re.search(
                 r"(\d+)/(\d+) launches projected; (\d+) snapshotted and emulated "
-                r"\((\d+) in the app, (\d+) after it\), (\d+) reused; post-run ([\d.]+) s",
+                r"\((\d+) (?:in the app|while the app ran), (\d+) after it\), (\d+) reused; post-run ([\d.]+) s",
                 err,
             )
             if summary is None:

@@ -1,4 +1,4 @@
-"""How busy this machine is right now (shared by in-app emulation and profile measuring)."""
+"""How busy this machine is right now (shared by live emulation in project mode and profile measuring)."""
 
 from __future__ import annotations
 

@@ -85,8 +85,8 @@ TABLE: tuple[Setting, ...] = (
         10,
         "both",
         "Scheduling priority (nice 0-19) of the Oclgrind emulator processes, so that an "
-        "emulation inside an application never takes its cores (project mode uses 19 in "
-        "the app).",
+        "emulation beside an application never takes its cores (project mode's emulations "
+        "while the app runs use 19).",
         bounds=(0, 19),
     ),
     Setting(
@@ -215,12 +215,13 @@ TABLE: tuple[Setting, ...] = (
         "list). `clproj run --mode project` adds its own.",
     ),
     Setting(
-        "CLPROJ_INAPP_EMULATION",
+        "CLPROJ_LIVE_EMULATION",
         "choice",
         "auto",
-        "app",
-        "Project mode: emulate launches inside the app while it runs (`1`), never (`0`: "
-        "all after it exits), or `auto`: only when the machine has an idle core.",
+        "cli",
+        "Project mode: `clproj run` emulates and projects each recorded launch while the app "
+        "runs, at nice 19: `auto` whenever a whole core is idle, `1` always (the emulators "
+        "still yield to the app), `0` never (every emulation after the app exits).",
         ("auto", "1", "0"),
     ),
     # --- route mode and the cluster ---
@@ -404,13 +405,6 @@ TABLE: tuple[Setting, ...] = (
         "",
         "internal",
         "`clproj run`: the app writes its per-kernel summary here (TSV) instead of stderr.",
-    ),
-    Setting(
-        "CLPROJ_PROJECTION_FILE",
-        "path",
-        "",
-        "internal",
-        "`clproj run --mode project`: the app appends the projections it made here.",
     ),
     Setting(
         "CLPROJ_DEFERRED_FILE",

@@ -13,6 +13,7 @@ import hashlib
 import mmap
 import os
 import re
+import tempfile
 
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
@@ -55,6 +56,38 @@ class BlobStore:
         # concurrent writers (threads of the recorded app) never expose half a blob
         write_atomic(target, data, private=True)
         return sha
+
+    def scratch(self, size: int) -> tuple[str, mmap.mmap]:
+        """A new private file of ``size`` bytes in the store, mapped writable: a snapshot
+        is read from the device straight into it (:meth:`adopt` names it by its hash).
+
+        Why: read into process memory, a snapshot was copied once more into the page cache
+        when its blob was written, and held anonymous memory the size of the buffer until
+        then; a mapped file is written once, by the read, and the kernel writes it back in
+        the background. Measured on the 2-core VM, 400 MiB: 1.96 -> 1.34 ms per MiB for
+        read + hash + store (the hash, 0.95 ms, is most of what is left).
+        """
+        os.makedirs(self.path, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".snap-")  # 0600, like blobs
+        try:
+            os.ftruncate(fd, size)
+            return tmp, mmap.mmap(fd, size)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        finally:
+            os.close(fd)
+
+    def adopt(self, scratch: str, sha: str) -> None:
+        """Make the scratch file of :meth:`scratch`, whose content hashes to ``sha``, blob
+        ``sha`` (a rename: no copy); when the store has that blob already, drop it."""
+        if not is_blob_key(sha):
+            raise ClprojError(f"blob key {str(sha)[:80]!r} is not a content hash")
+        target = os.path.join(self.path, sha)
+        if os.path.exists(target):
+            os.unlink(scratch)
+        else:
+            os.replace(scratch, target)
 
     def _existing(self, sha: str) -> str:
         """The file of blob ``sha``: a content hash (never a path) that is in the store."""

@@ -355,13 +355,19 @@ def run_cmd(args: argparse.Namespace) -> int:
         if getattr(args, "split", False):
             split_file = _split_environment(env, tmp)
         if args.mode == "project":
-            env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
             env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
             env.setdefault("CLPROJ_EMULATION_NICE", "10")
         # everything the app's clproj parts create lives here, removed however the app ends
         env["CLPROJ_RUN_DIR"] = tmp
         from clproj.intercept.app_process import run_app
 
+        live = None
+        if args.mode == "project":
+            from clproj.runtime.projection.live import emulation_mode
+            from clproj.runtime.projection.live_run import maybe_start
+
+            # emulates and projects each record as soon as it is written (idle cores)
+            live = maybe_start(record_dir, devices_spec or "local", emulation_mode())
         # --json: the document alone on stdout; the app's own output goes to stderr
         rc = run_app(cmd, env, stdout=sys.stderr.fileno() if args.json else None)
         _sweep_after_app()
@@ -373,10 +379,10 @@ def run_cmd(args: argparse.Namespace) -> int:
 
                 projections = complete_run(
                     record_dir,
-                    env["CLPROJ_PROJECTION_FILE"],
                     env["CLPROJ_DEFERRED_FILE"],
                     devices_spec=devices_spec or "local",
                     objective=args.objective,
+                    live=live,
                 )
         except ClprojError as exc:  # the app's exit code and its measured kernels stay
             print(f"clproj: after the app: {exc.cause}", file=sys.stderr)

@@ -12,6 +12,7 @@ map is validated by :mod:`intercept.record_check`, written in the background by
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import mmap
@@ -121,7 +122,9 @@ class LaunchRecord:
     created: float = 0.0
     # Where blob contents come from: a directory with a blob store, and/or in-memory blobs.
     store_dir: str | None = field(default=None, repr=False, compare=False)
-    blobs: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    blobs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # blob key -> scratch file of the store (BlobStore.scratch) that holds that blob's data
+    blob_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     path: str | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -149,16 +152,31 @@ class LaunchRecord:
             raise ClprojError(f"blob {sha} is not available: the record has no blob store")
         return BlobStore(self.store_dir).get(sha, size)
 
-    def add_blob(self, data: bytes) -> str:
+    def add_blob(self, data: Any, scratch: str | None = None) -> str:
         """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
 
         The key is a placeholder until :func:`save` replaces it by the content's sha256:
         hashing a multi-MiB snapshot is left to the writer thread (:class:`RecordWriter`),
-        the app's thread only copies it.
+        the app's thread only copies it. ``scratch``: ``data`` is the mapped scratch file
+        of the record's store at that path (:meth:`BlobStore.scratch`); saving renames it
+        instead of writing the data again.
         """
         key = f"{PENDING_BLOB}{next(_pending_keys)}"
         self.blobs[key] = data
+        if scratch is not None:
+            self.blob_files[key] = scratch
         return key
+
+    def drop_blobs(self) -> None:
+        """Forget the in-memory blobs, and remove scratch files no blob took (a failed save)."""
+        for path in self.blob_files.values():
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        self.blob_files.clear()
+        for data in self.blobs.values():
+            if isinstance(data, mmap.mmap):
+                data.close()
+        self.blobs.clear()
 
     def resolve_blobs(self) -> None:
         """Replace placeholder blob keys (:meth:`add_blob`) by content hashes."""
@@ -167,6 +185,13 @@ class LaunchRecord:
             data = self.blobs.pop(key)
             renamed[key] = sha = sha256(data)
             self.blobs[sha] = data
+            if key in self.blob_files:
+                path = self.blob_files.pop(key)
+                if sha in self.blob_files:  # the same content twice: one file is enough
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+                else:
+                    self.blob_files[sha] = path
         if not renamed:
             return
         for a in self.args:
@@ -276,6 +301,12 @@ def save(record: LaunchRecord, directory: str, *, link_blobs: bool = False) -> s
     shas += list((record.outputs or {}).values())
     source = BlobStore(record.store_dir) if link_blobs and record.store_dir else None
     for sha in shas:
+        scratch = record.blob_files.pop(sha, None)
+        if scratch is not None:  # read into the store's own file: named, not copied
+            if os.path.dirname(os.path.abspath(scratch)) == os.path.abspath(store.path):
+                store.adopt(scratch, sha)
+                continue
+            record.blob_files[sha] = scratch  # another store's: removed by drop_blobs
         if store.has(sha):
             continue
         if source is not None and sha not in record.blobs and source.has(sha):

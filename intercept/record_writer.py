@@ -43,7 +43,9 @@ class RecordWriter:
         self._failed = False
 
     def submit(self, record: LaunchRecord, directory: str, then: Any = None) -> None:
-        size = sum(len(b) for b in record.blobs.values())
+        # Snapshots read into the store's scratch files (BlobStore.scratch) are page cache,
+        # which the kernel writes back and bounds itself: only process memory counts.
+        size = sum(len(b) for k, b in record.blobs.items() if k not in record.blob_files)
         with self._cond:
             while self._bytes and self._bytes + size > self.max_bytes:
                 self._cond.wait()
@@ -70,7 +72,7 @@ class RecordWriter:
                     self._failed = True
                     print(f"clproj: writing record {record.id} failed: {exc!r}", file=sys.stderr)
             finally:
-                record.blobs.clear()  # written: the snapshot's memory is not needed here
+                record.drop_blobs()  # written: the snapshot's memory is not needed here
                 with self._cond:
                     self._bytes -= size
                     self._busy = False

@@ -75,10 +75,11 @@ def _device_info(ffi, lib, device) -> dict:
     return out
 
 
-def _read(ffi, lib, L, mem, size: int, wait: bool) -> bytearray:
+def _read(ffi, lib, L, mem, size: int, wait: bool, into=None):
     """Read ``size`` bytes of ``mem`` straight into the snapshot's own memory (no zero
-    fill by ffi.new, no second copy into bytes: a multi-MiB snapshot is touched once)."""
-    data = bytearray(max(1, size))
+    fill by ffi.new, no second copy into bytes: a multi-MiB snapshot is touched once):
+    ``into`` (a mapped scratch file of the blob store), else a new bytearray."""
+    data = bytearray(max(1, size)) if into is None else into
     err = lib.clproj_read_mem(
         L.queue,
         mem,
@@ -90,6 +91,28 @@ def _read(ffi, lib, L, mem, size: int, wait: bool) -> bytearray:
     if err != 0:
         raise RuntimeError(f"clEnqueueReadBuffer returned {err}")
     return data if size else bytearray()
+
+
+# Snapshots from this size on are read into a file of the blob store (BlobStore.scratch);
+# smaller ones into memory (a file costs a create, a map and a rename: ~50 us).
+SCRATCH_MIN_BYTES = 1 << 20
+
+
+def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
+    """Snapshot buffer argument ``index`` into ``rec``; returns its (pending) blob key."""
+    mem = L.args[index].mem
+    if size < SCRATCH_MIN_BYTES:
+        return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
+    from clproj.intercept.blobs import BlobStore
+
+    path, view = BlobStore(record_dir()).scratch(size)
+    try:
+        _read(ffi, lib, L, mem, size, wait, into=view)
+    except BaseException:
+        view.close()
+        os.unlink(path)
+        raise
+    return rec.add_blob(view, scratch=path)
 
 
 def _metadata(ffi, L):
@@ -182,10 +205,13 @@ def pre_launch(ffi, lib, L):
     need = sum(int(a.size) for a in rec.args if a.kind == "buffer") * (2 if L.verify else 1)
     if not within_record_budget(need, record_dir()):
         return 0
-    for arg in rec.args:
-        if arg.kind == "buffer":
-            data = _read(ffi, lib, L, L.args[arg.index].mem, int(arg.size), wait=True)
-            arg.blob = rec.add_blob(data)  # hashed by the record writer, off this thread
+    try:
+        for arg in rec.args:
+            if arg.kind == "buffer":  # hashed by the record writer, off this thread
+                arg.blob = _snapshot(ffi, lib, L, rec, arg.index, int(arg.size), wait=True)
+    except BaseException:
+        rec.drop_blobs()  # the launch passes through unrecorded: no scratch file stays
+        raise
     rec.device = _device_info(ffi, lib, L.device)
     rec.id = new_id(rec.kernel, record_dir())
     with _lock:
@@ -207,10 +233,13 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
     rec.measured_time_ns = None if time_ns < 0 else int(time_ns)
     if L.verify:
         rec.outputs = {}
-        for a in rec.args:
-            if a.kind == "buffer":
-                data = _read(ffi, lib, L, L.args[a.index].mem, int(a.size), wait=False)
-                rec.outputs[a.index] = rec.add_blob(data)
+        try:
+            for a in rec.args:
+                if a.kind == "buffer":
+                    rec.outputs[a.index] = _snapshot(ffi, lib, L, rec, a.index, int(a.size), False)
+        except BaseException:
+            rec.drop_blobs()
+            raise
     save_later(rec, record_dir(), then=hooks.notify)
 
 

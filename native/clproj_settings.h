@@ -232,10 +232,10 @@ static inline const char *clproj_setting_hooks(void) {
     return clproj__text("CLPROJ_HOOKS", "", 0, buf);
 }
 
-/* CLPROJ_INAPP_EMULATION (choice, app): see docs/settings.md. */
-static inline const char *clproj_setting_inapp_emulation(void) {
+/* CLPROJ_LIVE_EMULATION (choice, cli): see docs/settings.md. */
+static inline const char *clproj_setting_live_emulation(void) {
     static const char *const choices[] = {"auto", "1", "0", 0};
-    return clproj__choice("CLPROJ_INAPP_EMULATION", "auto", choices, "one of auto, 1, 0");
+    return clproj__choice("CLPROJ_LIVE_EMULATION", "auto", choices, "one of auto, 1, 0");
 }
 
 /* CLPROJ_BROKER (str, app): see docs/settings.md. */
@@ -340,12 +340,6 @@ static inline const char *clproj_setting_python_path(void) {
 static inline const char *clproj_setting_summary_file(void) {
     static char buf[CLPROJ_SETTING_TEXT_MAX];
     return clproj__text("CLPROJ_SUMMARY_FILE", "", 1, buf);
-}
-
-/* CLPROJ_PROJECTION_FILE (path, internal): see docs/settings.md. */
-static inline const char *clproj_setting_projection_file(void) {
-    static char buf[CLPROJ_SETTING_TEXT_MAX];
-    return clproj__text("CLPROJ_PROJECTION_FILE", "", 1, buf);
 }
 
 /* CLPROJ_DEFERRED_FILE (path, internal): see docs/settings.md. */

@@ -125,7 +125,7 @@ def test_project_mode_unmodified_c_binary(cache):
 def test_devices_measured_projects_every_launch_on_all_five(cache):
     """In the app and after it exits (no emulation in the app: all of it after exit,
     and floydwarshall's later passes are answered by the reuse cache)."""
-    env = foreign_env(cache, CLPROJ_INAPP_EMULATION="0")
+    env = foreign_env(cache, CLPROJ_LIVE_EMULATION="0")
     app = [
         sys.executable,
         "-m",

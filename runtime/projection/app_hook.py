@@ -1,25 +1,23 @@
-"""``clproj run --mode project``: what happens inside the intercepted application.
+"""``clproj run --mode project`` and ``--mode route``: what happens inside the intercepted
+application.
 
 At every launch of a new signature the shim asks :func:`admit` (before reading any
 buffer) whether to snapshot it: ``miniemu.reuse.ReuseCache.plan`` decides from the
 launch's metadata, so only the launches that will be emulated (first of a family, size
 coverage, sampled drift checks) are snapshotted; the others are appended as metadata lines
 to ``$CLPROJ_DEFERRED_FILE`` and answered by the reuse cache after the app exits.
-Snapshotted launches are written by the record writer thread, which then calls
-:func:`on_record`: a daemon thread emulates them at the lowest priority, only while a
-core is free (:func:`_free_core`), and appends the profile to
-``$CLPROJ_PROJECTION_FILE``. The application never waits for the emulator; everything
-else (the emulations it did not do, every projection) is done by ``clproj run`` after
-the app exits (:func:`runtime.projection.live.complete_run`). In route mode each record
-is emulated and projected at once and the projection posted to the broker (keyed by the
-launch signature), which moves later launches of that kernel to the projected-fastest
-device.
+In project mode that is all the app does: its record writer renames each record into
+place, and ``clproj run`` emulates and projects it from there while the app runs
+(:mod:`runtime.projection.live_run`), so the app's interpreter never holds a projection
+and an emulation under way outlives the app's exit. In route mode each record is
+emulated and projected at once inside the app and the projection posted to the broker
+(keyed by the launch signature), which moves later launches of that kernel to the
+projected-fastest device.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import sys
 import threading
@@ -190,58 +188,25 @@ def _metadata_line(record: Any) -> dict[str, Any]:
     }
 
 
-def _free_core() -> bool:
-    """Is a whole core idle for an emulation inside the app right now?
-
-    Measured on the 2-core VM: emulations inside the app, even at nice 19, cost LU (1 s
-    plain) about 1 s of wall time when the app keeps both cores busy; after its exit they
-    cost it nothing. On a machine with idle cores the emulations run beside the app and
-    shorten the post-run completion. ``CLPROJ_INAPP_EMULATION=0`` never emulates in the
-    app, ``1`` always does.
-    """
-    forced = settings.get("CLPROJ_INAPP_EMULATION")
-    if forced != "auto":
-        return forced == "1"
-    from clproj.load import idle_cores
-
-    return idle_cores() >= 1.0
-
-
 def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
     """Route mode: emulate and project now (the broker needs the times while the app
     runs); a ``reused`` launch (no snapshots, :func:`route_admit`) is projected from the
-    reuse cache's anchors, or not at all while they are still being emulated. Project
-    mode: only emulate; the projection, which needs the device profiles and holds the
-    interpreter lock for a while, waits for ``complete_run`` after exit."""
-    from clproj.runtime.projection.live import FORMAT, VERSION, project_record
+    reuse cache's anchors, or not at all while they are still being emulated."""
+    from clproj.runtime.projection.live import project_record
 
-    if settings.get("CLPROJ_MODE") == "route":
-        if reused:
-            from clproj.miniemu.reuse import default_cache
+    if reused:
+        from clproj.miniemu.reuse import default_cache
 
-            prof = default_cache(_mode()).scaled(record)
-            if prof is None:
-                return None
-            return project_record(record, _local_devices(), _mode(), profile=prof.to_dict())
-        return project_record(record, _local_devices(), _mode())
-    if not _free_core():
-        return None  # its record file is complete: complete_run emulates it after exit
-    from clproj.miniemu.reuse import default_cache
-
-    profile = default_cache(_mode()).profile(record)
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "signature": record.signature,
-        "kernel": record.kernel,
-        "profile": profile.to_dict(),
-    }
+        prof = default_cache(_mode()).scaled(record)
+        if prof is None:
+            return None
+        return project_record(record, _local_devices(), _mode(), profile=prof.to_dict())
+    return project_record(record, _local_devices(), _mode())
 
 
 def _work() -> None:
     from clproj.errors import ClprojError
 
-    out = settings.get("CLPROJ_PROJECTION_FILE")
     while True:
         record = _queue.get()
         reused = isinstance(record, _Reused)
@@ -252,9 +217,6 @@ def _work() -> None:
             if not reused:  # a split decision needs the snapshots
                 _consider_split(record, doc)
             if doc is not None:
-                if out:
-                    with _lock, open(out, "a", encoding="utf-8") as fh:
-                        fh.write(json.dumps(doc) + "\n")
                 _post_to_route(record, doc)
         except ClprojError as exc:
             # e.g. no measured profile for a local device: `clproj run` completes it
@@ -302,22 +264,19 @@ def _start_worker() -> None:
     global _worker
     with _lock:
         if _worker is None:
-            if settings.get("CLPROJ_MODE") == "project":
-                # Inside the app the emulator runs at the lowest priority: on a machine
-                # with no idle core it waits for the app, and complete_run finishes it.
-                os.environ["CLPROJ_EMULATION_NICE"] = "19"
             _worker = background_thread(_work, "clproj-projection")
             _worker.start()
 
 
 def on_record(record: Any) -> None:
-    """Queue ``record`` for emulation + projection; returns at once.
+    """Route mode: queue ``record`` for emulation + projection; returns at once. Project
+    mode: nothing (``clproj run`` emulates it from its file, live_run).
 
     Not while the app exits (the record writer drains then): a worker started during
     interpreter shutdown would be killed inside native code; ``clproj run`` completes
     these records after the app.
     """
-    if hooks.exiting():
+    if hooks.exiting() or settings.get("CLPROJ_MODE") != "route":
         return
     _start_worker()
     _queue.put(record)

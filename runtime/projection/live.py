@@ -338,27 +338,41 @@ def _deferred_records(path: str | None, programs: dict[str, tuple[str | None, st
 
 def complete_run(
     record_dir: str,
-    projection_file: str,
     deferred_file: str | None = None,
     devices_spec: str = "local",
     mode: str | None = None,
     objective: str = "time",
+    live: Any = None,
 ) -> list[dict[str, Any]]:
-    """After the app exited: project every record the background worker did not finish,
-    and every launch the app left to the reuse cache (``deferred_file``).
+    """After the app exited: project every record not projected while it ran, and every
+    launch the app left to the reuse cache (``deferred_file``).
 
-    The app's reuse cache is rebuilt from the records in launch order: a record already
-    projected by the app seeds its profile, a missing one is emulated (it was snapshotted
-    because the cache chose it as an anchor or drift check). Each deferred launch is then
-    scaled from the nearest anchor of its entry (``ReuseCache.scaled``). ``mode``
-    defaults to :func:`emulation_mode`, as in the app. ``recommended`` is each launch's
-    choice by ``objective`` (time, energy or edp).
+    ``live`` (a :class:`runtime.projection.live_run.LiveProjector`, started before the
+    app) has emulated and projected records while the app ran; it finishes the rest one
+    per core. Without it (``CLPROJ_LIVE_EMULATION=0``) every record is emulated here. The
+    reuse cache is rebuilt from the records in launch order: a projected record seeds its
+    profile, a missing one is emulated (it was snapshotted because the app's cache chose
+    it as an anchor or drift check). Each deferred launch is then scaled from the nearest
+    anchor of its entry (``ReuseCache.scaled``). ``mode`` defaults to
+    :func:`emulation_mode`, as in the app. ``recommended`` is each launch's choice by
+    ``objective`` (time, energy or edp).
     """
     from clproj.intercept.record import list_records, load
     from clproj.runtime.projection import device_set
 
     mode = mode or emulation_mode()
-    done = {doc["signature"]: doc for doc in _json_lines(projection_file)}
+    start = time.perf_counter()
+    done: dict[str, dict[str, Any]] = {}
+    during = 0
+    if live is not None:
+        try:
+            done.update(live.finish())
+        except KeyboardInterrupt:  # Ctrl-C after the app: keep what is projected so far
+            print("clproj: interrupted; showing the launches projected so far", file=sys.stderr)
+            done.update(live.done)
+            _summary(done, live.during_app, live.after_app, time.perf_counter() - start)
+            return choose(list(done.values()), objective)
+        during = live.during_app
     try:
         paths = list_records(record_dir)
     except ClprojError:
@@ -367,18 +381,16 @@ def complete_run(
     missing = [r for r in records if r.signature not in done]
     programs = {r.program_hash: (r.source, r.options) for r in records}
     deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
-    in_app = len(records) - len(missing)
-    unprojected = [d for d in done.values() if d.get("profile") and not d.get("projections")]
-    if not missing and not deferred and not unprojected:
-        _summary(done, in_app, 0, 0.0)
+    after = live.after_app if live is not None else 0
+    if not missing and not deferred:
+        _summary(done, during, after, time.perf_counter() - start)
         return choose(list(done.values()), objective)
-    start = time.perf_counter()
-    devices = device_set.resolve(devices_spec)
+    devices = live.devices() if live is not None else device_set.resolve(devices_spec)
     try:
         _complete(records, missing, deferred, done, devices, mode)
     except KeyboardInterrupt:  # Ctrl-C after the app: keep what is projected so far
         print("clproj: interrupted; showing the launches projected so far", file=sys.stderr)
-    _summary(done, in_app, len(missing), time.perf_counter() - start)
+    _summary(done, during, after + len(missing), time.perf_counter() - start)
     return choose(list(done.values()), objective)
 
 
@@ -411,13 +423,11 @@ def _complete(
 
     cache = ReuseCache(mode=mode)
     todo = set(id(r) for r in missing)
-    for r in records:  # the app's own emulations first: anchors of their families
+    for r in records:  # the projected records first: anchors of their families
         doc = done.get(r.signature)
         if id(r) in todo or doc is None or not doc.get("profile"):
             continue
         cache.seed(r, KernelProfile.from_dict(doc["profile"]))
-        if not doc.get("projections") and not doc.get("error"):  # emulated in the app
-            done[r.signature] = project_record(r, devices, mode, profile=doc["profile"])
     # Launches snapshotted but not emulated before the app exited: the app is gone, so
     # every core is idle; one emulation per core (each runs in a subprocess of its own,
     # the reuse cache takes its anchors under its lock), in launch order per batch.
@@ -447,14 +457,14 @@ def _complete(
             }
 
 
-def _summary(done: dict[str, dict[str, Any]], in_app: int, after: int, seconds: float) -> None:
+def _summary(done: dict[str, dict[str, Any]], during: int, after: int, seconds: float) -> None:
     """One stderr line: how every launch got its projection (benchmarks parse it)."""
     docs = list(done.values())
     reused = sum(1 for d in docs if d.get("emulation", {}).get("method") == "reused")
     projected = sum(1 for d in docs if d.get("projections"))
     print(
-        f"clproj: {projected}/{len(docs)} launches projected; {in_app + after} snapshotted and "
-        f"emulated ({in_app} in the app, {after} after it), {reused} reused; "
+        f"clproj: {projected}/{len(docs)} launches projected; {during + after} snapshotted and "
+        f"emulated ({during} while the app ran, {after} after it), {reused} reused; "
         f"post-run {seconds:.1f} s",
         file=sys.stderr,
     )
@@ -468,6 +478,15 @@ def _energy_cell(doc: dict[str, Any], p: dict[str, Any]) -> str:
         return ", no power"
     low = " (low)" if p.get("power_confidence") == "low" else ""
     return f", {p['energy_j'] * 1e3:.3g} mJ{low}"
+
+
+def _since_cell(doc: dict[str, Any]) -> str:
+    """How long after its launch a projection existed, and whether the app still ran."""
+    since = doc.get("since_launch_s")
+    if since is None or not doc.get("projections"):
+        return ""
+    when = {"during app": ", app running", "after app": ", after app"}.get(doc.get("live", ""), "")
+    return f"{since:.2f} s after launch{when}"
 
 
 def print_projections(
@@ -505,6 +524,7 @@ def print_projections(
                 ],
                 doc.get("recommended") or f"error: {doc.get('error')}",
                 "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", ""),
+                _since_cell(doc),
             )
         )
     print_table(
@@ -514,6 +534,7 @@ def print_projections(
             *(d + (" (LOW confidence)" if d in low else "") for d in devices),
             "recommended",
             "profile",
+            "projected",
         ],
         rows,
         title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)"

@@ -1,0 +1,222 @@
+"""Project mode while the app runs: ``clproj run`` emulates and projects each recorded
+launch as soon as its record is written, whenever a core is idle.
+
+Why here, in ``clproj run``, and not inside the app: the app's interpreter holds nothing
+of it (no interpreter lock taken by a projection, no fork in the app, no device profiles
+loaded there), an emulation under way when the app exits simply goes on (an emulator
+started inside the app dies with it and was done again), and the process that completes
+the run afterwards already holds the finished projections and the reuse cache's anchors.
+
+The app's record writer renames each record into ``records/`` once it is whole; this
+scheduler lists that folder every :data:`POLL_S`, takes new records in launch order, and
+starts one whenever a whole core is idle (:func:`clproj.load.idle_cores`, over 0.25 s of
+``/proc/stat``; our own emulators count as busy, so each idle core gets at most one). An
+emulation started while the app runs runs at nice 19 (its thread and the emulator
+process it starts): the app's threads always take its core back. After the app (:meth:
+`LiveProjector.finish`), the remaining records run one per core at the ordinary emulation
+priority, as :func:`runtime.projection.live.complete_run` does without this scheduler
+(``CLPROJ_LIVE_EMULATION=0``, the post-app method).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from typing import Any
+
+from clproj import settings
+from clproj.background_thread import background_thread
+
+POLL_S = 0.1  # listing records/ ten times a second costs nothing measurable
+LIVE_NICE = 19
+
+
+class LiveProjector:
+    """Emulates and projects the records of a running app (see the module docstring).
+
+    ``done`` maps a launch signature to its ``clproj.launch-projection`` (with
+    ``since_launch_s``: from the launch to this projection). Every thread it starts is a
+    :func:`background_thread`; every emulator it starts dies with that thread
+    (``miniemu.worker --parent-pid``), so nothing outlives ``clproj run``.
+    """
+
+    def __init__(self, record_dir: str, devices_spec: str, mode: str, policy: str) -> None:
+        from clproj.miniemu.reuse import ReuseCache
+
+        self.record_dir = record_dir
+        self.devices_spec = devices_spec
+        self.mode = mode
+        self.policy = policy  # "auto": only on an idle core; "1": always (at nice 19)
+        self.cache = ReuseCache(mode=mode)
+        self.done: dict[str, dict[str, Any]] = {}
+        self.during_app = 0  # emulations finished while the app ran
+        self.after_app = 0
+        self._devices: list[Any] | None = None
+        self._seen: set[str] = set()
+        self._queue: list[Any] = []
+        self._later: list[Any] = []  # starved while the app ran: again after it
+        self._running = 0
+        self._app_ended = False
+        self._stop = False
+        self._cond = threading.Condition()
+        self._scan_lock = threading.Lock()
+        self._cores = max(1, os.cpu_count() or 1)
+        self._thread = background_thread(self._loop, "clproj-live")
+
+    def start(self) -> None:
+        self.devices()  # the pinned profile files, read once before any emulation
+        self._thread.start()
+
+    def devices(self) -> list[Any]:
+        if self._devices is None:
+            from clproj.runtime.projection import device_set
+
+            # the profile files clproj run pinned before the app: nothing is measured here
+            self._devices = device_set.resolve(self.devices_spec, measure_missing=False)
+        return self._devices
+
+    def _scan(self) -> None:
+        """Queue the records that appeared since the last scan, in launch order."""
+        from clproj.intercept.record import RECORDS_SUBDIR, SUFFIX, load
+
+        from clproj.errors import ClprojError
+
+        folder = os.path.join(self.record_dir, RECORDS_SUBDIR)
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith(SUFFIX)]
+        except OSError:
+            return  # nothing recorded yet
+        fresh = []
+        with self._scan_lock:  # the loop and finish() both scan: one at a time, whole
+            for name in names:
+                if name in self._seen:
+                    continue
+                self._seen.add(name)
+                try:
+                    fresh.append(load(os.path.join(folder, name)))
+                except ClprojError:
+                    continue  # complete_run reports a bad record
+            if fresh:
+                with self._cond:
+                    self._queue += fresh
+                    self._queue.sort(key=lambda r: (r.created, r.id))
+
+    def _left(self) -> int:
+        """Records queued or under way (the caller holds the lock)."""
+        return len(self._queue) + len(self._later) + self._running
+
+    def _may_start(self) -> bool:
+        """Whether one more emulation may start now (the caller holds no lock)."""
+        with self._cond:
+            if not self._queue or self._running >= self._cores:
+                return False
+            if self._app_ended or self.policy == "1":
+                return True
+        from clproj.load import idle_cores
+
+        return idle_cores() >= 1.0
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stop:
+                    return
+            self._scan()
+            while self._may_start():
+                with self._cond:
+                    record = self._queue.pop(0)
+                    self._running += 1
+                    during = not self._app_ended
+                background_thread(self._run, "clproj-live-emulate", (record, during)).start()
+            with self._cond:
+                self._cond.wait(POLL_S)
+
+    def _run(self, record: Any, during: bool) -> None:
+        from clproj.runtime.projection.live import FORMAT, VERSION, project_record
+
+        if during:  # this thread and the emulator it starts yield to the app
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LIVE_NICE)
+        try:
+            doc = project_record(record, self.devices(), self.mode, cache=self.cache)
+        except Exception as exc:  # one launch's failure is that launch's row, not the run's
+            doc = {
+                "format": FORMAT,
+                "version": VERSION,
+                "signature": record.signature,
+                "kernel": record.kernel,
+                "global_size": record.global_size,
+                "local_size": record.local_size,
+                "error": f"{type(exc).__name__}: {exc}",
+                "cached": False,
+            }
+        starved = "time budget" in str(doc.get("error", "")) or (
+            doc.get("emulation", {}).get("budget") == "wall"
+        )
+        if during and starved:
+            # At nice 19 beside an app that took its cores back, the emulation ran out of
+            # its wall-clock budget: its counts depend on the load. Done again after the app.
+            with self._cond:
+                self._later.append(record)
+                self._running -= 1
+                self._cond.notify_all()
+            return
+        doc["live"] = "during app" if during else "after app"
+        if doc.get("projections"):  # a cached projection too: this run's latency
+            doc["since_launch_s"] = round(time.time() - record.created, 4)
+        with self._cond:
+            self.done[record.signature] = doc
+            self._running -= 1
+            if during:
+                self.during_app += 1
+            else:
+                self.after_app += 1
+            self._cond.notify_all()
+
+    def finish(self) -> dict[str, dict[str, Any]]:
+        """After the app exited (its record writer drained): project every record left,
+        one per core, and wait for those under way; returns :attr:`done`."""
+        with self._cond:
+            self._app_ended = True
+            self._queue[:0] = self._later
+            self._later.clear()
+            self._cond.notify_all()
+        from clproj.console import track
+
+        self._scan()  # whole after any scan of the loop's: every record is queued
+        with self._cond:
+            total = self._left()
+
+        def finished() -> Any:
+            """Yields once per record finished, until none is left."""
+            last = total
+            while last > 0:
+                with self._cond:
+                    self._cond.wait_for(lambda last=last: self._left() < last)
+                    now = self._left()
+                yield from range(last - now)
+                last = now
+
+        for _ in track(finished(), "projecting recorded launches", total=total):
+            pass
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5.0)
+        return self.done
+
+
+def policy() -> str:
+    """``CLPROJ_LIVE_EMULATION``: ``auto`` (on idle cores), ``1`` (always), ``0`` (after the app)."""
+    return str(settings.get("CLPROJ_LIVE_EMULATION"))
+
+
+def maybe_start(record_dir: str, devices_spec: str, mode: str) -> LiveProjector | None:
+    """The scheduler for this run, started; None with ``CLPROJ_LIVE_EMULATION=0``."""
+    if policy() == "0":
+        return None
+    live = LiveProjector(record_dir, devices_spec, mode, policy())
+    live.start()
+    return live

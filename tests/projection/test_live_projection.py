@@ -1,0 +1,186 @@
+"""Project mode while the app runs (runtime/projection/live_run.py): a projection exists
+before the app ends, snapshots go through the blob store's scratch files, and nothing
+clproj starts outlives ``clproj run``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+from clproj.intercept.blobs import BlobStore
+from clproj.intercept.record import from_arrays, load, save
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_app.py")
+
+
+def _env(tmp_path, **extra: str) -> dict[str, str]:
+    """An empty projection cache of this test's own, with the session's device profiles."""
+    cache = tmp_path / "cache"
+    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
+    if os.path.isdir(session_profiles) and not (cache / "profiles").exists():
+        shutil.copytree(session_profiles, cache / "profiles")
+    return dict(os.environ, CLPROJ_CACHE=str(cache), POCL_DEVICES="pthread", **extra)
+
+
+def _clproj_run(tmp_path, app: list[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "clproj.cli",
+        "run",
+        "--mode",
+        "project",
+        "--json",
+        "--record",
+        str(tmp_path / "rec"),
+        "--",
+        *app,
+    ]
+
+
+def test_a_projection_exists_before_the_app_ends(tmp_path):
+    """The app waits (idle) after its one launch until a projection of it is on disk; with
+    the post-app method it never sees one (and gives up after 60 s)."""
+    env = _env(tmp_path, CLPROJ_LIVE_EMULATION="1")
+    out = subprocess.run(
+        _clproj_run(tmp_path, [sys.executable, APP, "wait"]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "projection seen while running" in out.stderr, out.stderr[-3000:]
+    doc = json.loads(out.stdout[out.stdout.index("{") :])
+    (proj,) = [p for p in doc["projections"] if p["kernel"] == "scale"]
+    assert proj["live"] == "during app" and proj["projections"], proj
+    assert 0 < proj["since_launch_s"] < 60
+    assert "(1 while the app ran, 0 after it)" in out.stderr
+    # the 2 MiB snapshots were read into scratch files and renamed to their hashes
+    blobs = os.listdir(tmp_path / "rec" / "blobs")
+    assert blobs and not [n for n in blobs if n.startswith(".")], blobs
+    (rec,) = [load(str(p)) for p in (tmp_path / "rec" / "records").iterdir()]
+    data = np.frombuffer(rec.buffer_bytes(0), np.float32)  # read back, hash checked
+    assert np.array_equal(data, np.arange(1 << 19, dtype=np.float32))
+
+
+def _emulators_of(pid: int) -> list[int]:
+    """Emulator processes (``miniemu.worker``) whose parent is ``pid``."""
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"clproj.miniemu.worker" in argv:
+            out.append(int(entry))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killing_clproj_run_during_a_live_emulation_leaves_no_emulator(tmp_path):
+    """An emulation started while the app runs is a child of ``clproj run``; a SIGKILL of
+    ``clproj run`` takes it (and the app) down: nothing keeps running."""
+    env = _env(tmp_path, CLPROJ_LIVE_EMULATION="1", CLPROJ_EMULATION_MODE="single")
+    proc = subprocess.Popen(
+        _clproj_run(tmp_path, [sys.executable, APP, "loop", "100000000"]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (emulators := _emulators_of(proc.pid)) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.1)
+        assert emulators, "no emulation started while the app ran"
+        with open(f"/proc/{emulators[0]}/stat") as fh:
+            nice = int(fh.read().rsplit(")", 1)[1].split()[16])
+        assert nice == 19  # it yields to the app
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_running(p) for p in emulators) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_running(p) for p in emulators)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_verify_records_large_outputs_through_scratch_files(tmp_path):
+    """``--record --verify``: the 2 MiB inputs and outputs are read into scratch files and
+    stored under their hashes; the outputs are the kernel's."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clproj.cli",
+            "run",
+            "--record",
+            str(tmp_path / "rec"),
+            "--verify",
+            "--",
+            sys.executable,
+            APP,
+            "once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    (rec,) = [load(str(p)) for p in (tmp_path / "rec" / "records").iterdir()]
+    host = np.arange(1 << 19, dtype=np.float32)
+    assert np.array_equal(np.frombuffer(rec.buffer_bytes(0), np.float32), host)
+    assert np.array_equal(np.frombuffer(rec.output_bytes(1) or b"", np.float32), 2 * host)
+    assert not [n for n in os.listdir(tmp_path / "rec" / "blobs") if n.startswith(".")]
+
+
+def test_scratch_snapshots_are_named_by_their_hash_once(tmp_path):
+    """Two scratch files with the same content become one blob; a dropped record leaves
+    no scratch file behind."""
+    store = BlobStore(str(tmp_path))
+    rec = from_arrays("__kernel void k(__global int *a, __global int *b) {}", "k", [], [1])
+    content = np.arange(1 << 18, dtype=np.int32).tobytes()
+    keys = []
+    for _ in range(2):
+        path, view = store.scratch(len(content))
+        view[:] = content
+        keys.append(rec.add_blob(view, scratch=path))
+    from clproj.intercept.record import ArgRecord
+
+    rec.args = [
+        ArgRecord(i, "buffer", size=len(content), flags=1, blob=k) for i, k in enumerate(keys)
+    ]
+    save(rec, str(tmp_path))
+    rec.drop_blobs()
+    assert os.listdir(store.path) == [rec.args[0].blob] == [rec.args[1].blob]
+    assert load(rec.path).buffer_bytes(1) == content
+    other = from_arrays("__kernel void k() {}", "k", [], [1])
+    path, view = store.scratch(4096)
+    other.add_blob(view, scratch=path)
+    other.drop_blobs()
+    assert not os.path.exists(path)
