@@ -62,7 +62,7 @@ CONFIGS: dict[str, dict | None] = {
 
 def run_once(cmd: list[str], kw: dict | None, tmp: str) -> tuple[float, float | None]:
     """Wall seconds of one run and, under the shim, the summary's mean kernel time (ns)."""
-    from clproj.intercept.cli import read_summary, shim_environment
+    from clproj.intercept.environment import read_summary, shim_environment
 
     summary = os.path.join(tmp, "summary.tsv")
     if kw is None:

@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "clproj.benchmarks.cli",
     "clproj.doctor",
     "clproj.intercept.cli",
+    "clproj.runtime.run.cli",
     "clproj.runtime.cluster.cli",
     "clproj.runtime.projection.cli",
     "clproj.runtime.evaluation.cli_evaluate",

@@ -28,6 +28,7 @@ import time
 from clproj.miniemu.backend import GroupStats, RawEmulation
 
 from clproj import pyenv, settings
+from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
 from clproj.paths import scratch_parent
 
@@ -197,7 +198,7 @@ class WorkerServer:
         self.cond = threading.Condition()
         self.next_id = 0
         self.gone = False
-        self.reader = threading.Thread(target=self._read, name="clproj-emusrv", daemon=True)
+        self.reader = background_thread(self._read, "clproj-emusrv")
         self.reader.start()
 
     def _read(self) -> None:

@@ -127,7 +127,7 @@ def test_route_mode_preloaded_without_clproj_run_exits_cleanly(tmp_path):
     OpenCL devices from clproj's projection thread (that reached the virtual platform,
     failed, and, still inside pyopencl when the interpreter finalised, aborted the app at
     exit in 5 of 8 runs of this script)."""
-    from clproj.intercept.cli import shim_environment
+    from clproj.intercept.environment import shim_environment
 
     script = tmp_path / "app.py"
     script.write_text(BARE_APP)

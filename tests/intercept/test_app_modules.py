@@ -105,7 +105,7 @@ def test_route_mode_runs_natively_where_its_python_cannot_start(tmp_path: Path) 
     """The shim's Python part fails to start (here: clproj's path names a broken copy):
     the app runs on its own devices, says so in one line, and keeps its exit status,
     instead of getting a platform whose every call fails."""
-    from clproj.intercept.cli import shim_environment
+    from clproj.intercept.environment import shim_environment
 
     broken = tmp_path / "broken"
     (broken / "clproj").mkdir(parents=True)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from clproj.intercept.cli import read_summary, shim_environment
+from clproj.intercept.environment import read_summary, shim_environment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

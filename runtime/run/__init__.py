@@ -1,0 +1,1 @@
+"""``clproj run``: the app under the shim, and everything around it (runtime.run.cli)."""
