@@ -12,10 +12,11 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 
 from clproj.intercept.environment import MODES, read_summary, shim_environment
 from clproj.runtime.run.prepare import pin_profiles, split_environment
-from clproj.runtime.run.report import node_failures, read_splits, report_run
+from clproj.runtime.run.report import node_failures, read_splits, report_run, say_node_failures
 
 from clproj import settings
 from clproj.errors import ClprojError
@@ -93,7 +94,8 @@ def _sweep_after_app() -> None:
     sweep_orphan_shm()
 
 
-def run_cmd(args: argparse.Namespace) -> int:
+def _command(args: argparse.Namespace) -> list[str]:
+    """The app's command line, once every option is checked against the mode."""
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -103,6 +105,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         raise ClprojError("--broker is for --mode route", "add --mode route")
     if getattr(args, "split", False) and args.mode != "route":
         raise ClprojError("--split is for --mode route", "add --mode route")
+    if args.devices and args.mode not in ("project", "route"):
+        raise ClprojError("--devices is for --mode project or route", "add --mode project")
     if args.record:
         if os.path.exists(args.record) and not os.path.isdir(args.record):
             raise ClprojError(
@@ -114,78 +118,102 @@ def run_cmd(args: argparse.Namespace) -> int:
                 f"clproj: warning: {args.record} is not writable; no records will be written",
                 file=sys.stderr,
             )
-    projections: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
-        summary = os.path.join(tmp, "summary.tsv")
-        # Project mode needs records; without --record they live in the temporary folder.
-        # Route mode snapshots launches too: never into a folder left behind in /tmp.
-        record_dir = args.record or (
-            os.path.join(tmp, "records") if args.mode in ("project", "route") else None
-        )
-        env = shim_environment(
-            args.mode,
-            record_dir,
-            args.which,
-            args.kernel,
-            args.verify,
-            summary,
-            args.broker,
-            time_all=args.time_all,
-        )
-        devices_spec = None
-        if args.mode in ("project", "route"):
-            spec = args.devices or settings.get("CLPROJ_DEVICES")
-            if args.mode == "route" and not args.devices and not settings.is_set("CLPROJ_DEVICES"):
-                spec = "cluster"
-            devices_spec = pin_profiles(env, tmp, spec, args.mode)
-        elif args.devices:
-            raise ClprojError("--devices is for --mode project or route", "add --mode project")
-        split_file = None
-        if getattr(args, "split", False):
-            split_file = split_environment(env, tmp)
-        if args.mode == "project":
-            env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
-            env.setdefault("CLPROJ_EMULATION_NICE", "10")
-        # everything the app's clproj parts create lives here, removed however the app ends
-        env["CLPROJ_RUN_DIR"] = tmp
-        from clproj.intercept.app_process import run_app
+    return cmd
 
+
+@dataclass
+class Run:
+    """One run's folder and what the app is handed: its environment, where its records,
+    summary and split decisions go, and the devices its kernels are projected onto."""
+
+    tmp: str
+    env: dict[str, str]
+    summary: str
+    record_dir: str | None
+    devices_spec: str | None = None
+    split_file: str | None = None
+
+
+def _prepare(args: argparse.Namespace, tmp: str) -> Run:
+    """Everything settled before the app starts (devices are resolved here: inside the
+    app nothing is measured, runtime.run.prepare says why)."""
+    summary = os.path.join(tmp, "summary.tsv")
+    # Project mode needs records; without --record they live in the temporary folder.
+    # Route mode snapshots launches too: never into a folder left behind in /tmp.
+    record_dir = args.record or (
+        os.path.join(tmp, "records") if args.mode in ("project", "route") else None
+    )
+    env = shim_environment(
+        args.mode,
+        record_dir,
+        args.which,
+        args.kernel,
+        args.verify,
+        summary,
+        args.broker,
+        time_all=args.time_all,
+    )
+    run = Run(tmp, env, summary, record_dir)
+    if args.mode in ("project", "route"):
+        spec = args.devices or settings.get("CLPROJ_DEVICES")
+        if args.mode == "route" and not args.devices and not settings.is_set("CLPROJ_DEVICES"):
+            spec = "cluster"
+        run.devices_spec = pin_profiles(env, tmp, spec, args.mode)
+    if getattr(args, "split", False):
+        run.split_file = split_environment(env, tmp)
+    if args.mode == "project":
+        env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
+        env.setdefault("CLPROJ_EMULATION_NICE", "10")
+    # everything the app's clproj parts create lives here, removed however the app ends
+    env["CLPROJ_RUN_DIR"] = tmp
+    return run
+
+
+def _after_app(
+    args: argparse.Namespace, run: Run, live: object
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """The measured kernels, split decisions and projections, once the app has exited.
+    A failure here costs clproj's report, never the app's exit status or its kernels."""
+    try:
+        rows = read_summary(run.summary)
+        splits = read_splits(run.split_file)
+        projections: list[dict] = []
+        if args.mode == "project":
+            from clproj.runtime.projection.live import complete_run
+
+            projections = complete_run(
+                run.record_dir,
+                run.env["CLPROJ_DEFERRED_FILE"],
+                devices_spec=run.devices_spec or "local",
+                objective=args.objective,
+                live=live,
+            )
+        return rows, splits, projections
+    except ClprojError as exc:
+        print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
+        return read_summary(run.summary), [], []
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    from clproj.intercept.app_process import run_app
+
+    cmd = _command(args)
+    with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
+        run = _prepare(args, tmp)
         live = None
         if args.mode == "project":
             from clproj.runtime.projection.live import emulation_mode
             from clproj.runtime.projection.live_run import maybe_start
 
             # emulates and projects each record as soon as it is written (idle cores)
-            live = maybe_start(record_dir, devices_spec or "local", emulation_mode())
+            live = maybe_start(run.record_dir, run.devices_spec or "local", emulation_mode())
         # --json: the document alone on stdout; the app's own output goes to stderr
-        rc = run_app(cmd, env, stdout=sys.stderr.fileno() if args.json else None)
+        rc = run_app(cmd, run.env, stdout=sys.stderr.fileno() if args.json else None)
         _sweep_after_app()
-        try:
-            rows = read_summary(summary)
-            splits = read_splits(split_file)
-            if args.mode == "project":
-                from clproj.runtime.projection.live import complete_run
-
-                projections = complete_run(
-                    record_dir,
-                    env["CLPROJ_DEFERRED_FILE"],
-                    devices_spec=devices_spec or "local",
-                    objective=args.objective,
-                    live=live,
-                )
-        except ClprojError as exc:  # the app's exit code and its measured kernels stay
-            print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
-            rows = read_summary(summary)
-            splits = []
+        rows, splits, projections = _after_app(args, run, live)
         failures = node_failures(tmp)
     # clproj's own report; a stream that cannot take it drops it (clproj.streams), and
     # the exit status stays the app's
-    report_run(args, cmd, rc, rows, splits, split_file, projections)
-    if failures:  # said here, where the app's exit status is known
-        outcome = (
-            f"recovered from {failures} node failure(s)"
-            if rc == 0
-            else f"{failures} node failure(s) during the run, and the app failed (exit status {rc})"
-        )
-        print(f"clproj: route: {outcome}", file=sys.stderr)
+    report_run(args, cmd, rc, rows, splits, run.split_file, projections)
+    say_node_failures(failures, rc)
     return rc

@@ -107,3 +107,16 @@ def report_run(
         except ClprojError:
             n = 0
         print(f"clproj: {n} launch record(s) in {args.record}", file=sys.stderr)
+
+
+def say_node_failures(failures: int, rc: int) -> None:
+    """Route mode's node failures, said after the report, where the app's exit status is
+    known: "recovered" only when the app succeeded."""
+    if not failures:
+        return
+    outcome = (
+        f"recovered from {failures} node failure(s)"
+        if rc == 0
+        else f"{failures} node failure(s) during the run, and the app failed (exit status {rc})"
+    )
+    print(f"clproj: route: {outcome}", file=sys.stderr)
