@@ -22,7 +22,7 @@ import queue
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from clproj.intercept import hooks
 
@@ -42,6 +42,34 @@ _emulation_mode: str | None = None
 # the app's interpreter about a millisecond; a factorisation brings a new signature with
 # every launch, and its projected ranking moves far slower than that.
 _reprojected: dict[Any, float] = {}
+
+
+class RouteSink(Protocol):
+    """What route mode lends this hook: its cluster's devices, a way to post projections
+    to the broker, and the ``--split`` decision. Route mode registers one when it starts
+    (runtime.route.platform); projection never imports route mode, which sits beside it
+    and drives it."""
+
+    def cluster_devices(self) -> list[Any]:
+        """The cluster's devices (``.id``, ``.profile``); empty before route mode runs."""
+        ...
+
+    def post_projection(self, key: str, times: dict[str, float | None]) -> bool:
+        """Projected seconds per device for the launches of signature ``key``."""
+        ...
+
+    def consider_split(self, record: Any, doc: dict[str, Any] | None) -> None:
+        """Offer a projected launch to ``--split``'s decision (when it is on)."""
+        ...
+
+
+_route_sink: RouteSink | None = None
+
+
+def register_route_sink(sink: RouteSink | None) -> None:
+    """Route mode, at its start: where this hook's projections go."""
+    global _route_sink
+    _route_sink = sink
 
 
 class _Reused:
@@ -83,13 +111,11 @@ def _local_devices() -> list[Any]:
 def _cluster_devices() -> list[Any]:
     """Route mode: the valid profiles among the cluster's devices (one per profile key)."""
     from clproj.devices.profile import DeviceProfile
-    from clproj.runtime.route import platform as route_runtime
 
     from clproj.errors import ClprojError
 
-    r = route_runtime.route()
     out: dict[str, Any] = {}
-    for d in r.p.devices.values() if r is not None else ():
+    for d in _route_sink.cluster_devices() if _route_sink is not None else ():
         try:
             prof = DeviceProfile(dict(d.profile or {}))
         except ClprojError as exc:
@@ -238,13 +264,13 @@ def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
     """In route mode, hand the projection to the broker so later launches can migrate."""
     if settings.get("CLPROJ_MODE") != "route" or not doc.get("projections"):
         return
-    from clproj.runtime.route import platform as route_runtime
-
+    if _route_sink is None:
+        return
     times: dict[str, float | None] = {}
     for p in doc["projections"]:
         times[p["device"]] = p["time_s"]
         times.setdefault(p["name"], p["time_s"])
-    route_runtime.post_projection(record.signature, times)
+    _route_sink.post_projection(record.signature, times)
 
 
 def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
@@ -253,11 +279,8 @@ def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
     not delay the projections that place the other kernels."""
     if settings.get("CLPROJ_MODE") != "route" or not settings.get("CLPROJ_SPLIT"):
         return
-    from clproj.runtime.route import platform as route_runtime
-
-    r = route_runtime.route()
-    if r is not None and r.split is not None:
-        r.split.consider(record, doc)
+    if _route_sink is not None:
+        _route_sink.consider_split(record, doc)
 
 
 def _start_worker() -> None:

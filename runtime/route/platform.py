@@ -211,9 +211,30 @@ def route() -> Route | None:
     return _route
 
 
+class ProjectionSink:
+    """Route mode's side of the projection hook (runtime.projection.app_hook.RouteSink):
+    the hook projects each recorded launch and hands the result here."""
+
+    def cluster_devices(self) -> list[Any]:
+        r = _route
+        return list(r.p.devices.values()) if r is not None else []
+
+    def post_projection(self, key: str, times: dict[str, float | None]) -> bool:
+        return post_projection(key, times)
+
+    def consider_split(self, record: Any, doc: dict[str, Any] | None) -> None:
+        r = _route
+        if r is not None and r.split is not None:
+            r.split.consider(record, doc)
+
+
 def install(ffi: Any, lib: Any) -> None:
     """Register the ``extern "Python"`` callback of route mode: one call, one handler."""
     table = handlers(lib)
+    if settings.get("CLPROJ_MODE") == "route":
+        from clproj.runtime.projection import app_hook
+
+        app_hook.register_route_sink(ProjectionSink())
     done_at_exit = (lib.RT_OP_RELEASE, lib.RT_OP_WAIT, lib.RT_OP_FINISH, lib.RT_OP_FLUSH)
 
     def failed(exc_type: Any, exc: Any, tb: Any) -> None:
