@@ -71,6 +71,7 @@ def _median_us(fn, n: int) -> float:
 
 def local_numbers() -> dict[str, float]:
     import pyopencl as cl
+
     from clproj.devices.discovery import opencl_devices
 
     dev = opencl_devices()[0]

@@ -31,6 +31,7 @@ import tempfile
 import time
 
 import numpy as np
+
 from clproj.intercept.record import from_arrays, load, save
 
 COPY = """

@@ -104,6 +104,7 @@ def measure_app(
     (its raw window, figures or refusal), so a later shape's failure keeps the earlier."""
     import numpy as np
     import pyopencl as cl
+
     from clproj.benchmarks.apps import get_app
     from clproj.benchmarks.apps.execute import bind_args
     from clproj.devices.energy import kernel_entry

@@ -78,6 +78,7 @@ def _nvml_clocks(dev: Any) -> dict[str, int] | None:
         return None
     try:
         import pynvml  # nvidia-ml-py, optional
+
         from clproj.devices.discovery import pci_bus_id
 
         bus = pci_bus_id(dev)
@@ -225,6 +226,7 @@ def bench_device(
     ``key`` names the device in the results (default :func:`device_key`; see
     :func:`results_target`)."""
     import pyopencl as cl
+
     from clproj.benchmarks.apps.execute import execute
 
     references = {} if references is None else references

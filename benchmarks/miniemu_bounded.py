@@ -39,12 +39,12 @@ import tempfile
 import time
 
 import numpy as np
+
+from clproj import miniemu
 from clproj.benchmarks.apps import get_app
 from clproj.intercept.record import LocalArg, from_arrays
 from clproj.miniemu.bounded import key_metrics
 from clproj.miniemu.reuse import ReuseCache
-
-from clproj import miniemu
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "miniemu_bounded.md")
 

@@ -24,10 +24,10 @@ import tempfile
 import time
 
 import numpy as np
-from clproj.intercept.record import LocalArg, from_arrays, save
-from clproj.miniemu.oclgrind import OclgrindBackend
 
 from clproj import miniemu
+from clproj.intercept.record import LocalArg, from_arrays, save
+from clproj.miniemu.oclgrind import OclgrindBackend
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 

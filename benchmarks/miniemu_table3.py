@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from clproj.intercept.record import LaunchRecord, LocalArg, from_arrays
 
 from clproj import miniemu
+from clproj.intercept.record import LaunchRecord, LocalArg, from_arrays
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 

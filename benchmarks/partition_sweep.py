@@ -65,6 +65,7 @@ def _devices() -> list[Any]:
 
 def _record(app_name: str, size: Any, device: Any) -> Any:
     import pyopencl as cl
+
     from clproj.benchmarks.apps import get_app
     from clproj.runtime.evaluation.app_records import launch_groups
 

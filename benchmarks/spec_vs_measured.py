@@ -29,6 +29,7 @@ import os
 import sys
 from typing import Any
 
+from clproj import paths
 from clproj.devices.profile import DeviceProfile, load_profile
 from clproj.devices.spec_sheets import SPECS
 from clproj.devices.specs import EFFICIENCY_FROM, build
@@ -40,8 +41,6 @@ from clproj.runtime.evaluation.validate_models import launch_profiles, model_sha
 from clproj.runtime.evaluation.validate_scores import summarize
 from clproj.runtime.evaluation.validate_truth import load_truth
 from clproj.runtime.projection.models import get_model
-
-from clproj import paths
 
 # (measured profile key, spec profile key, bench results key, validation truth label)
 PAIRS = (

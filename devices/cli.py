@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from clproj.console import emit_json, print_table
 from clproj.devices import nvml
 from clproj.devices.discovery import list_devices
-
-from clproj.console import emit_json, print_table
 from clproj.errors import ClprojError
 
 

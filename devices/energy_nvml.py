@@ -15,9 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from clproj.devices.energy import MIN_WINDOW_S, CounterReading, Window
-
 from clproj.background_thread import background_thread
+from clproj.devices.energy import MIN_WINDOW_S, CounterReading, Window
 from clproj.errors import ClprojError
 
 NO_NVML_FIX = "run on a machine with an NVIDIA driver (Volta or later) and pynvml installed"

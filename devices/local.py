@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from clproj import paths, settings
 from clproj.devices import discovery
 from clproj.devices.profile import (
     PROFILES_DIR,
@@ -38,8 +39,6 @@ from clproj.devices.profile import (
     load_profile,
     profile_for_device,
 )
-
-from clproj import paths, settings
 from clproj.errors import ClprojError
 
 HOW = ("committed", "cached", "measured", "generic")
@@ -150,9 +149,8 @@ def busy_note() -> str:
 
 def measure(dev: Any, index: int, mode: str, key: str, progress: bool = True) -> DeviceProfile:
     """Measure ``dev`` with the microbenchmark suite (``mode``) and return its profile."""
-    from clproj.devices.microbench.runner import profile_device
-
     from clproj.console import stderr, track
+    from clproj.devices.microbench.runner import profile_device
 
     note = busy_note()
     stderr.print(
@@ -189,6 +187,7 @@ def generic_profile(dev: Any, reason: str) -> DeviceProfile:
     cores). Nothing here is measured on the device: every output flags it.
     """
     import pyopencl as cl
+
     from clproj.devices import specs
 
     platform, name, driver = _ident(dev)

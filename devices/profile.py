@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from clproj.devices.launch_rules import NullLocalRule, rule_for, validate_rule
-
 from clproj.errors import ClprojError
 
 FORMAT = "clproj.device-profile"

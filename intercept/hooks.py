@@ -16,9 +16,8 @@ import sys
 import threading
 from collections.abc import Callable
 
-from clproj.intercept.record import LaunchRecord
-
 from clproj import settings
+from clproj.intercept.record import LaunchRecord
 
 Hook = Callable[[LaunchRecord], None]
 _hooks: list[Hook] = []

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
-from clproj.intercept import identity
-from clproj.intercept.blobs import BlobStore, sha256
-from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, BadField, check_map, short
 
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
+from clproj.intercept import identity
+from clproj.intercept.blobs import BlobStore, sha256
+from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, BadField, check_map, short
 from clproj.untrusted import is_int, read_regular_file
 
 FORMAT = "clproj.launch-record"

@@ -13,7 +13,6 @@ import re
 from typing import Any
 
 from clproj.intercept.blobs import MAX_SIZE_T, is_blob_key
-
 from clproj.untrusted import is_int
 
 ARG_KINDS = ("scalar", "buffer", "local", "null", "unsupported")

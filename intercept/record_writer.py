@@ -13,11 +13,10 @@ import sys
 import threading
 from typing import Any
 
-from clproj.intercept.hooks import at_exit
-from clproj.intercept.record import LaunchRecord, save
-
 from clproj import settings
 from clproj.background_thread import background_thread
+from clproj.intercept.hooks import at_exit
+from clproj.intercept.record import LaunchRecord, save
 
 
 class RecordWriter:

@@ -30,10 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from clproj.intercept.record import LaunchRecord
-
 from clproj import pyenv
 from clproj.errors import ClprojError
+from clproj.intercept.record import LaunchRecord
 from clproj.lifeline import die_with_parent
 from clproj.untrusted import is_int, read_regular_file
 

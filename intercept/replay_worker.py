@@ -24,10 +24,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--verify", action="store_true")
     args = p.parse_args(argv)
 
+    from clproj.errors import ClprojError
     from clproj.intercept.record import load
     from clproj.intercept.replay import MAX_WORK_ITEMS, replay
-
-    from clproj.errors import ClprojError
 
     try:
         device = None

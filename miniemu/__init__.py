@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from clproj.miniemu.backend import MODES, get_backend
 from clproj.miniemu.profile import KernelProfile, build_profile
-
 from clproj.paths import scratch_parent
 
 if TYPE_CHECKING:
@@ -41,9 +40,8 @@ def emulate(
     ``"wall=3,instructions=2e6"``) applies to ``bounded``; ``timeout_s`` caps it too.
     Raises ``ClprojError`` on timeout, emulator failure or a non-emulatable record.
     """
-    from clproj.intercept.record import load, save
-
     from clproj.errors import ClprojError
+    from clproj.intercept.record import load, save
 
     if mode not in MODES:
         raise ClprojError(f"unknown emulation mode {mode!r}", f"use one of {', '.join(MODES)}")

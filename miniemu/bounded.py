@@ -61,10 +61,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from clproj.miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
-
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
+from clproj.miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
 from clproj.paths import scratch_parent
 
 if TYPE_CHECKING:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from clproj.miniemu.backend import MODES
-
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stdout
+from clproj.miniemu.backend import MODES
 
 WARPS = ("8", "16", "32", "64")
 SEGMENTS = ("32", "64", "128")

@@ -25,11 +25,10 @@ import tempfile
 import threading
 import time
 
-from clproj.miniemu.backend import GroupStats, RawEmulation
-
 from clproj import pyenv, settings
 from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
+from clproj.miniemu.backend import GroupStats, RawEmulation
 from clproj.paths import scratch_parent
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"

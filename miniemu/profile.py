@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clproj.devices.launch_rules import divisor_local_size
-from clproj.miniemu.backend import RawEmulation
-
 from clproj.errors import ClprojError
+from clproj.miniemu.backend import RawEmulation
 from clproj.untrusted import is_finite_number, is_int
 
 FORMAT = "clproj.kernel-profile"

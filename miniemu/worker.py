@@ -62,11 +62,10 @@ def main(argv: list[str]) -> int:
 
 def run_record(path: str) -> int:
     """Replay the record at ``path`` inside Oclgrind; 0, or 3 after a reported error."""
+    from clproj.errors import ClprojError
     from clproj.intercept.record import load
     from clproj.intercept.replay import replay
     from clproj.miniemu.profile import emulated_local_size
-
-    from clproj.errors import ClprojError
 
     try:
         record = load(path)
@@ -91,11 +90,12 @@ def run_record(path: str) -> int:
 def serve() -> int:
     """The fork server's loop (module docstring)."""
     # What every run needs, imported once; nothing that creates an OpenCL context.
+    import numpy  # noqa: F401
+    import pyopencl  # noqa: F401
+
     import clproj.intercept.record
     import clproj.intercept.replay
     import clproj.miniemu.profile  # noqa: F401
-    import numpy  # noqa: F401
-    import pyopencl  # noqa: F401
 
     server = os.getpid()
     children: dict[int, int] = {}  # pid -> request id

@@ -50,6 +50,7 @@ def _write(path: Path, doc: dict, points: list[list[float]], wg: int, how: str) 
 
 def measure(path: Path, device: str, mode: str, what: set[str]) -> None:
     import pyopencl as cl
+
     from clproj.devices.microbench.common import MODES, Bench
 
     devs = [d for p in cl.get_platforms() for d in p.get_devices() if device in d.name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clproj.benchmarks.apps import APPS, get_app
 from clproj.benchmarks.apps.base import Plan
 from clproj.benchmarks.apps.execute import execute

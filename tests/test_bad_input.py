@@ -31,6 +31,7 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
+
 from clproj.runtime.cluster import protocol
 from clproj.runtime.cluster.broker import Broker, serve_in_thread
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from clproj.benchmarks import energy_run
 from clproj.benchmarks.apps import get_app
 

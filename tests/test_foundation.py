@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
-from clproj.devices.discovery import list_devices, select_device
 
 from clproj import native
 from clproj.cli import build_parser, main
+from clproj.devices.discovery import list_devices, select_device
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -16,8 +16,8 @@ import textwrap
 import time
 
 import pytest
-from clproj.devices.profile import load_profile
 
+from clproj.devices.profile import load_profile
 from tests.conftest import helpers_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -311,6 +311,7 @@ def test_orphaned_shm_files_are_swept(tmp_path):
 def test_registration_is_all_or_nothing(tmp_path):
     """A node announcing one valid and one broken profile registers no device at all."""
     import zmq
+
     from clproj.runtime.cluster import protocol
     from clproj.runtime.cluster.cli import fetch_status
 

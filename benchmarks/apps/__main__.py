@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import pyopencl as cl
+
     from clproj.devices.discovery import select_device
 
     device = select_device(args.device)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from clproj.benchmarks.apps.base import Plan
 
 _PROGRAM_CACHE: dict[tuple[int, str, str], Any] = {}

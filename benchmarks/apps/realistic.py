@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+
 from clproj.benchmarks.apps.base import App, Launch, Plan, load_source
 
 

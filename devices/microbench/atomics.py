@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from clproj.devices.microbench.common import Bench, GarbageResult
 
 GLOBAL_SRC = """

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from clproj.devices.microbench.common import Bench, GarbageResult
 
 UNROLL = 4

@@ -33,6 +33,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from clproj.devices.microbench.common import Bench, GarbageResult
 
 ILP = 4  # independent chains per warp in the departure sweep

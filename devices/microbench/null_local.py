@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from clproj.devices.launch_rules import NullLocalRule
 
 PROBE_SRC = """

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from clproj.devices.microbench.common import Bench, GarbageResult
 
 EMPTY_SRC = """

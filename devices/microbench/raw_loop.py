@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from clproj.devices.microbench.common import Bench, GarbageResult
 
 SRC = """

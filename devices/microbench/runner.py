@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from clproj.devices import discovery, specs
 from clproj.devices.microbench import (
     atomics,
@@ -31,7 +32,6 @@ from clproj.devices.microbench import (
 from clproj.devices.microbench import null_local as null_local_probe
 from clproj.devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
 from clproj.devices.profile import FORMAT, VERSION, validate
-
 from clproj.errors import ClprojError
 
 Step = tuple[str, Callable[[], None]]

@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 import numpy as np
+
 from clproj.devices.microbench.common import MODES, Bench, GarbageResult
 
 WG = 256

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
-from clproj.devices.profile import DeviceProfile
-from clproj.runtime.cluster import placement, protocol
-from clproj.runtime.cluster.keys import Keys, make_server, start_authenticator
 
 from clproj.background_thread import background_thread
+from clproj.devices.profile import DeviceProfile
 from clproj.errors import ClprojError
+from clproj.runtime.cluster import placement, protocol
+from clproj.runtime.cluster.keys import Keys, make_server, start_authenticator
 
 log = logging.getLogger("clproj.broker")
 

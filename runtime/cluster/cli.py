@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clproj.runtime.cluster import keys as keys_mod
-
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, print_table, stderr
 from clproj.errors import ClprojError
+from clproj.runtime.cluster import keys as keys_mod
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -137,6 +136,7 @@ ENDPOINT_FIX = (
 
 def run_broker(args: argparse.Namespace) -> int:
     import zmq
+
     from clproj.runtime.cluster.broker import Broker
 
     _logging()
@@ -159,6 +159,7 @@ def run_broker(args: argparse.Namespace) -> int:
 
 def run_node(args: argparse.Namespace) -> int:
     import zmq
+
     from clproj.runtime.cluster.node.server import Node
 
     _logging()
@@ -199,6 +200,7 @@ def fetch_status(endpoint: str, keys: keys_mod.Keys | None, timeout: float) -> d
     import os
 
     import zmq
+
     from clproj.runtime.cluster import protocol
 
     ctx = zmq.Context.instance()

@@ -15,9 +15,8 @@ import time
 from typing import Any
 
 from clproj.benchmarks.harness import RESULTS_DIR
-from clproj.intercept import identity
-
 from clproj.errors import ClprojError
+from clproj.intercept import identity
 
 PROFILES_DIR = os.path.join(RESULTS_DIR, "kernel-profiles")
 CACHE_FORMAT = "clproj.app-kernel-profiles"
@@ -73,12 +72,11 @@ def emulate_app(
     A launch whose ``mode`` emulation exceeds ``timeout_s`` falls back to the bounded
     mode (the profile's ``emulation`` says which produced it).
     """
+    from clproj import miniemu
     from clproj.benchmarks.apps import get_app
     from clproj.miniemu.reuse import ReuseCache
     from clproj.runtime.evaluation.app_records import group_key, launch_groups
     from clproj.runtime.projection.model import record_footprint
-
-    from clproj import miniemu
 
     app = get_app(app_name)
     plan = app.plan(size)
@@ -153,6 +151,7 @@ def emulate_app(
 def _local_queue() -> Any:
     """A queue on the fastest local CPU device, used only to prepare buffer states."""
     import pyopencl as cl
+
     from clproj.devices.discovery import opencl_devices
 
     devs = opencl_devices()

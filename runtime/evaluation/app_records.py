@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from clproj.benchmarks.apps.execute import bind_args
 from clproj.intercept.record import LaunchRecord, LocalArg, from_arrays
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from clproj.miniemu.backend import GROUP_MODES
-
 from clproj.console import emit_json, fmt_time, print_table, stderr
+from clproj.miniemu.backend import GROUP_MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,10 +69,9 @@ def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    from clproj.console import track
     from clproj.runtime.evaluation.app_profiles import emulate_app
     from clproj.runtime.evaluation.evaluate import evaluate
-
-    from clproj.console import track
 
     apps = [a.strip() for a in args.apps.split(",")] if args.apps else None
     if args.report:  # a folder that cannot be made fails now, not after the evaluation

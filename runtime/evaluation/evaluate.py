@@ -16,11 +16,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from clproj.benchmarks.harness import RESULTS_DIR
+from clproj.errors import ClprojError
 from clproj.runtime.evaluation import metrics
 from clproj.runtime.evaluation.app_profiles import PROFILES_DIR, load_cached
 from clproj.runtime.projection.model import project
-
-from clproj.errors import ClprojError
 
 
 @dataclass

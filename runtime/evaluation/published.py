@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clproj.errors import ClprojError
 from clproj.runtime.evaluation import published_babelstream as pbs
 from clproj.runtime.evaluation import published_mixbench as pmb
 from clproj.runtime.evaluation.published_run import (
@@ -48,8 +49,6 @@ from clproj.runtime.evaluation.published_run import (
 from clproj.runtime.evaluation.validate import finite
 from clproj.runtime.evaluation.validate_match import KernelResult
 from clproj.runtime.evaluation.validate_scores import device_metrics, summarize
-
-from clproj.errors import ClprojError
 
 FORMAT = "clproj.published-validation"
 VERSION = 1

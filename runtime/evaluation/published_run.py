@@ -26,10 +26,9 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from clproj.runtime.evaluation.validate_suite import run_in_session
-
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
+from clproj.runtime.evaluation.validate_suite import run_in_session
 
 # Per suite kind: the sources that make the binary and the g++ line that builds it (the
 # suites' READMEs: BabelStream's upstream CMake downloads headers, so it is built directly;

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from clproj.console import fmt_time, print_table, stdout
 from clproj.runtime.evaluation.published import PublishedValidation, per_device
 from clproj.runtime.evaluation.validate_tables import device_metrics, pct, ratio_text
-
-from clproj.console import fmt_time, print_table, stdout
 
 DEVICE_HEADER = ["label", "vendor", "profile", "status", "device", "size / config"]
 METRIC_HEADER = [

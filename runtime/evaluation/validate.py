@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clproj.errors import ClprojError
 from clproj.runtime.evaluation.validate_match import KernelResult, judge_app
 from clproj.runtime.evaluation.validate_models import (
     check_model_names,
@@ -36,8 +37,6 @@ from clproj.runtime.evaluation.validate_models import (
 from clproj.runtime.evaluation.validate_scores import summarize, worst_kernels
 from clproj.runtime.evaluation.validate_suite import AppRun, app_dirs, ensure_built, run_app
 from clproj.runtime.evaluation.validate_truth import TruthDevice, load_truth
-
-from clproj.errors import ClprojError
 
 FORMAT = "clproj.validation"
 VERSION = 1

@@ -16,12 +16,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clproj.errors import ClprojError
 from clproj.intercept.identity import ShapeKey, shape_key
 from clproj.runtime.evaluation.validate_match import KernelResult, ShapeProjection
 from clproj.runtime.evaluation.validate_scores import summarize
 from clproj.runtime.evaluation.validate_truth import pad_dims
-
-from clproj.errors import ClprojError
 
 
 def check_model_names(names: Sequence[str]) -> list[str]:

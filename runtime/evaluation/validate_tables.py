@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from clproj.runtime.evaluation.validate_scores import worst_kernels
-
 from clproj.console import fmt_time, print_table
+from clproj.runtime.evaluation.validate_scores import worst_kernels
 
 
 def pct(x: float | None) -> str:

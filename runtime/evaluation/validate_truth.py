@@ -14,10 +14,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.intercept.identity import ShapeKey
-
-from clproj.errors import ClprojError
 
 TRUTH_COLUMNS = ("app", "device", "kernel", "global", "local", "launches", "mean_ns")
 

@@ -16,10 +16,9 @@ import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clproj.console import fmt_time
 from clproj.intercept.record import LaunchRecord
 from clproj.runtime.partition.safety import Safety
-
-from clproj.console import fmt_time
 
 # A split must beat the best single device by this factor to be recommended: below it the
 # gain is inside the projection's error and the split costs a second device.

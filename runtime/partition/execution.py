@@ -23,11 +23,11 @@ from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
-from clproj.intercept.record import LaunchRecord
-from clproj.runtime.partition.safety import Safety
 
 from clproj import pyenv
 from clproj.errors import ClprojError
+from clproj.intercept.record import LaunchRecord
+from clproj.runtime.partition.safety import Safety
 
 # Merged outputs may differ from the single-device run in the last bits of floating point
 # results (two devices, two compilations); float32 data within this relative tolerance of

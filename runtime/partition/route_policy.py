@@ -176,10 +176,9 @@ def decide(
 ) -> Decision:
     """The split decision for ``record``'s key over the live cluster ``devices``
     (``error``: why the projection has no profile)."""
+    from clproj.errors import ClprojError
     from clproj.runtime.partition import advisor
     from clproj.runtime.partition import safety as partition_safety
-
-    from clproj.errors import ClprojError
 
     key, kernel = record.signature, record.kernel
     no = Decision(key, kernel, False, "")

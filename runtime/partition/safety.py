@@ -29,10 +29,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from clproj.intercept.record import LaunchRecord
-
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
+from clproj.intercept.record import LaunchRecord
 from clproj.paths import scratch_parent
 
 

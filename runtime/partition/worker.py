@@ -40,6 +40,7 @@ class Share:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         import pyopencl as cl
+
         from clproj.devices.discovery import opencl_devices
 
         dev = opencl_devices()[spec["device_index"]]

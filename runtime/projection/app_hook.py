@@ -24,10 +24,9 @@ import threading
 import time
 from typing import Any, Protocol
 
-from clproj.intercept import hooks
-
 from clproj import settings
 from clproj.background_thread import background_thread
+from clproj.intercept import hooks
 
 _queue: queue.Queue[Any] = queue.Queue()
 _worker: threading.Thread | None = None
@@ -111,7 +110,6 @@ def _local_devices() -> list[Any]:
 def _cluster_devices() -> list[Any]:
     """Route mode: the valid profiles among the cluster's devices (one per profile key)."""
     from clproj.devices.profile import DeviceProfile
-
     from clproj.errors import ClprojError
 
     out: dict[str, Any] = {}

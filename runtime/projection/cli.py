@@ -7,11 +7,10 @@ import json
 import os
 from typing import Any
 
-from clproj.miniemu.backend import GROUP_MODES
-
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, fmt_time, print_table, stderr
 from clproj.errors import ClprojError
+from clproj.miniemu.backend import GROUP_MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,9 +59,8 @@ def load_kernel_profile(
         )
     if target.endswith(".json"):
         return read_kernel_profile(target)
-    from clproj.intercept.record import load
-
     from clproj import miniemu
+    from clproj.intercept.record import load
 
     record = load(target)
     from clproj.runtime.projection.model import record_footprint
@@ -83,7 +81,6 @@ def read_kernel_profile(path: str) -> dict[str, Any]:
     /dev/zero named ``x.json`` is refused, not waited on), bad JSON and every bad field
     become one ClprojError naming the field."""
     from clproj.miniemu.profile import validate_profile
-
     from clproj.untrusted import read_regular_file
 
     fix = "pass a kernel profile written by `clproj emulate --json`"

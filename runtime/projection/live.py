@@ -415,11 +415,10 @@ def _complete(
     mode: str,
 ) -> None:
     """complete_run's work: fills ``done`` (signature -> projection) as it goes."""
-    from clproj.miniemu.profile import KernelProfile
-    from clproj.miniemu.reuse import ReuseCache
-
     from clproj.background_thread import map_in_threads
     from clproj.console import track
+    from clproj.miniemu.profile import KernelProfile
+    from clproj.miniemu.reuse import ReuseCache
 
     cache = ReuseCache(mode=mode)
     todo = set(id(r) for r in missing)

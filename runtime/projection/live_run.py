@@ -79,9 +79,8 @@ class LiveProjector:
 
     def _scan(self) -> None:
         """Queue the records that appeared since the last scan, in launch order."""
-        from clproj.intercept.record import RECORDS_SUBDIR, SUFFIX, load
-
         from clproj.errors import ClprojError
+        from clproj.intercept.record import RECORDS_SUBDIR, SUFFIX, load
 
         folder = os.path.join(self.record_dir, RECORDS_SUBDIR)
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from clproj import cl_names as C
 from clproj.runtime.route.objects import (
     MEM_ACCESS,
     MEM_ALLOC_HOST_PTR,
@@ -19,8 +20,6 @@ from clproj.runtime.route.objects import (
     VContext,
     VMem,
 )
-
-from clproj import cl_names as C
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

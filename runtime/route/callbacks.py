@@ -12,11 +12,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from clproj.runtime.route.errors import log_once
-from clproj.runtime.route.objects import VEvent
-
 from clproj import cl_names as C
 from clproj.background_thread import background_thread
+from clproj.runtime.route.errors import log_once
+from clproj.runtime.route.objects import VEvent
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

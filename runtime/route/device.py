@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clproj.runtime.route.encode import cstr, ptrs, size_t, u32, u64
-
 from clproj import cl_names as C
+from clproj.runtime.route.encode import cstr, ptrs, size_t, u32, u64
 
 # The virtual platform's own clGetDeviceInfo query (not an OpenCL name): the cluster's
 # devices, "id name, ...". Its value is checked against every name of cl.h and cl_ext.h

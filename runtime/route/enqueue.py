@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from clproj import cl_names as C
 from clproj.runtime.route.events import event
 from clproj.runtime.route.held import maybe_hold
 from clproj.runtime.route.objects import VKernel, VMem, VQueue
-
-from clproj import cl_names as C
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

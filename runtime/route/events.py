@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from clproj import cl_names as C
 from clproj.runtime.route.held import drain_queue, maybe_hold, release_held, wait_resolved
 from clproj.runtime.route.objects import VContext, VEvent, VQueue
-
-from clproj import cl_names as C
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

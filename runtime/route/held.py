@@ -15,11 +15,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from clproj.runtime.route.errors import CLError, log_once
-from clproj.runtime.route.objects import Held, VEvent, VQueue
-
 from clproj import cl_names as C
 from clproj.errors import ClprojError
+from clproj.runtime.route.errors import CLError, log_once
+from clproj.runtime.route.objects import Held, VEvent, VQueue
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

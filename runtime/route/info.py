@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from clproj import cl_names as C
 from clproj.runtime.route.encode import PTR, cstr, i32, ptrs, size_t, u32, u64
 from clproj.runtime.route.errors import CLError
 from clproj.runtime.route.kernel_meta import kernel_arg_info, kernel_wg_info
@@ -26,8 +27,6 @@ from clproj.runtime.route.objects import (
     VQueue,
 )
 from clproj.runtime.route.programs import binary
-
-from clproj import cl_names as C
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

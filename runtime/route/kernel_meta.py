@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clproj.runtime.route.encode import cstr, size_t, u32, u64
-
 from clproj import cl_names as C
+from clproj.runtime.route.encode import cstr, size_t, u32, u64
 
 # kinds as runtime.cluster.introspect names them
 ARG_SCALAR, ARG_POINTER, ARG_LOCAL, ARG_OTHER = "s", "p", "l", "x"

@@ -13,9 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from clproj.runtime.route.kernel_meta import KMeta
-
 from clproj import cl_names as C
+from clproj.runtime.route.kernel_meta import KMeta
 
 MEM_USE_HOST_PTR, MEM_ALLOC_HOST_PTR, MEM_COPY_HOST_PTR = (
     C.CL_MEM_USE_HOST_PTR,

@@ -25,6 +25,9 @@ import sys
 import threading
 from typing import Any
 
+from clproj import cl_names as C
+from clproj import settings
+from clproj.errors import ClprojError  # a leaf module; imported per call before (~1 us each)
 from clproj.runtime.route import (
     buffers,
     callbacks,
@@ -40,10 +43,6 @@ from clproj.runtime.route.held import Handler
 from clproj.runtime.route.local_cluster import LocalCluster
 from clproj.runtime.route.objects import VContext, VQueue
 from clproj.runtime.route.state import Route, lifetime
-
-from clproj import cl_names as C
-from clproj import settings
-from clproj.errors import ClprojError  # a leaf module; imported per call before (~1 us each)
 
 _route: Route | None = None
 _start_lock = threading.Lock()

@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+
+from clproj import cl_names as C
+from clproj.errors import ClprojError
 from clproj.runtime.cluster import protocol
 from clproj.runtime.route.errors import CLError, log_once
 from clproj.runtime.route.kernel_meta import KMeta
 from clproj.runtime.route.objects import VContext, VKernel, VProgram
-
-from clproj import cl_names as C
-from clproj.errors import ClprojError
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

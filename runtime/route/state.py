@@ -14,15 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from clproj import cl_names as C
+from clproj import settings
 from clproj.runtime.route.callbacks import EventCallbacks
 from clproj.runtime.route.device import VirtualDevice
 from clproj.runtime.route.errors import CLError, log_once
 from clproj.runtime.route.local_cluster import LocalCluster
 from clproj.runtime.route.objects import VEvent, VKernel, VMem, VProgram, VQueue
 from clproj.runtime.route.summary import LaunchStats
-
-from clproj import cl_names as C
-from clproj import settings
 
 
 class Route:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from clproj import cl_names as C
 from clproj.runtime.route.events import event
 from clproj.runtime.route.held import maybe_hold
 from clproj.runtime.route.objects import MEM_USE_HOST_PTR, VMem, VQueue
-
-from clproj import cl_names as C
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route

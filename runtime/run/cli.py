@@ -14,12 +14,11 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from clproj import settings
+from clproj.errors import ClprojError
 from clproj.intercept.environment import MODES, read_summary, shim_environment
 from clproj.runtime.run.prepare import pin_profiles, split_environment
 from clproj.runtime.run.report import node_failures, read_splits, report_run, say_node_failures
-
-from clproj import settings
-from clproj.errors import ClprojError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -16,6 +16,7 @@ import time
 import msgpack
 import numpy as np
 import pytest
+
 from clproj.runtime.cluster import protocol
 from clproj.runtime.cluster.broker import Broker
 from clproj.runtime.cluster.broker import serve_in_thread as broker_thread

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+
 from clproj.runtime.cluster import protocol
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,6 +149,7 @@ def test_compile_with_an_include_header_over_the_string_limit(embedded_cluster):
     """clCompileProgram's embedded headers travel in the data frame too (a header string
     over protocol.MAX_STR was refused)."""
     import numpy as np
+
     from clproj.runtime.cluster.client.platform import RemotePlatform
 
     c = embedded_cluster(node="process", lifetime_s=120)

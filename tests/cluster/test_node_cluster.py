@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+
 from clproj.runtime.cluster.broker import Broker, serve_in_thread
 from clproj.runtime.cluster.client.platform import MEM_READ_ONLY, RemoteError, RemotePlatform
 

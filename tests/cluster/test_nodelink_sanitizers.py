@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from clproj.runtime.cluster.node import nodelink
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgpack
 import pytest
+
 from clproj.runtime.cluster import placement, protocol
 from clproj.runtime.cluster.protocol import ProtocolError
 

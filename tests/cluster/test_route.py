@@ -221,6 +221,7 @@ def test_same_host_shm_data_path(tmp_path, monkeypatch, embedded_cluster):
     """Large writes/reads to a node on this host go through /dev/shm files named in the
     commands (not through the sockets); the bytes arrive intact both ways."""
     import numpy as np
+
     from clproj.runtime.cluster.client import platform as client_mod
     from clproj.runtime.cluster.client.platform import RemotePlatform
 

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from clproj.runtime.route.transfers import copy_overlap, rect_rows, runs
 
 REPO = Path(__file__).resolve().parents[2]

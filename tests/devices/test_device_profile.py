@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+
 from clproj.devices import specs
 from clproj.devices.profile import (
     INSTRUCTION_CLASSES,
@@ -16,7 +17,6 @@ from clproj.devices.profile import (
     profile_paths,
     validate,
 )
-
 from clproj.errors import ClprojError
 
 # The devices the published-result suites name (docs/devices.md, spec profiles).

@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from clproj.devices import specs
 from clproj.devices.profile import DeviceProfile, load_profile, validate
 from clproj.devices.sheet import profile_from_sheet
+from clproj.errors import ClprojError
 from clproj.runtime.projection import device_set
 from clproj.runtime.projection.model import project
-
-from clproj.errors import ClprojError
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs/examples/my-gpu.toml"

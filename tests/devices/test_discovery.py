@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from clproj.devices.discovery import CPU_CACHE_DIR, host_l1_data_bytes
 
 

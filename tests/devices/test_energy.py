@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from clproj.devices import energy, rapl
 from clproj.devices.energy import CounterReading, Window, window_figures
-
 from clproj.errors import ClprojError
 
 

@@ -10,9 +10,9 @@ import random
 import numpy as np
 import pyopencl as cl
 import pytest
+
 from clproj.devices.launch_rules import divisor_local_size, largest_divisor, rule_for
 from clproj.devices.profile import PROFILES_DIR, DeviceProfile
-
 from clproj.errors import ClprojError
 
 PROBE = """

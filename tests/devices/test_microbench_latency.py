@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+
 from clproj.devices.discovery import opencl_devices
 from clproj.devices.microbench import latency
 from clproj.devices.microbench.common import MODES, Bench, GarbageResult

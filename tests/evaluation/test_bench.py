@@ -9,9 +9,9 @@ import subprocess
 import types
 
 import pytest
+
 from clproj.benchmarks import harness
 from clproj.benchmarks.apps import APPS
-
 from clproj.errors import ClprojError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

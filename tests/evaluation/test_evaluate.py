@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from clproj.runtime.evaluation.evaluate import default_results, evaluate
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+
 from clproj.runtime.evaluation import published_babelstream as pbs
 from clproj.runtime.evaluation import published_mixbench as pmb
 
@@ -163,9 +164,8 @@ def test_not_a_suite_is_a_one_line_error(tmp_path):
 
 
 def test_table_profiles_that_do_not_exist_are_no_profile_but_named_ones_must_exist():
-    from clproj.runtime.evaluation.published import resolve_devices
-
     from clproj.errors import ClprojError
+    from clproj.runtime.evaluation.published import resolve_devices
 
     profiles, missing = resolve_devices("truth", ["hd7970-spec", "no-such-card-spec"])
     assert [p.key for p in profiles] == ["hd7970-spec"] and missing == {"no-such-card-spec"}

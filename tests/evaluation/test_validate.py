@@ -16,6 +16,8 @@ import subprocess
 import sys
 
 import pytest
+
+from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.runtime.evaluation import validate as v
 from clproj.runtime.evaluation import validate_match as vmatch
@@ -23,8 +25,6 @@ from clproj.runtime.evaluation import validate_models as vmodels
 from clproj.runtime.evaluation import validate_scores as vscores
 from clproj.runtime.evaluation import validate_suite as vsuite
 from clproj.runtime.evaluation import validate_truth as vtruth
-
-from clproj.errors import ClprojError
 
 H100 = "NVIDIA H100 80GB HBM3"
 EPYC = "pthread-skylake-avx512-AMD EPYC"

@@ -8,11 +8,11 @@ import os
 
 import numpy as np
 import pytest
+
+from clproj.errors import ClprojError
 from clproj.intercept import record as R
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.replay import replay
-
-from clproj.errors import ClprojError
 
 SRC = """
 __kernel void bump(__global float *x, __global float *y) {

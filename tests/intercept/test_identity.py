@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clproj.intercept import identity as I
 from clproj.intercept import record as R
 

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from clproj.intercept import record as R
 from clproj.intercept.environment import read_summary, shim_environment
 from clproj.intercept.replay import replay

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+
 from clproj.intercept.environment import read_summary, shim_environment
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -8,11 +8,11 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+
+from clproj.errors import ClprojError
 from clproj.intercept import record as R
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record_writer import RecordWriter
-
-from clproj.errors import ClprojError
 
 SRC = "__kernel void axpy(float a, __global const float *x, __global float *y) { int i = get_global_id(0); y[i] = a * x[i] + y[i]; }"
 

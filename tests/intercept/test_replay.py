@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from clproj.intercept import record as R
-from clproj.intercept.replay import replay
 
 from clproj.errors import ClprojError
+from clproj.intercept import record as R
+from clproj.intercept.replay import replay
 
 SRC = """
 __kernel void axpy(float a, __global const float *x, __global float *y) {

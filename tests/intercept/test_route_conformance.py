@@ -329,9 +329,8 @@ def test_route_own_info_query_is_no_opencl_name():
     """The virtual device's own clGetDeviceInfo query (the cluster's devices) must not
     answer for any name of cl.h / cl_ext.h (it once was NVIDIA's
     CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV)."""
-    from clproj.runtime.route.device import CLPROJ_DEVICE_CLUSTER_DEVICES
-
     from clproj import cl_names
+    from clproj.runtime.route.device import CLPROJ_DEVICE_CLUSTER_DEVICES
 
     taken = {v for k, v in vars(cl_names).items() if k.startswith("CL_")}
     assert CLPROJ_DEVICE_CLUSTER_DEVICES not in taken

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 import pytest
+
 from clproj.benchmarks.emulation_flat import COPY, ROWSUM, evict, resident_bytes
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record import from_arrays, load, save

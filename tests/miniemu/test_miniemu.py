@@ -11,12 +11,12 @@ import time
 
 import numpy as np
 import pytest
-from clproj.intercept.record import LocalArg, from_arrays, save
-from clproj.miniemu.oclgrind import OclgrindBackend, parse_plugin_output
-from clproj.miniemu.profile import KernelProfile
 
 from clproj import miniemu
 from clproj.errors import ClprojError
+from clproj.intercept.record import LocalArg, from_arrays, save
+from clproj.miniemu.oclgrind import OclgrindBackend, parse_plugin_output
+from clproj.miniemu.profile import KernelProfile
 
 KERNELS = """
 __kernel void saxpy(__global const float *x, __global float *y, float a, int n) {

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
+
+from clproj import miniemu
 from clproj.intercept.record import from_arrays
 from clproj.miniemu.bounded import Budget, eval_scev
 from clproj.miniemu.reuse import ReuseCache
-
-from clproj import miniemu
 
 SRC = """
 __kernel void heavy(__global const float *x, __global float *y, int n, float a) {

@@ -6,11 +6,11 @@ import statistics
 
 import numpy as np
 import pytest
+
+from clproj import miniemu
 from clproj.benchmarks.apps.base import load_source
 from clproj.intercept.record import ArgRecord, LaunchRecord, from_arrays
 from clproj.miniemu.reuse import ReuseCache, _Anchor, scalar_axis, small_ints
-
-from clproj import miniemu
 
 GAUSS_SRC = load_source("gaussian.cl")
 N = 64

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from clproj.intercept.record import LocalArg, from_arrays
 
 from clproj import miniemu
+from clproj.intercept.record import LocalArg, from_arrays
 
 WARPS = (8, 16, 32, 64)
 SEGMENTS = (32, 64, 128)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from clproj.intercept.record import from_arrays
 
 from clproj import miniemu
+from clproj.intercept.record import from_arrays
 
 
 @pytest.mark.parametrize("halo", [0, 1, 2])

@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from clproj.intercept.record import LocalArg, from_arrays, save
 from clproj.miniemu.oclgrind import OclgrindBackend
 

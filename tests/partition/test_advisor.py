@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from clproj.intercept.record import LocalArg, from_arrays, save
 from clproj.runtime.partition import advisor
 from clproj.runtime.partition import safety as partition_safety

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from clproj import miniemu
 from clproj.devices.profile import load_profile
 from clproj.intercept.record import from_arrays
 from clproj.runtime.projection.launch_shape import for_device
 from clproj.runtime.projection.model import project
-
-from clproj import miniemu
 
 COPY = """
 __kernel void copy(__global const double *a, __global double *c) {

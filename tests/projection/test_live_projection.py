@@ -13,6 +13,7 @@ import sys
 import time
 
 import numpy as np
+
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record import from_arrays, load, save
 

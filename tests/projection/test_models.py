@@ -4,7 +4,9 @@ learned model's leave-one-app-out training and determinism (on the committed gro
 from __future__ import annotations
 
 import pytest
+
 from clproj.devices.profile import load_profile
+from clproj.errors import ClprojError
 from clproj.runtime.evaluation.app_profiles import load_cached
 from clproj.runtime.evaluation.evaluate import default_results, evaluate
 from clproj.runtime.projection.model import project
@@ -12,8 +14,6 @@ from clproj.runtime.projection.models import MODEL_NAMES, Model, ModelPrediction
 from clproj.runtime.projection.models.base import training_rows
 from clproj.runtime.projection.models.learned import LearnedModel
 from clproj.runtime.projection.models.mwp_cwp import latency_params, mwp_cwp_time
-
-from clproj.errors import ClprojError
 
 APPS = ["vecadd", "nbody", "reduction", "transpose_naive"]
 

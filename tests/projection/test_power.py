@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clproj.devices.profile import DeviceProfile, load_profile
+from clproj.errors import ClprojError
 from clproj.runtime.projection.model import project
 from clproj.runtime.projection.power import objective_value, project_power, rank_by
-
-from clproj.errors import ClprojError
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "benchmarks" / "results" / "kernel-profiles"

@@ -6,6 +6,7 @@ import copy
 import math
 
 import pytest
+
 from clproj.devices.profile import DeviceProfile, load_profile
 from clproj.runtime.evaluation import metrics
 from clproj.runtime.projection.model import dram_bytes, project, rank

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from clproj import miniemu
 from clproj.devices.profile import load_profile
 from clproj.intercept.record import from_arrays
 from clproj.runtime.projection.kernel_stats import issued_instructions
-
-from clproj import miniemu
 
 SRC = """
 __kernel void fixed(__global float *x, float s) {

@@ -14,11 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from clproj.runtime.cluster.client.recovery import CopyEntry, FillEntry, WriteEntry
-from clproj.runtime.cluster.client.requests import RemoteEvent, Request
-
 from clproj.cl_names import CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, CL_MEM_WRITE_ONLY
 from clproj.errors import ClprojError
+from clproj.runtime.cluster.client.recovery import CopyEntry, FillEntry, WriteEntry
+from clproj.runtime.cluster.client.requests import RemoteEvent, Request
 
 if TYPE_CHECKING:
     from clproj.runtime.cluster.client.platform import RemotePlatform

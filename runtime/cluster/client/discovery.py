@@ -13,9 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from clproj.runtime.cluster import protocol
-
 from clproj.errors import ClprojError
+from clproj.runtime.cluster import protocol
 
 if TYPE_CHECKING:
     from clproj.runtime.cluster.client.platform import RemotePlatform

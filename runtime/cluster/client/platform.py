@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import zmq
+
+from clproj import settings
 from clproj.intercept import identity
 from clproj.runtime.cluster import protocol
 from clproj.runtime.cluster.client.coherence import (
@@ -48,8 +50,6 @@ from clproj.runtime.cluster.client.requests import RemoteError, RemoteEvent, Req
 from clproj.runtime.cluster.client.shm import ShmPath, sweep_orphan_shm
 from clproj.runtime.cluster.client.transports import Transports
 from clproj.runtime.cluster.keys import Keys
-
-from clproj import settings
 
 __all__ = [
     "MEM_READ_ONLY",

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgpack
-from clproj.intercept import identity
-from clproj.runtime.cluster.client.coherence import RemoteBuffer, SubRegion
 
 from clproj.errors import ClprojError
+from clproj.intercept import identity
+from clproj.runtime.cluster.client.coherence import RemoteBuffer, SubRegion
 
 if TYPE_CHECKING:
     from clproj.runtime.cluster.client.platform import RemotePlatform

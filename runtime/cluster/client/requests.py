@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from clproj.errors import ClprojError
 from clproj.runtime.cluster import protocol, unixlink
 from clproj.runtime.cluster.client.shm import ShmFrame
-
-from clproj.errors import ClprojError
 
 if TYPE_CHECKING:
     from clproj.runtime.cluster.client.platform import RemotePlatform

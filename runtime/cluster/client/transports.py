@@ -29,11 +29,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import zmq
+
+from clproj.errors import ClprojError
 from clproj.runtime.cluster import protocol, unixlink
 from clproj.runtime.cluster.keys import Keys, load, make_client, needs_curve
 from clproj.runtime.cluster.node import nodelink
-
-from clproj.errors import ClprojError
 
 if TYPE_CHECKING:
     from clproj.runtime.cluster.client.discovery import Directory

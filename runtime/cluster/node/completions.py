@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
-from clproj.runtime.cluster import protocol
 
 from clproj import settings
 from clproj.background_thread import background_thread
+from clproj.runtime.cluster import protocol
 
 log = logging.getLogger("clproj.node")
 

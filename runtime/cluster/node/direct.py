@@ -15,9 +15,8 @@ import socket
 import tempfile
 from typing import Any
 
-from clproj.runtime.cluster.keys import Keys
-
 from clproj.paths import socket_dir
+from clproj.runtime.cluster.keys import Keys
 
 
 def _outbound_ip(host: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from clproj.intercept import identity
 from clproj.runtime.cluster import introspect, protocol, unixlink
 from clproj.runtime.cluster.node.completions import Completions, Dev, reply

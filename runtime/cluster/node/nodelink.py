@@ -34,9 +34,8 @@ import os
 import struct
 from collections.abc import Sequence
 
-from clproj.runtime.cluster import protocol, unixlink
-
 from clproj import settings
+from clproj.runtime.cluster import protocol, unixlink
 
 FAST = struct.Struct("<BBBBIQQ")  # 0xC1, version 1, flags, scalars, slot, request id, after
 SCALAR = struct.Struct("<HH")  # per scalar argument: index, size (its bytes follow)

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+
+from clproj.background_thread import background_thread
 from clproj.runtime.cluster import protocol, unixlink
 from clproj.runtime.cluster.keys import Keys, make_client
 from clproj.runtime.cluster.node import nodelink
@@ -44,8 +46,6 @@ from clproj.runtime.cluster.node.executor import Command, Executor
 from clproj.runtime.cluster.node.profile import describe
 from clproj.runtime.cluster.node.slots import Slot, Slots
 from clproj.runtime.cluster.node.store import ObjectStore
-
-from clproj.background_thread import background_thread
 
 log = logging.getLogger("clproj.node")
 
@@ -66,6 +66,7 @@ class Node:
         direct: str | None = "auto",
     ) -> None:
         import pyopencl as cl
+
         from clproj.devices.discovery import opencl_devices
 
         self.cl = cl

@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 import numpy as np
-from clproj.devices.profile import INSTRUCTION_CLASSES
-from clproj.runtime.projection.models.base import ModelPrediction, TrainingRow
 
+from clproj.devices.profile import INSTRUCTION_CLASSES
 from clproj.errors import ClprojError
+from clproj.runtime.projection.models.base import ModelPrediction, TrainingRow
 
 CLASSES = INSTRUCTION_CLASSES
 # Small grid: the training sets are tens of launch groups (docs/models.md).
