@@ -254,3 +254,19 @@ def power_section(doc: dict[str, Any], results_name: str) -> dict[str, Any]:
             section[field] = f.per_unit_j[feat]
             section["provenance"][field] = f"{source}: NNLS"
     return section
+
+
+def features_of(
+    instructions: dict[str, float], local_bytes: float, l2_bytes: float, dram_bytes: float
+) -> dict[str, float]:
+    """The fit's features of a launch from its counts per instruction class and its
+    bytes: what :func:`fit` prices, and what the power projection prices a kernel by."""
+    out: dict[str, float] = dict.fromkeys(FEATURES[1:], 0.0)
+    for cls, n in instructions.items():
+        feat = CLASS_FEATURE.get(cls)
+        if feat is not None:
+            out[feat] += float(n)
+    out["local_byte"] = float(local_bytes)
+    out["l2_byte"] = float(l2_bytes)
+    out["dram_byte"] = float(dram_bytes)
+    return out

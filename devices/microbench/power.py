@@ -30,7 +30,10 @@ import numpy as np
 from devices.microbench.common import GarbageResult
 
 CHAINS = 8
-LOOP_INT = 3  # the trip's increment, compare and branch
+# Integer work per trip and per work-item as the Oclgrind plugin counts it (LLVM IR:
+# the trip's increment, compare and branch, index arithmetic, the work-item's id and
+# addresses); tests/devices/test_power_microbench.py holds the counts to the plugin's.
+LOOP_INT = 3
 TARGET_LAUNCH_S = 0.02  # one launch long enough to hide launch gaps, short enough to poll
 
 
@@ -71,9 +74,11 @@ class Compute:
         c: dict[str, float] = {
             f: float(v * CHAINS * n * work_items) for f, v in self.per_chain.items()
         }
-        c["int"] = c.get("int", 0.0) + LOOP_INT * n * work_items
+        c["int"] = c.get("int", 0.0) + (LOOP_INT * n + 13) * work_items
         kind = "fp64" if self.ctype == "double" else "fp32" if self.ctype == "float" else "int"
         c[kind] = c.get(kind, 0.0) + (CHAINS - 1) * work_items
+        if self.ctype != "uint":  # the chains start from the work-item's id, converted
+            c["conversion"] = c.get("conversion", 0.0) + CHAINS * work_items
         size = 8 if self.ctype == "double" else 4
         c["l2_byte"] = c.get("l2_byte", 0.0) + size * work_items
         c["dram_byte"] = c.get("dram_byte", 0.0) + size * work_items
@@ -131,6 +136,49 @@ __kernel void pw_write(__global float4* out, int len) {
 """
 
 
+def local_counts(gsize: int, n: int) -> dict[str, float]:
+    """pw_local per launch: four 4-byte local reads, four adds and their index
+    arithmetic a trip; one local write, one conversion and one global store a work-item."""
+    return {
+        "local_byte": 16.0 * n * gsize + 4 * gsize,
+        "fp32": (4.0 * n + 3) * gsize,
+        "int": (19.0 * n + 6) * gsize,
+        "conversion": float(gsize),
+        "l2_byte": 4.0 * gsize,
+        "dram_byte": 4.0 * gsize,
+    }
+
+
+def atomic_counts(gsize: int, n: int) -> dict[str, float]:
+    """pw_atomic per launch: one atomic add and its address arithmetic a trip."""
+    return {"atomic": float(n) * gsize, "int": (7.0 * n + 3) * gsize}
+
+
+def read_counts(gsize: int, length: int, reps: int, resident: bool) -> dict[str, float]:
+    """pw_read per launch over ``length`` float4 elements ``reps`` times: every byte
+    through L2; from DRAM once (``resident``: the buffer stays in L2 between passes and
+    launches, so only its first pass ever came from DRAM: counted once per launch, an
+    upper bound) or on every pass."""
+    elems = float(length) * reps
+    by = elems * 16
+    return {
+        "l2_byte": by + 16.0 * gsize,
+        "dram_byte": (16.0 * length if resident else by) + 16.0 * gsize,
+        "fp32": 4.0 * elems,
+        "int": 5.0 * elems + (5.0 * reps + 6) * gsize,
+    }
+
+
+def write_counts(gsize: int, length: int) -> dict[str, float]:
+    """pw_write per launch: ``length`` float4 stores, one int-to-float conversion each."""
+    return {
+        "l2_byte": 16.0 * length,
+        "dram_byte": 16.0 * length,
+        "conversion": float(length),
+        "int": 5.0 * length + 4.0 * gsize,
+    }
+
+
 @dataclass
 class Prepared:
     """One runnable microbenchmark: ``launch()`` enqueues one launch and returns its
@@ -178,6 +226,7 @@ def prepare(ctx: Any, queue: Any, dev: Any, quick: bool = False) -> list[Prepare
     target = 0.002 if quick else TARGET_LAUNCH_S
 
     def calibrate(run: Callable[[int], Any], start: int) -> int:
+        run(start).wait()  # the first launch pays the JIT: not timed
         n = start
         while True:
             t0 = time.perf_counter()
@@ -233,13 +282,7 @@ def prepare(ctx: Any, queue: Any, dev: Any, quick: bool = False) -> list[Prepare
                 f"pw_local_{tag}",
                 lambda run=run_l, n=n: run(n),
                 _finite(queue, buf, np.float32, gsize, f"pw_local_{tag}"),
-                {
-                    "local_byte": 16.0 * n * gsize + 4 * gsize,
-                    "fp32": (4.0 * n + 3) * gsize,
-                    "int": (LOOP_INT + 4 * 2.0) * n * gsize,
-                    "l2_byte": 4.0 * gsize,
-                    "dram_byte": 4.0 * gsize,
-                },
+                local_counts(gsize, n),
                 gsize,
                 wg,
             )
@@ -258,7 +301,7 @@ def prepare(ctx: Any, queue: Any, dev: Any, quick: bool = False) -> list[Prepare
                 f"pw_atomic_{tag}",
                 lambda run=run_a, n=n: run(n),
                 lambda: None,
-                {"atomic": float(n) * gsize, "int": (LOOP_INT + 2.0) * n * gsize},
+                atomic_counts(gsize, n),
                 gsize,
                 wg,
             )
@@ -281,10 +324,13 @@ def _streams(
     import pyopencl as cl
 
     cache = cache_bytes(dev)
-    big = min(int(dev.max_mem_alloc_size) // 2, (1 << 30) if not quick else 8 * cache)
-    big = max(big, 4 * cache) // 16 * 16
-    small = (cache // 2) // 16 * 16
+    if quick:  # mechanics only (tests): sizes that run in milliseconds on a CPU
+        big, small = 16 << 20, 1 << 20
+    else:
+        big = max(min(int(dev.max_mem_alloc_size) // 2, 1 << 30), 4 * cache) // 16 * 16
+        small = (cache // 2) // 16 * 16
     prg = cl.Program(ctx, READ_SRC + WRITE_SRC).build()
+    read, write = cl.Kernel(prg, "pw_read"), cl.Kernel(prg, "pw_write")
     out_buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, gsize * 16)
     res = []
     for kind, size in (("l2", small), ("dram", big)):
@@ -293,19 +339,10 @@ def _streams(
         length = size // 16
 
         def run_r(reps: int, src: Any = src, length: int = length) -> Any:
-            return prg.pw_read(
-                queue, (gsize,), (wg,), src, out_buf, np.int32(length), np.int32(reps)
-            )
+            return read(queue, (gsize,), (wg,), src, out_buf, np.int32(length), np.int32(reps))
 
         reps = calibrate(run_r, 1) if kind == "l2" else 1
-        elems = float(length) * reps
-        by = elems * 16
-        counts = {
-            "l2_byte": by + 16.0 * gsize,
-            "dram_byte": (by if kind == "dram" else float(size)) + 16.0 * gsize,
-            "fp32": 4.0 * elems,
-            "int": LOOP_INT * (elems + reps * gsize),
-        }
+        counts = read_counts(gsize, length, reps, resident=kind == "l2")
         res.append(
             Prepared(
                 f"pw_read_{kind}_{tag}",
@@ -321,14 +358,9 @@ def _streams(
     res.append(
         Prepared(
             f"pw_write_dram_{tag}",
-            lambda: prg.pw_write(queue, (gsize,), (wg,), dst, np.int32(length)),
+            lambda: write(queue, (gsize,), (wg,), dst, np.int32(length)),
             lambda: None,
-            {
-                "l2_byte": float(big),
-                "dram_byte": float(big),
-                "conversion": float(length),
-                "int": LOOP_INT * float(length),
-            },
+            write_counts(gsize, length),
             gsize,
             wg,
         )
