@@ -112,12 +112,16 @@ def measure_power(
         "hostname": socket.gethostname(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
+
+    def save(kernels: list[dict[str, Any]]) -> dict[str, Any]:
+        doc = results(facts, kernels, host) | {"suite": "power-microbenchmarks"}
+        write_atomic(output, (json.dumps(doc, indent=1) + "\n").encode())
+        return doc
+
     kernels = run_suite(
-        dev, measure, quick, progress=lambda n: stderr.print(f"power microbenchmark {n}")
+        dev, measure, quick, progress=lambda n: stderr.print(f"power microbenchmark {n}"), save=save
     )
-    doc = results(facts, kernels, host) | {"suite": "power-microbenchmarks"}
-    write_atomic(output, (json.dumps(doc, indent=1) + "\n").encode())
-    return doc
+    return save(kernels)
 
 
 def fit_into_profile(results_path: str, profile: str, output: str) -> dict[str, Any]:

@@ -389,10 +389,12 @@ def run_suite(
     measure: Callable[[str, Callable[[], Any], Callable[[], None]], Any],
     quick: bool = False,
     progress: Callable[[str], None] | None = None,
+    save: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """``clproj.energy-results`` kernel entries of every microbenchmark on ``dev``:
     ``measure(name, launch, finish)`` returns a :class:`devices.energy.Window`. Each
-    entry carries ``microbenchmark``, ``counts`` (per launch) and the launch shape."""
+    entry carries ``microbenchmark``, ``counts`` (per launch) and the launch shape.
+    ``save(entries)`` after each, so a run cut short by its time limit keeps its readings."""
     import pyopencl as cl
 
     from devices.energy import kernel_entry
@@ -421,4 +423,6 @@ def run_suite(
                 local_size=[p.local_size],
             )
         )
+        if save is not None:
+            save(entries)
     return entries
