@@ -157,3 +157,37 @@ def rank_by(
         return (1, 0.0, p.time_s) if v is None else (0, v, p.time_s)
 
     return sorted(projections, key=key)
+
+
+def pick(
+    objective: str, rows: list[dict[str, Any]], deadline_s: float = 0.0, max_slowdown: float = 0.0
+) -> str | None:
+    """The device of ``rows`` (dicts with ``device``, ``time_s``, ``energy_j``) that
+    ``objective`` picks under the constraints of ``clproj run --deadline/--max-slowdown``
+    (the same rule as the broker's, :func:`runtime.cluster.placement.constrained`):
+    among the allowed devices the least time, energy or EDP; devices without energy are
+    no candidates under energy and EDP while another has one."""
+    from runtime.cluster.placement import Objective, constrained
+
+    times = {
+        str(r["device"]): float(r["time_s"])
+        for r in rows
+        if isinstance(r.get("time_s"), (int, float))
+    }
+    allowed = constrained(times, Objective(objective, deadline_s, max_slowdown))
+    if not allowed:
+        return None
+    by = {str(r["device"]): r for r in rows if str(r["device"]) in allowed}
+
+    def value(d: str) -> float | None:
+        e = by[d].get("energy_j")
+        if objective == "time":
+            return times[d]
+        if e is None:
+            return None
+        return float(e) if objective == "energy" else float(e) * times[d]
+
+    scored = {d: v for d in by if (v := value(d)) is not None}
+    if not scored:  # no device has a power projection: by time
+        scored = {d: times[d] for d in by}
+    return min(scored, key=lambda d: (scored[d], times[d], d))
