@@ -120,6 +120,8 @@ def section(kernels: list[Any], directory: str, low: Iterable[str] = ()) -> str:
     )
     return (
         "<h2>Energy: projected time vs energy per kernel</h2>"
+        + "<p>One point per device; filled and joined: the Pareto front (no other device "
+        + "is both faster and uses less energy).</p>"
         + "".join(f'<img src="{n}">' for n in images)
         + "<h2>Projected GOPS/W per app and device (EPPMiner-style)</h2>"
         + "<p>Arithmetic operations counted by the emulator over projected joules; "

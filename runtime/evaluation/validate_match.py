@@ -288,6 +288,8 @@ def judge_app(
                 energy[dev.label] = sum(
                     rows[k].launches * shapes[k].energy_j[dev.name] for k in both
                 )
+                if any(dev.name in shapes[k].power_low for k in both):
+                    low_power.add(dev.label)
         methods: Counter = Counter()
         conf: Counter = Counter()
         for k in matched:
