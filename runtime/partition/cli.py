@@ -59,8 +59,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=positive_seconds, default=120.0, help="emulation time budget (s)"
     )
+    p.add_argument(
+        "--objective",
+        choices=("time", "energy", "edp"),
+        default=None,
+        help="choose the single device and the split by projected time (default), energy "
+        "or energy x delay (setting CLPROJ_OBJECTIVE)",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="only single devices within SECONDS, and a split only within it "
+        "(setting CLPROJ_DEADLINE_S)",
+    )
+    p.add_argument(
+        "--max-slowdown",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="only single devices at most FRACTION slower than the fastest "
+        "(setting CLPROJ_MAX_SLOWDOWN)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_advise)
+
+
+def objective_args(args: argparse.Namespace) -> tuple[str, float, float]:
+    """(objective, deadline s, max slowdown): the flags, else their settings."""
+    from clproj import settings
+
+    out = []
+    for attr, name in (
+        ("objective", "CLPROJ_OBJECTIVE"),
+        ("deadline", "CLPROJ_DEADLINE_S"),
+        ("max_slowdown", "CLPROJ_MAX_SLOWDOWN"),
+    ):
+        v = getattr(args, attr, None)
+        if v is None:
+            v = settings.get(name)
+        elif isinstance(v, float) and not 0 <= v <= settings.setting(name).bounds[1]:
+            raise ClprojError(
+                f"--{attr.replace('_', '-')} {v!r} is out of range",
+                f"give 0 to {settings.setting(name).bounds[1]:g}",
+            )
+        out.append(v)
+    return str(out[0]), float(out[1]), float(out[2])
 
 
 def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
@@ -98,7 +143,16 @@ def run_advise(args: argparse.Namespace) -> int:
     else:
         profiles = device_set.resolve(args.devices)
     with stderr.status(f"emulating {record.kernel}: kernel profile and store ranges..."):
-        advice = advise(record, profiles, mode=args.mode, timeout_s=args.timeout)
+        objective, deadline, slowdown = objective_args(args)
+        advice = advise(
+            record,
+            profiles,
+            mode=args.mode,
+            timeout_s=args.timeout,
+            objective=objective,
+            deadline_s=deadline,
+            max_slowdown=slowdown,
+        )
     if (args.execute or args.calibrate) and not advice.safety.ok:
         raise ClprojError(
             f"{record.kernel} may not be split: {advice.safety.reason}",
@@ -142,25 +196,48 @@ def _print(advice: Any, result: Any, cal: Any = None) -> None:
         f"({s.groups_per_slab} work-group(s) each); split safe: {'yes' if s.ok else 'no'} "
         f"- {s.reason}"
     )
+
+    def joules(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3g} J"
+
     rows = []
     for i, key in enumerate(advice.devices):
         sh = advice.shares[i] if advice.shares else None
+        one_j = advice.single_j.get(key)
         rows.append(
             (
                 key,
                 fmt_time(advice.single_s[key]),
+                joules(one_j),
+                "-" if one_j is None else f"{one_j / advice.single_s[key]:.3g} W",
                 f"{sh.fraction:.1%}" if sh else "-",
                 f"{sh.slabs}" if sh else "-",
                 fmt_time(sh.kernel_s) if sh and sh.slabs else "-",
                 fmt_time(sh.h2d_s + sh.d2h_s) if sh and sh.slabs else "-",
                 fmt_time(sh.total_s) if sh and sh.slabs else "-",
+                joules(sh.energy_j) if sh and sh.slabs else "-",
+                f"{sh.power_w:.3g} W" if sh and sh.slabs and sh.power_w is not None else "-",
                 sh.bound if sh else "-",
             )
         )
     print_table(
-        ["device", "alone", "share", "slabs", "kernel", "transfers", "share total", "bound"],
+        [
+            "device",
+            "alone",
+            "alone energy",
+            "alone power",
+            "share",
+            "slabs",
+            "kernel",
+            "transfers",
+            "share total",
+            "share energy",
+            "share power",
+            "bound",
+        ],
         rows,
-        title="projected partition (cold advice)",
+        title=f"projected partition (cold advice, by {advice.objective}; energy: kernels "
+        "only, transfers not priced)",
     )
     if advice.explanation_note:
         print(f"note: {advice.explanation_note}")

@@ -7,7 +7,6 @@ that basic misses sends it back to pthread."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ import numpy as np
 import pytest
 
 from clproj import settings
-from devices.profile import DeviceProfile, load_profile
 from runtime.cluster import placement
 from runtime.cluster.client.platform import MEM_READ_ONLY, RemotePlatform
 from runtime.projection.model import project
@@ -25,27 +23,11 @@ from runtime.projection.power import pick, project_power
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def powered_profile(key: str, tdp_w: float) -> DeviceProfile:
-    """The committed measured profile ``key`` with a spec-rule power section of board
-    power ``tdp_w`` (the pair's difference under test, not a claim about the host)."""
-    data = copy.deepcopy(load_profile(key).data)
-    data["power"] = {
-        "version": 1,
-        "rule": "spec",
-        "confidence": "low",
-        "tdp_w": tdp_w,
-        "idle_w": 0.2 * tdp_w,
-        "static_active_w": 0.2 * tdp_w,
-        "provenance": {"tdp_w": "test: a profile pair, one faster and hungrier"},
-    }
-    return DeviceProfile(data)
-
-
 PAIR = {"basic/0": ("pocl-basic-amd-epyc", 15.0), "pthread/0": ("pocl-pthread-amd-epyc", 150.0)}
 
 
-@pytest.fixture(scope="module")
-def projected() -> dict[str, tuple[float, float]]:
+@pytest.fixture()
+def projected(powered_profile) -> dict[str, tuple[float, float]]:
     """device id -> (projected seconds, projected joules) of heavy_fma's kernel."""
     doc = json.loads(
         (ROOT / "benchmarks/results/kernel-profiles/heavy_fma-paper-single.json").read_text()

@@ -5,35 +5,13 @@ pthread again when basic is slower than the slowdown bound allows."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from devices.profile import DeviceProfile, load_profile
-
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _pair(tmp_path: Path) -> dict[str, str]:
-    out = {}
-    for key, tdp in (("pocl-basic-amd-epyc", 15.0), ("pocl-pthread-amd-epyc", 150.0)):
-        data = copy.deepcopy(load_profile(key).data)
-        data["power"] = {
-            "version": 1,
-            "rule": "spec",
-            "confidence": "low",
-            "tdp_w": tdp,
-            "idle_w": 0.2 * tdp,
-            "static_active_w": 0.2 * tdp,
-            "provenance": {"tdp_w": "test: a profile pair, one faster and hungrier"},
-        }
-        path = tmp_path / f"{key}.json"
-        DeviceProfile(data).save(path)
-        out[key] = str(path)
-    return out
 
 
 def _run(tmp_path: Path, devices: str, *options: str) -> dict:
@@ -69,8 +47,8 @@ def _run(tmp_path: Path, devices: str, *options: str) -> dict:
     return json.loads(proc.stdout[proc.stdout.index("{") :])
 
 
-def test_run_objective_and_slowdown_bound(tmp_path: Path) -> None:
-    pair = _pair(tmp_path)
+def test_run_objective_and_slowdown_bound(tmp_path: Path, power_pair: dict[str, str]) -> None:
+    pair = power_pair
     devices = ",".join(pair.values())
     by_energy = _run(tmp_path, devices, "--objective", "energy")
     (doc,) = [p for p in by_energy["projections"] if p.get("projections")]
