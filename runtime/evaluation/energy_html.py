@@ -31,8 +31,9 @@ def pareto_front(points: Mapping[str, tuple[float, float]]) -> set[str]:
 
 
 def kernel_points(kernels: Iterable[Any]) -> list[tuple[str, dict[str, tuple[float, float]]]]:
-    """(``app/kernel``, device -> (projected s, projected J)) for kernels with a projected
-    energy on at least two devices (one point is no trade-off)."""
+    """(``app/kernel``, device -> (projected s, projected J)) for kernels (or whole apps,
+    ``clproj evaluate``) with a projected energy on at least two devices (one point is
+    no trade-off)."""
     out = []
     for k in kernels:
         pts = {
@@ -41,7 +42,8 @@ def kernel_points(kernels: Iterable[Any]) -> list[tuple[str, dict[str, tuple[flo
             if d in k.projected_s and k.projected_s[d] > 0 and j > 0
         }
         if len(pts) >= 2:
-            out.append((f"{k.app}/{k.kernel}", pts))
+            kernel = getattr(k, "kernel", None)
+            out.append((f"{k.app}/{kernel}" if kernel else str(k.app), pts))
     return out
 
 
@@ -81,8 +83,16 @@ def write_plots(kernels: Iterable[Any], directory: str, limit: int = 60) -> list
             ax.annotate(d, (t, e), fontsize=6, xytext=(3, 2), textcoords="offset points")
         line = sorted(pts[d] for d in front)
         ax.plot([p[0] for p in line], [p[1] for p in line], color="#c44e52", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        for values, axis in (
+            ([p[0] for p in pts.values()], "x"),
+            ([p[1] for p in pts.values()], "y"),
+        ):
+            # log where the devices span a decade or more, else linear (readable ticks)
+            if max(values) >= 10 * min(values):
+                (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+            else:
+                ax.ticklabel_format(axis=axis, style="sci", scilimits=(-2, 3))
+                ax.locator_params(axis=axis, nbins=3)
         ax.set_xlabel("projected time (s)", fontsize=7)
         ax.set_ylabel("projected energy (J)", fontsize=7)
         ax.tick_params(labelsize=6)

@@ -101,3 +101,20 @@ def test_gops_per_watt_and_report_section(tmp_path: Path) -> None:
     assert pngs == ["energy_000.png", "energy_001.png"]  # a and b: two devices each
     empty = energy_html.section([K("c", {"x": 1.0}, {}, 1.0)], str(tmp_path / "none"))
     assert "No kernel has a projected energy" in empty
+
+
+def test_evaluate_projects_energy_where_a_device_has_power(tmp_path: Path) -> None:
+    """``clproj evaluate`` on the committed results: the GPUs' power is the spec rule from
+    their NVML power limit (low confidence), the CPUs have none (no RAPL, no sheet TDP),
+    and the report carries the energy plots and the GOPS/W table."""
+    from runtime.evaluation.evaluate import evaluate
+    from runtime.evaluation.report import write_report
+
+    ev = evaluate()
+    a = ev.apps[0]
+    assert set(a.projected_j) == {"nvidia-h100", "nvidia-h200"}
+    assert all(j > 0 for j in a.projected_j.values()) and a.ops and a.ops > 0
+    assert set(a.power_confidence.values()) == {"low"}
+    page = Path(write_report(ev, str(tmp_path))).read_text()
+    assert "GOPS/W" in page and "nvidia-h100 (low)" in page and "per app (one run)" in page
+    assert len(list(tmp_path.glob("energy_*.png"))) == len(ev.apps)
