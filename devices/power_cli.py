@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
 from devices.energy import MIN_WINDOW_S, CounterReading, Window
 
@@ -53,7 +54,7 @@ def rapl_measure(
             readings.append(CounterReading(time.monotonic(), base[0] + v))
             time.sleep(POLL_S)
 
-    th = threading.Thread(target=poll, name="clproj-rapl-poll", daemon=True)
+    th = background_thread(poll, "clproj-rapl-poll")
     th.start()
     time.sleep(0.05)
     launches = 0

@@ -8,14 +8,10 @@ import os
 import sys
 import sysconfig
 import tempfile
-from typing import TYPE_CHECKING
 
 from clproj import settings
 from clproj.console import emit_json, print_table, stderr_tables
 from clproj.errors import ClprojError
-
-if TYPE_CHECKING:
-    from runtime.cluster.placement import Objective
 
 MODES = ("observe", "project", "route")
 
@@ -74,29 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(project mode's default), measured, all, profile keys or files, comma-separated; "
         "route mode's default is cluster (the devices the broker's nodes announce)",
     )
-    p.add_argument(
-        "--objective",
-        choices=("time", "energy", "edp"),
-        default=None,
-        help="project mode: recommend, route mode: place each kernel by projected time "
-        "(default), energy or energy x delay (docs/projection.md; setting CLPROJ_OBJECTIVE)",
-    )
-    p.add_argument(
-        "--deadline",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="project and route modes: only devices whose projected launch time is within "
-        "SECONDS (none: the fastest); setting CLPROJ_DEADLINE_S",
-    )
-    p.add_argument(
-        "--max-slowdown",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help="project and route modes: only devices at most FRACTION slower than the "
-        "fastest (0.1: 10%%); setting CLPROJ_MAX_SLOWDOWN",
-    )
+    from runtime.projection.objective import add_arguments
+
+    add_arguments(p, "project mode: recommend, route mode: place each kernel")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
 
@@ -378,7 +354,14 @@ def run_cmd(args: argparse.Namespace) -> int:
         split_file = None
         if getattr(args, "split", False):
             split_file = _split_environment(env, tmp)
-        objective = _objective_settings(args, env)
+        from runtime.projection import objective as objectives
+
+        if objectives.given(args) and args.mode not in ("project", "route"):
+            raise ClprojError(
+                "--objective/--deadline/--max-slowdown choose devices",
+                "add --mode project or --mode route",
+            )
+        objective = objectives.from_args(args, env)
         if args.mode == "project":
             env["CLPROJ_PROJECTION_FILE"] = os.path.join(tmp, "projections.jsonl")
             env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
@@ -403,7 +386,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                     devices_spec=devices_spec or "local",
                     objective=objective.name,
                 )
-                _constrain(projections, objective)
+                objectives.constrain(projections, objective)
         except ClprojError as exc:  # the app's exit code and its measured kernels stay
             print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
             rows = read_summary(summary)
@@ -431,57 +414,6 @@ def _node_failures(run_dir: str) -> int:
             return int(fh.read().strip() or 0)
     except (OSError, ValueError):
         return 0
-
-
-def _objective_settings(args: argparse.Namespace, env: dict[str, str]) -> Objective:
-    """``--objective/--deadline/--max-slowdown`` (else their settings) as a
-    :class:`runtime.cluster.placement.Objective`, passed to the app's environment so route
-    mode's placement requests carry them to the broker."""
-    from runtime.cluster.placement import Objective
-
-    flags = (
-        ("objective", "CLPROJ_OBJECTIVE"),
-        ("deadline", "CLPROJ_DEADLINE_S"),
-        ("max_slowdown", "CLPROJ_MAX_SLOWDOWN"),
-    )
-    values = []
-    for attr, name in flags:
-        value = getattr(args, attr, None)
-        if value is None:
-            value = settings.get(name)
-        elif isinstance(value, float) and not 0 <= value <= settings.setting(name).bounds[1]:
-            hi = settings.setting(name).bounds[1]
-            raise ClprojError(
-                f"--{attr.replace('_', '-')} {value!r} is out of range", f"give 0 to {hi:g}"
-            )
-        env[name] = str(value)
-        values.append(value)
-    obj = Objective(str(values[0]), float(values[1]), float(values[2]))
-    given = any(getattr(args, a, None) is not None for a, _ in flags)
-    if given and args.mode not in ("project", "route"):
-        raise ClprojError(
-            "--objective/--deadline/--max-slowdown choose devices",
-            "add --mode project or --mode route",
-        )
-    return obj
-
-
-def _constrain(projections: list[dict], objective: Objective) -> None:
-    """Project mode with a deadline or slowdown bound: each kernel's recommendation is
-    the objective's choice among the devices the constraints allow."""
-    if not (objective.deadline_s or objective.max_slowdown):
-        return
-    from runtime.projection.power import pick
-
-    for doc in projections:
-        rows = doc.get("projections") or []
-        choice = pick(objective.name, rows, objective.deadline_s, objective.max_slowdown)
-        if choice is not None:
-            doc["recommended"] = choice
-            doc["constraints"] = {
-                "deadline_s": objective.deadline_s,
-                "max_slowdown": objective.max_slowdown,
-            }
 
 
 def _report_run(

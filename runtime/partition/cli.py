@@ -59,53 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=positive_seconds, default=120.0, help="emulation time budget (s)"
     )
-    p.add_argument(
-        "--objective",
-        choices=("time", "energy", "edp"),
-        default=None,
-        help="choose the single device and the split by projected time (default), energy "
-        "or energy x delay (setting CLPROJ_OBJECTIVE)",
-    )
-    p.add_argument(
-        "--deadline",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="only single devices within SECONDS, and a split only within it "
-        "(setting CLPROJ_DEADLINE_S)",
-    )
-    p.add_argument(
-        "--max-slowdown",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help="only single devices at most FRACTION slower than the fastest "
-        "(setting CLPROJ_MAX_SLOWDOWN)",
-    )
+    from runtime.projection.objective import add_arguments
+
+    add_arguments(p, "choose the single device and the split")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_advise)
-
-
-def objective_args(args: argparse.Namespace) -> tuple[str, float, float]:
-    """(objective, deadline s, max slowdown): the flags, else their settings."""
-    from clproj import settings
-
-    out = []
-    for attr, name in (
-        ("objective", "CLPROJ_OBJECTIVE"),
-        ("deadline", "CLPROJ_DEADLINE_S"),
-        ("max_slowdown", "CLPROJ_MAX_SLOWDOWN"),
-    ):
-        v = getattr(args, attr, None)
-        if v is None:
-            v = settings.get(name)
-        elif isinstance(v, float) and not 0 <= v <= settings.setting(name).bounds[1]:
-            raise ClprojError(
-                f"--{attr.replace('_', '-')} {v!r} is out of range",
-                f"give 0 to {settings.setting(name).bounds[1]:g}",
-            )
-        out.append(v)
-    return str(out[0]), float(out[1]), float(out[2])
 
 
 def local_devices(spec: str) -> tuple[list[Any], list[Any]]:
@@ -143,15 +101,17 @@ def run_advise(args: argparse.Namespace) -> int:
     else:
         profiles = device_set.resolve(args.devices)
     with stderr.status(f"emulating {record.kernel}: kernel profile and store ranges..."):
-        objective, deadline, slowdown = objective_args(args)
+        from runtime.projection.objective import from_args
+
+        obj = from_args(args)
         advice = advise(
             record,
             profiles,
             mode=args.mode,
             timeout_s=args.timeout,
-            objective=objective,
-            deadline_s=deadline,
-            max_slowdown=slowdown,
+            objective=obj.name,
+            deadline_s=obj.deadline_s,
+            max_slowdown=obj.max_slowdown,
         )
     if (args.execute or args.calibrate) and not advice.safety.ok:
         raise ClprojError(
