@@ -70,13 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(project mode's default), measured, all, profile keys or files, comma-separated; "
         "route mode's default is cluster (the devices the broker's nodes announce)",
     )
-    p.add_argument(
-        "--objective",
-        choices=("time", "energy", "edp"),
-        default="time",
-        help="project mode: recommend per kernel by projected time (default), energy or "
-        "energy x delay (docs/projection.md)",
-    )
+    from runtime.projection.objective import add_arguments
+
+    add_arguments(p, "project mode: recommend, route mode: place each kernel")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
 
@@ -358,6 +354,14 @@ def run_cmd(args: argparse.Namespace) -> int:
         split_file = None
         if getattr(args, "split", False):
             split_file = _split_environment(env, tmp)
+        from runtime.projection import objective as objectives
+
+        if objectives.given(args) and args.mode not in ("project", "route"):
+            raise ClprojError(
+                "--objective/--deadline/--max-slowdown choose devices",
+                "add --mode project or --mode route",
+            )
+        objective = objectives.from_args(args, env)
         if args.mode == "project":
             env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
             env.setdefault("CLPROJ_EMULATION_NICE", "10")
@@ -385,9 +389,10 @@ def run_cmd(args: argparse.Namespace) -> int:
                     record_dir,
                     env["CLPROJ_DEFERRED_FILE"],
                     devices_spec=devices_spec or "local",
-                    objective=args.objective,
+                    objective=objective.name,
                     live=live,
                 )
+                objectives.constrain(projections, objective)
         except ClprojError as exc:  # the app's exit code and its measured kernels stay
             print(f"clproj: after the app: {exc.cause}", file=sys.stderr)
             rows = read_summary(summary)

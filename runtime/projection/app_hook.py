@@ -239,10 +239,13 @@ def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
     from intercept.route import platform as route_runtime
 
     times: dict[str, float | None] = {}
+    energies: dict[str, float | None] = {}
     for p in doc["projections"]:
         times[p["device"]] = p["time_s"]
         times.setdefault(p["name"], p["time_s"])
-    route_runtime.post_projection(record.signature, times)
+        energies[p["device"]] = p.get("energy_j")
+        energies.setdefault(p["name"], p.get("energy_j"))
+    route_runtime.post_projection(record.signature, times, energies)
 
 
 def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:
