@@ -332,6 +332,33 @@ TABLE: tuple[Setting, ...] = (
         bounds=(0, float("inf")),
     ),
     Setting(
+        "CLPROJ_OBJECTIVE",
+        "choice",
+        "time",
+        "both",
+        "What a device is chosen by in project and route modes (`clproj run --objective`): "
+        "projected time, energy (J) or energy x delay (docs/projection.md).",
+        choices=("time", "energy", "edp"),
+    ),
+    Setting(
+        "CLPROJ_DEADLINE_S",
+        "float",
+        0.0,
+        "both",
+        "Project and route modes (`clproj run --deadline`): only devices whose projected "
+        "launch time is within this many seconds are chosen (none: the fastest); 0: none.",
+        bounds=(0.0, 1e6),
+    ),
+    Setting(
+        "CLPROJ_MAX_SLOWDOWN",
+        "float",
+        0.0,
+        "both",
+        "Project and route modes (`clproj run --max-slowdown`): only devices at most this "
+        "fraction slower than the fastest are chosen (0.1: 10%); 0: no bound.",
+        bounds=(0.0, 1000.0),
+    ),
+    Setting(
         "CLPROJ_SPLIT",
         "bool",
         False,

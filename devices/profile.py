@@ -335,8 +335,12 @@ def validate(doc: dict[str, Any]) -> None:
 
 
 # The optional ``power`` section (docs/formats.md section 3): its own version, because
-# measured power parameters will add fields that old readers must refuse, not misread.
-POWER_VERSION = 1
+# measured power parameters add fields that old readers must refuse, not misread.
+# Version 2: energies per local-memory and L2 byte, and the ``fit`` record of a measured
+# section (devices/power_fit.py). Spec-rule sections stay version 1.
+POWER_VERSION = 2
+SPEC_POWER_VERSION = 1
+_POWER_BYTE_FIELDS = ("energy_per_dram_byte_j", "energy_per_l2_byte_j", "energy_per_local_byte_j")
 _POWER_RULES = ("spec", "measured")
 MAX_POWER_W = 1e5  # no single device draws 100 kW; a larger value is a corrupt file
 
@@ -373,13 +377,39 @@ def _validate_power(doc: dict[str, Any]) -> None:
             if cls not in INSTRUCTION_CLASSES:
                 _fail(f"power.energy_per_op_j.{cls}", "unknown instruction class")
             _num(doc, f"power.energy_per_op_j.{cls}", strict=False, maximum=1.0)
-    if power.get("energy_per_dram_byte_j") is not None:
-        _num(doc, "power.energy_per_dram_byte_j", strict=False, maximum=1.0)
+    for field in _POWER_BYTE_FIELDS:
+        if power.get(field) is not None:
+            if field != "energy_per_dram_byte_j" and version < 2:
+                _fail(f"power.{field}", "needs power.version 2")
+            _num(doc, f"power.{field}", strict=False, maximum=1.0)
+    if "fit" in power:
+        _validate_power_fit(doc, power["fit"])
     if rule == "measured" and per_op is None:
         _fail("power.energy_per_op_j", "missing: a measured power section gives them")
     prov = power.get("provenance")
     if not isinstance(prov, dict) or not all(isinstance(v, str) for v in prov.values()):
         _fail("power.provenance", "expected an object of field -> how it was obtained")
+
+
+def _validate_power_fit(doc: dict[str, Any], fit: Any) -> None:
+    """A measured section's fit record: method, results file, per-microbenchmark
+    measured and fitted energies, and its error (shown by ``clproj profile-device``)."""
+    if not isinstance(fit, dict):
+        _fail("power.fit", f"expected an object, got {type(fit).__name__}")
+    for name in ("method", "results"):
+        if not isinstance(fit.get(name), str) or len(fit[name]) > 500:
+            _fail(f"power.fit.{name}", "expected a string")
+    _num(doc, "power.fit.rms_relative_error", strict=False, maximum=1e6)
+    rows = fit.get("microbenchmarks")
+    if not isinstance(rows, list) or not 1 <= len(rows) <= 1000:
+        _fail("power.fit.microbenchmarks", "expected a list of 1..1000 rows")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            _fail(f"power.fit.microbenchmarks[{i}]", "expected {name, measured_j, fitted_j}")
+        for k in ("measured_j", "fitted_j"):
+            v = r.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1e9:
+                _fail(f"power.fit.microbenchmarks[{i}].{k}", f"expected 0..1e9 J, got {v!r}")
 
 
 # --------------------------------------------------------------------------- the profile

@@ -34,6 +34,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar=("A", "B"),
         help="print two profiles (paths or keys) side by side",
     )
+    p.add_argument(
+        "--power",
+        action="store_true",
+        help="run the power microbenchmarks (NVML on NVIDIA GPUs, RAPL on CPUs) and write "
+        "every raw reading to -o (clproj.energy-results); no reader: a one-line refusal",
+    )
+    p.add_argument(
+        "--power-fit",
+        metavar="RESULTS",
+        help="fit static-active power and energy per operation from a --power results file "
+        'into --profile\'s power section, written to -o (docs/devices.md "Power fit")',
+    )
+    p.add_argument("--profile", help="with --power-fit: the profile (path or key) to extend")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -137,6 +150,8 @@ def _check_writable(path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         return compare(args.compare[0], args.compare[1], args.json)
+    if args.power or args.power_fit:
+        return power(args)
     from clproj.devices import nvml
     from clproj.devices.discovery import select_device
     from clproj.devices.microbench.runner import profile_device
@@ -186,4 +201,60 @@ def run(args: argparse.Namespace) -> int:
             stderr.print(f"wrote {args.output}")
     if not args.output and not args.json:
         raise ClprojError("profile measured but not saved", "pass -o PROFILE.json")
+    return 0
+
+
+def power(args: argparse.Namespace) -> int:
+    """``--power`` (measure) or ``--power-fit`` (fit into a profile)."""
+    if not args.output:
+        raise ClprojError("no output file", "pass -o FILE.json")
+    if args.power_fit:
+        from clproj.devices.power_cli import fit_into_profile
+
+        if not args.profile:
+            raise ClprojError("--power-fit needs the profile to extend", "pass --profile KEY")
+        section = fit_into_profile(args.power_fit, args.profile, args.output)
+        if args.json:
+            emit_json(section)
+            return 0
+        fit = section["fit"]
+        print_table(
+            ["microbenchmark", "measured J", "fitted J", "error %"],
+            [
+                (
+                    r["name"],
+                    r["measured_j"],
+                    r["fitted_j"],
+                    100 * (r["fitted_j"] - r["measured_j"]) / r["measured_j"],
+                )
+                for r in fit["microbenchmarks"]
+            ],
+            title=f"power fit: static-active {section['static_active_w']:.1f} W, "
+            f"idle {section['idle_w']:.1f} W, rms error {100 * fit['rms_relative_error']:.1f}%",
+        )
+        stderr.print(f"wrote {args.output}")
+        return 0
+    from clproj.devices.discovery import select_device
+    from clproj.devices.power_cli import measure_power
+
+    _check_writable(args.output)
+    dev = select_device(args.device)
+    doc = measure_power(dev, args.output, args.quick)
+    if args.json:
+        emit_json(doc)
+        return 0
+    rows = []
+    for k in doc["kernels"]:
+        f = k.get("figures") or {}
+        rows.append(
+            (
+                k.get("microbenchmark"),
+                f.get("time_per_launch_s"),
+                f.get("average_power_w"),
+                f.get("energy_per_launch_j"),
+                k.get("error") or "",
+            )
+        )
+    print_table(["microbenchmark", "s/launch", "W", "J/launch", "refused"], rows, title="power")
+    stderr.print(f"wrote {args.output}")
     return 0

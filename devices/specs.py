@@ -21,8 +21,8 @@ from typing import Any
 
 from clproj.devices.profile import (
     FORMAT,
-    POWER_VERSION,
     PROFILES_DIR,
+    SPEC_POWER_VERSION,
     VERSION,
     load_profile,
     validate,
@@ -229,7 +229,7 @@ def spec_power(tdp_w: float, tdp_source: str) -> dict[str, Any]:
     projection for a measured profile without a power section whose device has a sheet."""
     idle = IDLE_FRACTION * tdp_w
     return {
-        "version": POWER_VERSION,
+        "version": SPEC_POWER_VERSION,
         "rule": "spec",
         "confidence": "low",
         "tdp_w": tdp_w,

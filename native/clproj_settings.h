@@ -296,6 +296,22 @@ static inline double clproj_setting_route_reproject_s(void) {
     return clproj__float("CLPROJ_ROUTE_REPROJECT_S", 0.05, 0.0, HUGE_VAL);
 }
 
+/* CLPROJ_OBJECTIVE (choice, both): see docs/settings.md. */
+static inline const char *clproj_setting_objective(void) {
+    static const char *const choices[] = {"time", "energy", "edp", 0};
+    return clproj__choice("CLPROJ_OBJECTIVE", "time", choices, "one of time, energy, edp");
+}
+
+/* CLPROJ_DEADLINE_S (float, both): see docs/settings.md. */
+static inline double clproj_setting_deadline_s(void) {
+    return clproj__float("CLPROJ_DEADLINE_S", 0.0, 0.0, 1000000.0);
+}
+
+/* CLPROJ_MAX_SLOWDOWN (float, both): see docs/settings.md. */
+static inline double clproj_setting_max_slowdown(void) {
+    return clproj__float("CLPROJ_MAX_SLOWDOWN", 0.0, 0.0, 1000.0);
+}
+
 /* CLPROJ_SPLIT (bool, app): see docs/settings.md. */
 static inline int clproj_setting_split(void) { return clproj__bool("CLPROJ_SPLIT", 0); }
 

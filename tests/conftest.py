@@ -113,3 +113,45 @@ def sanitizer_env() -> dict[str, str]:
         "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
     }
+
+
+# ---- a profile pair for choosing by energy -------------------------------------------------
+# The two local PoCL devices' committed profiles with power sections that make the faster
+# one (pthread, two threads) the hungrier: the premise of the tests that show --objective
+# energy changing a choice that time would not (a test pair, not a claim about the host).
+POWER_PAIR = {"pocl-basic-amd-epyc": 15.0, "pocl-pthread-amd-epyc": 150.0}
+
+
+def _powered_profile(key: str, tdp_w: float):
+    import copy
+
+    from clproj.devices.profile import DeviceProfile, load_profile
+
+    data = copy.deepcopy(load_profile(key).data)
+    data["power"] = {
+        "version": 1,
+        "rule": "spec",
+        "confidence": "low",
+        "tdp_w": tdp_w,
+        "idle_w": 0.2 * tdp_w,
+        "static_active_w": 0.2 * tdp_w,
+        "provenance": {"tdp_w": "test: a profile pair, one faster and hungrier"},
+    }
+    return DeviceProfile(data)
+
+
+@pytest.fixture()
+def powered_profile():
+    """``powered_profile(key, tdp_w)``: profile ``key`` with a spec-rule power section."""
+    return _powered_profile
+
+
+@pytest.fixture()
+def power_pair(tmp_path) -> dict[str, str]:
+    """profile key -> path of the POWER_PAIR profiles, saved under ``tmp_path``."""
+    out = {}
+    for key, tdp in POWER_PAIR.items():
+        path = tmp_path / f"{key}.json"
+        _powered_profile(key, tdp).save(path)
+        out[key] = str(path)
+    return out

@@ -97,6 +97,8 @@ class Broker:
         self.by_ident: dict[bytes, str] = {}
         self.clients: dict[bytes, float] = {}
         self.projections: dict[str, dict[str, float | None]] = {}
+        # projected joules per launch, posted with the times (placement by energy)
+        self.energies: dict[str, dict[str, float | None]] = {}
         self.measured: dict[str, dict[str, float]] = {}
         self.inflight: dict[tuple[bytes, int], tuple[str, str | None]] = {}
         self.placements: deque[dict[str, Any]] = deque(maxlen=50)
@@ -280,9 +282,13 @@ class Broker:
             # per kernel: forget the oldest (dicts keep insertion order)
             for key in list(itertools.islice(self.projections, MAX_PROJECTIONS // 10)):
                 del self.projections[key]
+                self.energies.pop(key, None)
                 self._times_cache.pop(key, None)
         self.projections[h["key"]] = {
             str(k): (None if v is None else float(v)) for k, v in h["times"].items()
+        }
+        self.energies[h["key"]] = {
+            str(k): (None if v is None else float(v)) for k, v in (h.get("energies") or {}).items()
         }
         self._times_cache.pop(h["key"], None)
         self.epoch += 1
@@ -295,7 +301,12 @@ class Broker:
         if not self.devices:
             self._send(ident, [protocol.pack("error", id=h["id"], err="no live device")])
             return
-        dec, times = self.place(h["key"], h["move"], h["remaining"], h.get("current"))
+        objective = placement.Objective(
+            h.get("objective", "time"),
+            float(h.get("deadline_s", 0.0)),
+            float(h.get("max_slowdown", 0.0)),
+        )
+        dec, times = self.place(h["key"], h["move"], h["remaining"], h.get("current"), objective)
         self._send(
             ident,
             [
@@ -382,11 +393,24 @@ class Broker:
         return times
 
     def place(
-        self, key: str, move: Mapping[str, int], remaining: float, current: str | None
+        self,
+        key: str,
+        move: Mapping[str, int],
+        remaining: float,
+        current: str | None,
+        objective: placement.Objective = placement.TIME,
     ) -> tuple[placement.Decision, dict[str, float | None]]:
         times = self.projected_times(key)
         views = {d: r.view for d, r in self.devices.items()}
-        dec = placement.decide(times, views, move, remaining, current)
+        dec = placement.decide(
+            times,
+            views,
+            move,
+            remaining,
+            current,
+            energies=self.energies.get(key),
+            objective=objective,
+        )
         self.placements.append(
             {"time": time.time(), "key": key[:80], "device": dec.device, "reason": dec.reason}
         )

@@ -22,6 +22,16 @@ With no projection at all the launch goes at once to a *default* device (the cur
 else the least loaded, ties to the fastest by peak throughput): the first launch never
 waits for the projection.
 
+With ``objective`` energy or EDP (``clproj run --objective``, the client's ``place``
+request), the launches' part of the cost is priced in joules (``remaining * e_d``, the
+projected energy per launch posted with the times) or joule-seconds (that x the time
+cost) instead; queue and transfer stay in the time cost, which also decides the
+constraints: with ``deadline_s`` only devices whose projected launch time meets it, with
+``max_slowdown`` only devices whose time cost is within that fraction of the fastest,
+are candidates (none meets the deadline: the fastest). A device without a projected
+energy is no candidate under energy or EDP while another has one, so nothing is placed
+by a made-up figure; with none, the rule falls back to time.
+
 Projection sources, best first: a projection posted to the broker (``runtime.projection.model``
 or the shim's mini-emulation, possibly arriving late); the pluggable ``projector``
 callable; and the FALLBACK :func:`peak_ratio_projection`, a placeholder that scales a
@@ -92,6 +102,37 @@ def peak_ratio_projection(
     return out
 
 
+@dataclass(frozen=True)
+class Objective:
+    """What placement minimises and under which constraints (``clproj run --objective
+    --deadline --max-slowdown``; settings CLPROJ_OBJECTIVE, CLPROJ_DEADLINE_S,
+    CLPROJ_MAX_SLOWDOWN): ``deadline_s`` per launch, 0 none; ``max_slowdown`` a fraction
+    over the fastest device's time cost, 0 none."""
+
+    name: str = "time"
+    deadline_s: float = 0.0
+    max_slowdown: float = 0.0
+
+
+TIME = Objective()
+
+
+def constrained(times: Mapping[str, float], objective: Objective) -> set[str]:
+    """The devices ``objective``'s constraints allow among those with a time: within the
+    deadline (none does: the fastest) and within the slowdown bound of the fastest."""
+    if not times:
+        return set()
+    fastest = min(times.values())
+    ok = set(times)
+    if objective.deadline_s > 0:
+        ok = {d for d in ok if times[d] <= objective.deadline_s}
+        if not ok:
+            return {min(times, key=lambda d: (times[d], d))}
+    if objective.max_slowdown > 0:
+        ok = {d for d in ok if times[d] <= fastest * (1 + objective.max_slowdown)}
+    return ok
+
+
 def decide(
     times: Mapping[str, float | None],
     devices: Mapping[str, DeviceView],
@@ -99,18 +140,47 @@ def decide(
     remaining: float,
     current: str | None = None,
     hysteresis: float = DEFAULT_HYSTERESIS,
+    energies: Mapping[str, float | None] | None = None,
+    objective: Objective = TIME,
 ) -> Decision:
-    """Pick the device for the next launch; ``devices`` holds only live devices."""
+    """Pick the device for the next launch; ``devices`` holds only live devices.
+    ``energies``: projected joules per launch (None: unknown), used by ``objective``."""
     if not devices:
         raise ValueError("no live device")
     remaining = max(float(remaining), 1.0)
     costs: dict[str, float] = {}
+    launch_t: dict[str, float] = {}
     for d, view in devices.items():
         t = times.get(d)
         if t is None:
             continue
         bw = view.h2d_bytes_per_s if view.h2d_bytes_per_s > 0 else DEFAULT_BANDWIDTH
         costs[d] = remaining * t + view.queue_s + move_bytes.get(d, 0) / bw
+        launch_t[d] = float(t)
+    if costs and (objective.deadline_s > 0 or objective.max_slowdown > 0):
+        # the deadline is per launch; the slowdown bound is over the whole time cost
+        on_time = constrained(launch_t, Objective(deadline_s=objective.deadline_s))
+        within = constrained(
+            {d: costs[d] for d in on_time}, Objective(max_slowdown=objective.max_slowdown)
+        )
+        costs = {d: c for d, c in costs.items() if d in within}
+    if costs and objective.name != "time":
+        e = {d: (energies or {}).get(d) for d in costs}
+        known = {d: float(v) for d, v in e.items() if v is not None}
+        if known:
+            costs = {
+                d: remaining * j * (costs[d] if objective.name == "edp" else 1.0)
+                for d, j in known.items()
+            }
+            best = min(costs, key=lambda d: (costs[d], d))
+            unit = "J" if objective.name == "energy" else "J s"
+            if current in costs and current != best:
+                if costs[current] - costs[best] <= hysteresis * costs[current]:
+                    return Decision(current, f"stay: {objective.name} gain below hysteresis", costs)
+                return Decision(
+                    best, f"migrate: projected {objective.name} {costs[best]:.3g} {unit}", costs
+                )
+            return Decision(best, f"lowest projected {objective.name} ({unit})", costs)
     if not costs:
         if current in devices:
             return Decision(current, "no projection yet: stay on current device", costs)

@@ -85,8 +85,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "move": _MAP,  # device id -> bytes to move there
         "remaining": _NUM,
         "current?": _STR,
+        # what to minimise (time, energy, edp) and its constraints (placement.Objective)
+        "objective?": _STR,
+        "deadline_s?": _NUM,
+        "max_slowdown?": _NUM,
     },
-    "projection": {"key": _STR, "times": _MAP, "source?": _STR},
+    # energies: device id -> projected joules per launch, or nil (unknown)
+    "projection": {"key": _STR, "times": _MAP, "source?": _STR, "energies?": _MAP},
     "status": {"id": _INT},
     # after: same-host link only, the client's last fast frame this command must follow
     "cmd": {"id": _INT, "dev": _STR, "op": _STR, "a": _MAP, "after?": _INT},
@@ -336,7 +341,19 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
                     f"projection: times[{str(k)[:MAX_ID]!r}] is {_show(v)}; times must map "
                     "device id -> finite seconds >= 0, or nil"
                 )
+    if t == "projection":
+        for k, v in (header.get("energies") or {}).items():
+            if not isinstance(k, str) or not (v is None or _is_seconds(v)):
+                raise ProtocolError(
+                    f"projection: energies[{str(k)[:MAX_ID]!r}] is {_show(v)}; energies must "
+                    "map device id -> finite joules >= 0, or nil"
+                )
     if t == "place":
+        if header.get("objective", "time") not in ("time", "energy", "edp"):
+            raise ProtocolError("place: objective must be time, energy or edp")
+        for name in ("deadline_s", "max_slowdown"):
+            if name in header and not _is_seconds(header[name]):
+                raise ProtocolError(f"place: {name} is {_show(header[name])}, not a number >= 0")
         for k, v in header["move"].items():
             if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ProtocolError("place: move must map device id -> bytes")

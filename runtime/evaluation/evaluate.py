@@ -30,6 +30,11 @@ class AppEvaluation:
     bound: dict[str, str]  # device key -> bound letter of the dominant group
     penalty: float
     relative_error: float
+    # device key -> projected joules of one run (absent: no power projection); the
+    # arithmetic operations of one run; device key -> power confidence (low: spec rule)
+    projected_j: dict[str, float] = field(default_factory=dict)
+    ops: float | None = None
+    power_confidence: dict[str, str] = field(default_factory=dict)
 
     @property
     def best_actual(self) -> str:
@@ -80,6 +85,9 @@ class Evaluation:
                     bound={d: a.bound[d] for d in devices},
                     penalty=metrics.selection_penalty(act, prj),
                     relative_error=metrics.relative_error(act, prj),
+                    projected_j={d: j for d, j in a.projected_j.items() if d in devices},
+                    ops=a.ops,
+                    power_confidence={d: c for d, c in a.power_confidence.items() if d in devices},
                 )
             )
         return Evaluation(
@@ -177,6 +185,31 @@ def project_app(doc: dict[str, Any], device: Any, model: Any = None) -> tuple[fl
         if t > worst:
             worst, bound = t, dominant.bound
     return total, bound
+
+
+def app_energy(doc: dict[str, Any], device: Any) -> tuple[float | None, float | None, str]:
+    """Projected joules of one run of an app on ``device`` (None: the device has no power
+    projection), its arithmetic operations (the plugin's counts) and the power's
+    confidence, weighted over each group's variants as :func:`project_app` weights time."""
+    from clproj.runtime.evaluation.validate_match import arithmetic_ops
+    from clproj.runtime.projection.power import project_power
+
+    joules: float | None = 0.0
+    ops: float | None = 0.0
+    confidence = "normal"
+    for g in doc["groups"]:
+        for v in g["variants"]:
+            p = project(v["profile"], device, g.get("footprint_bytes"))
+            pw = project_power(p, v["profile"], device)
+            if pw.energy_j is None or joules is None:
+                joules = None
+            else:
+                joules += pw.energy_j * v["weight"]
+            if pw.confidence == "low":
+                confidence = "low"
+            n = arithmetic_ops({"profile": v["profile"]})
+            ops = None if n is None or ops is None else ops + n * v["weight"]
+    return joules, ops, confidence
 
 
 def load_measured(
@@ -279,6 +312,7 @@ def evaluate(
             continue
         actual = {d: entries[d]["total_ns"] * 1e-9 for d in devices}
         projected = {d: proj[d][0] for d in devices}
+        energy = {d: app_energy(doc, profiles[d]) for d in devices} if model is None else {}
         out.append(
             AppEvaluation(
                 app=app,
@@ -287,6 +321,9 @@ def evaluate(
                 bound={d: proj[d][1] for d in devices},
                 penalty=metrics.selection_penalty(actual, projected),
                 relative_error=metrics.relative_error(actual, projected),
+                projected_j={d: e[0] for d, e in energy.items() if e[0] is not None},
+                ops=next((e[1] for e in energy.values()), None),
+                power_confidence={d: e[2] for d, e in energy.items() if e[0] is not None},
             )
         )
     return Evaluation(devices=devices, device_names=names, apps=out, skipped=skipped)

@@ -95,6 +95,10 @@ def write_report(evaluation: Any, directory: str) -> str:
         f"<td>{s['per_device'][d]['mape']:.1%}</td></tr>"
         for d in devices
     )
+    from clproj.runtime.evaluation.energy_html import section as energy_section
+
+    low = {d for a in apps for d, c in a.power_confidence.items() if c == "low"}
+    energy = energy_section(apps, directory, low=low).replace("per kernel", "per app (one run)")
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>clproj evaluation</title>
 <style>body{{font-family:sans-serif;margin:2em}} td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}</style></head>
 <body><h1>clproj projection accuracy</h1>
@@ -105,6 +109,7 @@ mean relative error {s["mean_relative_error"]:.1%}.</p>
 <h2>Per app</h2><table><tr><th>app</th><th>best (actual)</th><th>best (projected)</th><th>penalty</th>
 <th>relative error</th><th>bound</th></tr>{rows_html}</table>
 <img src="relative_times.png"><img src="absolute_times.png">
+{energy}
 <p>Skipped: {html.escape(str(evaluation.skipped))}</p></body></html>"""
     path = os.path.join(directory, "index.html")
     with open(path, "w", encoding="utf-8") as fh:

@@ -276,9 +276,14 @@ def load_validation(doc: Mapping[str, Any]) -> Validation:
     fields = KernelResult.__dataclass_fields__
     kernels = [
         KernelResult(
-            **{k: v for k, v in kd.items() if k in fields and k not in ("methods", "confidence")},
+            **{
+                k: v
+                for k, v in kd.items()
+                if k in fields and k not in ("methods", "confidence", "power_low")
+            },
             methods=kd.get("emulation_methods") or {},
             confidence=kd.get("emulation_confidence") or {},
+            power_low={d for d, c in (kd.get("power_confidence") or {}).items() if c == "low"},
         )
         for kd in doc["kernels"]
     ]

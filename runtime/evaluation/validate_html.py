@@ -120,6 +120,11 @@ def write_report(val: Any, directory: str) -> str:
         [" vs ".join(p["devices"]), p["kernels"], f"{p['agree']}/{p['kernels']}"]
         for p in s["pairs"]
     ]
+    from clproj.runtime.evaluation.energy_html import section as energy_section
+
+    energy = energy_section(
+        val.kernels, directory, low={d for k in val.kernels for d in k.power_low}
+    )
     models = ""
     if val.models:
         m_header, m_rows, trained = model_rows(val)
@@ -135,8 +140,9 @@ mean penalty {pct(s["mean_penalty"])} (max {pct(s["max_penalty"])}); mean relati
 {models}
 <h2>Device order</h2>{table(["pair", "kernels", "order agrees"], pair_rows)}
 <h2>Per kernel</h2>{table(["app", "kernel", "launches judged", *[f"{d} ratio" for d in val.devices], "best", "picked", "penalty", "rel. err"], kernel_rows)}
-<h2>Worst kernels</h2>{table(["app", "kernel", "device", "measured", "projected", "ratio", "bound", "emulation"], worst)}
+<h2>Worst kernels</h2>{table(["app", "kernel", "device", "measured", "projected", "ratio", "bound", "proj. energy", "proj. power", "emulation"], worst)}
 <h2>Projected vs measured</h2>{"".join(f'<img src="{n}">' for n in images)}
+{energy}
 <h2>Apps</h2>{table(["app", "status", "run", "notes"], app_rows)}
 <p>Not judged: {html.escape(str(val.skipped_devices))}</p></body></html>"""
     path = os.path.join(directory, "index.html")

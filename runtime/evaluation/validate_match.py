@@ -33,6 +33,25 @@ class ShapeProjection:
     signatures: int
     methods: Counter = field(default_factory=Counter)  # emulation method -> signatures
     confidence: Counter = field(default_factory=Counter)
+    # device name -> mean projected joules per launch (absent: a signature had no power)
+    energy_j: dict[str, float] = field(default_factory=dict)
+    # arithmetic operations per launch (the plugin's counts; None: a signature's profile
+    # was reused and not in the doc), for GOPS/W
+    ops: float | None = None
+    power_low: set[str] = field(default_factory=set)  # device names with spec-rule power
+
+
+def arithmetic_ops(doc: Mapping[str, Any]) -> float | None:
+    """Arithmetic operations of one launch: the plugin's fp, int, special and conversion
+    counts in the doc's kernel profile (None where the doc carries no profile)."""
+    from clproj.devices.power_fit import CLASS_FEATURE
+
+    total = ((doc.get("profile") or {}).get("total") or {}).get("instructions")
+    if not isinstance(total, Mapping):
+        return None
+    return float(
+        sum(float(v or 0) for c, v in total.items() if c in CLASS_FEATURE and c != "atomic")
+    )
 
 
 def project_shapes(
@@ -50,6 +69,9 @@ def project_shapes(
     methods: dict[ShapeKey, Counter] = {}
     conf: dict[ShapeKey, Counter] = {}
     errors: Counter = Counter()
+    joules: dict[ShapeKey, dict[str, list[float | None]]] = {}
+    ops: dict[ShapeKey, list[float | None]] = {}
+    low: dict[ShapeKey, set[str]] = {}
     for doc in docs:
         projs = doc.get("projections") or []
         if doc.get("error") or not projs:
@@ -61,8 +83,15 @@ def project_shapes(
         emu = doc.get("emulation") or {}
         methods.setdefault(key, Counter())[str(emu.get("method", "?"))] += 1
         conf.setdefault(key, Counter())[str(emu.get("confidence", "?"))] += 1
+        ops.setdefault(key, []).append(arithmetic_ops(doc))
         for p in projs:
             times.setdefault(key, {}).setdefault(p["name"], []).append(float(p["time_s"]))
+            e = p.get("energy_j")
+            if e is not None and p.get("power_confidence") == "low":
+                low.setdefault(key, set()).add(p["name"])
+            joules.setdefault(key, {}).setdefault(p["name"], []).append(
+                None if e is None else float(e)
+            )
             bounds.setdefault(key, {}).setdefault(p["name"], Counter())[
                 str(p.get("bound", "?"))
             ] += 1
@@ -73,10 +102,23 @@ def project_shapes(
             signatures=sigs[key],
             methods=methods[key],
             confidence=conf[key],
+            energy_j={
+                name: statistics.fmean(es)  # type: ignore[arg-type]
+                for name, es in joules.get(key, {}).items()
+                if es and all(e is not None for e in es)
+            },
+            ops=_mean_known(ops.get(key, [])),
+            power_low=low.get(key, set()),
         )
         for key, per_dev in times.items()
     }
     return out, errors
+
+
+def _mean_known(values: list[float | None]) -> float | None:
+    """The mean of the values that are known (a reused signature has the same counts)."""
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -101,6 +143,15 @@ class KernelResult:
     run_measured_s: float | None = None  # this machine's device time in the run
     methods: dict[str, int] = field(default_factory=dict)
     confidence: dict[str, int] = field(default_factory=dict)
+    # device label -> projected joules over the matched shapes (absent: no power projection)
+    projected_j: dict[str, float] = field(default_factory=dict)
+    ops: float | None = None  # arithmetic operations over the matched launches
+    power_low: set[str] = field(default_factory=set)  # labels whose power is a spec rule
+
+    def power_w(self, device: str) -> float | None:
+        """Projected average power over the kernel's launches: joules / seconds."""
+        j, t = self.projected_j.get(device), self.projected_s.get(device)
+        return j / t if j is not None and t else None
 
     @property
     def devices(self) -> list[str]:
@@ -161,6 +212,12 @@ class KernelResult:
             "coverage": self.coverage,
             "measured_s": self.measured_s,
             "projected_s": self.projected_s,
+            "projected_j": self.projected_j,
+            "projected_w": {d: self.power_w(d) for d in self.projected_j},
+            "ops": self.ops,
+            "power_confidence": {
+                d: "low" if d in self.power_low else "normal" for d in self.projected_j
+            },
             "ratio": {d: self.ratio(d) for d in devs},
             "bound": self.bound,
             "best_measured": self.best_measured,
@@ -215,6 +272,8 @@ def judge_app(
         measured: dict[str, float] = {}
         projected: dict[str, float] = {}
         bound: dict[str, str] = {}
+        energy: dict[str, float] = {}
+        low_power: set[str] = set()
         for dev in truth:
             rows = dev.app_rows(app)
             both = [k for k in matched if k in rows and dev.name in shapes[k].time_s]
@@ -225,6 +284,12 @@ def judge_app(
             projected[dev.label] = sum(contrib.values())
             top = max(contrib, key=lambda k: contrib[k])
             bound[dev.label] = shapes[top].bound.get(dev.name, "?")
+            if all(dev.name in shapes[k].energy_j for k in both):
+                energy[dev.label] = sum(
+                    rows[k].launches * shapes[k].energy_j[dev.name] for k in both
+                )
+                if any(dev.name in shapes[k].power_low for k in both):
+                    low_power.add(dev.label)
         methods: Counter = Counter()
         conf: Counter = Counter()
         for k in matched:
@@ -246,6 +311,11 @@ def judge_app(
             run_measured_s=run["total_ns"] * 1e-9 if run else None,
             methods=dict(methods),
             confidence=dict(conf),
+            projected_j=energy,
+            power_low=low_power,
+            ops=sum(launches[k] * shapes[k].ops for k in matched)  # type: ignore[misc]
+            if matched and all(shapes[k].ops is not None for k in matched)
+            else None,
         )
         if run is None:
             notes.append(f"{kernel}: in the truth files but never launched in this run")

@@ -46,13 +46,21 @@ def device_metrics(m: dict[str, Any]) -> list[Any]:
 
 
 def kernel_device_cells(k: Any, d: str) -> list[str]:
-    """One kernel on one device: measured, projected, their ratio, the projected bound."""
+    """One kernel on one device: measured, projected, their ratio, the projected bound,
+    and the projected energy (J) and average power (W) beside the time (``-``: the
+    device has no power projection)."""
+    j, w = k.projected_j.get(d), k.power_w(d)
     return [
         fmt_time(k.measured_s[d]),
         fmt_time(k.projected_s[d]),
         ratio_text(k.ratio(d)),
         k.bound.get(d, ""),
+        "-" if j is None else f"{j:.3g} J",
+        "-" if w is None else f"{w:.3g} W" + (" (low)" if d in k.power_low else ""),
     ]
+
+
+ENERGY_HEADERS = ["proj. energy", "proj. power"]
 
 
 def worst_rows(val: Any, with_confidence: bool) -> list[list[str]]:
@@ -122,7 +130,7 @@ def print_validation(val: Any) -> None:
     )
     for d in devs:
         print_table(
-            ["app", "kernel", "measured", "projected", "ratio", "bound"],
+            ["app", "kernel", "measured", "projected", "ratio", "bound", *ENERGY_HEADERS],
             [(k.app, k.kernel, *kernel_device_cells(k, d)) for k in val.kernels if d in k.devices],
             title=f"{d}: {val.device_names[d]}",
         )
@@ -169,6 +177,7 @@ def print_validation(val: Any) -> None:
             "projected",
             "ratio",
             "bound",
+            *ENERGY_HEADERS,
             "emulation",
             "confidence",
         ],

@@ -5,7 +5,12 @@ of its own (a run of consecutive *slabs*, the groups sharing one index along the
 dimension; see :mod:`runtime.partition.safety`), adds the transfers the share needs (every
 input buffer up, the share's written region down), and picks the slab counts that make the
 devices finish together. It compares that with the best single device and recommends the
-split only when it is at least ``MIN_GAIN`` faster. ``execute_split(record, advice,
+split only when it is at least ``MIN_GAIN`` faster. With ``objective`` energy or EDP
+(``clproj advise-partition --objective``), every share and every single device also get
+their projected energy (the kernel's, :mod:`runtime.projection.power`; transfers are not
+priced: no model of a link's energy), the single device is the objective's choice among
+those the deadline and slowdown bound allow, and the split is recommended only when its
+energy (EDP) is at least ``MIN_GAIN`` lower than that device's. ``execute_split(record, advice,
 cl_devices) -> SplitResult`` really runs it (:mod:`runtime.partition.execution`).
 docs/advisor.md explains the model.
 """
@@ -42,6 +47,8 @@ class Share:
     d2h_s: float  # the share's written region down
     total_s: float
     bound: str
+    energy_j: float | None = None  # projected kernel energy of the share (None: no power)
+    power_w: float | None = None
 
 
 @dataclass
@@ -60,6 +67,9 @@ class Advice:
     explanation: str = ""
     explanation_note: str = ""  # e.g. devices sharing CPU cores
     upload_args: list[int] = field(default_factory=list)  # buffers each device receives
+    objective: str = "time"
+    single_j: dict[str, float | None] = field(default_factory=dict)  # whole launch, J
+    split_j: float | None = None  # sum of the shares' energies (None: a share has no power)
 
     @property
     def fractions(self) -> list[float]:
@@ -115,6 +125,21 @@ class ShareCost:
         self.slowdown = slowdown  # kernel time stretch from sharing cores with other devices
         self.h2d_bytes = sum(int(record.arg(i).size or 0) for i in upload_args(record, safety))
         self._cache: dict[int, Share] = {}
+        self._projections: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+    def priced(self, first: int, n: int) -> Share:
+        """:meth:`share` with its projected kernel energy and power (asked for the final
+        shares only: the solver's many trial sizes need time alone)."""
+        from clproj.runtime.projection.power import project_power
+
+        s = self.share(first, n)
+        if n and n in self._projections:
+            p, sub = self._projections[n]
+            pw = project_power(p, sub, self.device)
+            # a share slowed by sharing cores draws its power for longer
+            s.power_w = pw.power_w
+            s.energy_j = None if pw.power_w is None else pw.power_w * s.kernel_s
+        return s
 
     def share(self, first: int, n: int) -> Share:
         from clproj.runtime.projection.model import project
@@ -124,8 +149,10 @@ class ShareCost:
             if n == 0:
                 kernel_s, h2d, d2h, bound = 0.0, 0.0, 0.0, "-"
             else:
-                p = project(share_profile(self.profile, self.safety, n), dev)
+                sub = share_profile(self.profile, self.safety, n)
+                p = project(sub, dev)
                 kernel_s, bound = p.time_s * self.slowdown, p.bound
+                self._projections[n] = (p, sub)
                 h2d = self.h2d_bytes / dev.h2d_bytes_per_s
                 down = 0
                 for w in self.safety.written:
@@ -133,7 +160,17 @@ class ShareCost:
                     down += hi - lo
                 d2h = down / dev.d2h_bytes_per_s
             self._cache[n] = Share(
-                dev.key, dev.name, 0, n, 0.0, kernel_s, h2d, d2h, kernel_s + h2d + d2h, bound
+                dev.key,
+                dev.name,
+                0,
+                n,
+                0.0,
+                kernel_s,
+                h2d,
+                d2h,
+                kernel_s + h2d + d2h,
+                bound,
+                0.0 if n == 0 else None,
             )
         s = copy.copy(self._cache[n])
         s.first_slab = first
@@ -189,6 +226,9 @@ def advise(
     mode: str = "single",
     timeout_s: float = 120.0,
     min_gain: float = MIN_GAIN,
+    objective: str = "time",
+    deadline_s: float = 0.0,
+    max_slowdown: float = 0.0,
 ) -> Advice:
     """Partition advice for ``record`` over ``devices`` (device profiles, in order).
 
@@ -213,7 +253,13 @@ def advise(
     costs = [
         ShareCost(profile, d, record, safety, f) for d, f in zip(devices, slowdowns, strict=True)
     ]
-    best = min(single, key=lambda k: single[k])
+    from clproj.runtime.projection.power import pick
+
+    single_j = {
+        d.key: c.priced(0, safety.slabs).energy_j for d, c in zip(devices, alone, strict=True)
+    }
+    rows = [{"device": k, "time_s": single[k], "energy_j": single_j[k]} for k in single]
+    best = pick(objective, rows, deadline_s, max_slowdown) or min(single, key=lambda k: single[k])
     advice = Advice(
         kernel=record.kernel,
         devices=[d.key for d in devices],
@@ -221,6 +267,8 @@ def advise(
         single_s=single,
         best_single=best,
         upload_args=upload_args(record, safety),
+        objective=objective,
+        single_j=single_j,
     )
     if not safety.ok:
         advice.explanation = (
@@ -230,10 +278,14 @@ def advise(
     counts = solve(costs, safety.slabs)
     first = 0
     for c, n in zip(costs, counts, strict=True):
-        advice.shares.append(c.share(first, n))
+        advice.shares.append(c.priced(first, n))
         first += n
     advice.split_s = max(s.total_s for s in advice.shares)
     advice.gain = single[best] / advice.split_s if advice.split_s else 1.0
+    if all(s.energy_j is not None for s in advice.shares):
+        advice.split_j = sum(float(s.energy_j or 0.0) for s in advice.shares)
+    if objective != "time":
+        return _by_energy(advice, min_gain, deadline_s)
     used = [s for s in advice.shares if s.slabs]
     ratio = ", ".join(f"{s.device_key} {s.fraction:.1%}" for s in advice.shares)
     shared = [
@@ -261,6 +313,45 @@ def advise(
         advice.explanation = (
             f"split {ratio}: projected {fmt_time(advice.split_s)}, {advice.gain:.2f}x faster than "
             f"{best} alone ({fmt_time(single[best])})"
+        )
+    return advice
+
+
+def _by_energy(advice: Advice, min_gain: float, deadline_s: float) -> Advice:
+    """The split decision by energy or EDP: split when its value is at least ``min_gain``
+    below the chosen single device's (and within the deadline); a split or device without
+    a power projection is decided by time, and the explanation says so."""
+    best = advice.best_single
+    unit = "J" if advice.objective == "energy" else "J s"
+    one_j = advice.single_j.get(best)
+    split_s = advice.split_s or 0.0
+
+    def value(j: float, t: float) -> float:
+        return j if advice.objective == "energy" else j * t
+
+    used = [s for s in advice.shares if s.slabs]
+    if one_j is None or advice.split_j is None or len(used) < 2:
+        why = "a device has no power projection" if len(used) >= 2 else "one device takes it all"
+        advice.split = advice.gain >= min_gain and len(used) >= 2
+        advice.explanation = f"by time ({why}): " + (
+            f"split {fmt_time(split_s)}" if advice.split else f"run it on {best}"
+        )
+        return advice
+    one, both = value(one_j, advice.single_s[best]), value(advice.split_j, split_s)
+    late = deadline_s > 0 and split_s > deadline_s
+    ratio = ", ".join(f"{s.device_key} {s.fraction:.1%}" for s in advice.shares)
+    if both * min_gain <= one and not late:
+        advice.split = True
+        advice.explanation = (
+            f"split {ratio}: projected {advice.objective} {both:.3g} {unit} vs {one:.3g} {unit} "
+            f"on {best} alone ({fmt_time(split_s)} vs {fmt_time(advice.single_s[best])})"
+        )
+    else:
+        advice.split = False
+        advice.explanation = (
+            f"run it on {best}: projected {advice.objective} {one:.3g} {unit} "
+            f"({fmt_time(advice.single_s[best])}); the split: {both:.3g} {unit} "
+            f"({fmt_time(split_s)})" + ("; misses the deadline" if late else "")
         )
     return advice
 

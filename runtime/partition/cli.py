@@ -59,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=positive_seconds, default=120.0, help="emulation time budget (s)"
     )
+    from clproj.runtime.projection.objective import add_arguments
+
+    add_arguments(p, "choose the single device and the split")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_advise)
 
@@ -98,7 +101,18 @@ def run_advise(args: argparse.Namespace) -> int:
     else:
         profiles = device_set.resolve(args.devices)
     with stderr.status(f"emulating {record.kernel}: kernel profile and store ranges..."):
-        advice = advise(record, profiles, mode=args.mode, timeout_s=args.timeout)
+        from clproj.runtime.projection.objective import from_args
+
+        obj = from_args(args)
+        advice = advise(
+            record,
+            profiles,
+            mode=args.mode,
+            timeout_s=args.timeout,
+            objective=obj.name,
+            deadline_s=obj.deadline_s,
+            max_slowdown=obj.max_slowdown,
+        )
     if (args.execute or args.calibrate) and not advice.safety.ok:
         raise ClprojError(
             f"{record.kernel} may not be split: {advice.safety.reason}",
@@ -142,25 +156,48 @@ def _print(advice: Any, result: Any, cal: Any = None) -> None:
         f"({s.groups_per_slab} work-group(s) each); split safe: {'yes' if s.ok else 'no'} "
         f"- {s.reason}"
     )
+
+    def joules(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3g} J"
+
     rows = []
     for i, key in enumerate(advice.devices):
         sh = advice.shares[i] if advice.shares else None
+        one_j = advice.single_j.get(key)
         rows.append(
             (
                 key,
                 fmt_time(advice.single_s[key]),
+                joules(one_j),
+                "-" if one_j is None else f"{one_j / advice.single_s[key]:.3g} W",
                 f"{sh.fraction:.1%}" if sh else "-",
                 f"{sh.slabs}" if sh else "-",
                 fmt_time(sh.kernel_s) if sh and sh.slabs else "-",
                 fmt_time(sh.h2d_s + sh.d2h_s) if sh and sh.slabs else "-",
                 fmt_time(sh.total_s) if sh and sh.slabs else "-",
+                joules(sh.energy_j) if sh and sh.slabs else "-",
+                f"{sh.power_w:.3g} W" if sh and sh.slabs and sh.power_w is not None else "-",
                 sh.bound if sh else "-",
             )
         )
     print_table(
-        ["device", "alone", "share", "slabs", "kernel", "transfers", "share total", "bound"],
+        [
+            "device",
+            "alone",
+            "alone energy",
+            "alone power",
+            "share",
+            "slabs",
+            "kernel",
+            "transfers",
+            "share total",
+            "share energy",
+            "share power",
+            "bound",
+        ],
         rows,
-        title="projected partition (cold advice)",
+        title=f"projected partition (cold advice, by {advice.objective}; energy: kernels "
+        "only, transfers not priced)",
     )
     if advice.explanation_note:
         print(f"note: {advice.explanation_note}")

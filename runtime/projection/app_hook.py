@@ -53,8 +53,13 @@ class RouteSink(Protocol):
         """The cluster's devices (``.id``, ``.profile``); empty before route mode runs."""
         ...
 
-    def post_projection(self, key: str, times: dict[str, float | None]) -> bool:
-        """Projected seconds per device for the launches of signature ``key``."""
+    def post_projection(
+        self,
+        key: str,
+        times: dict[str, float | None],
+        energies: dict[str, float | None] | None = None,
+    ) -> bool:
+        """Projected seconds (and joules) per device for the launches of signature ``key``."""
         ...
 
     def consider_split(self, record: Any, doc: dict[str, Any] | None) -> None:
@@ -265,10 +270,13 @@ def _post_to_route(record: Any, doc: dict[str, Any]) -> None:
     if _route_sink is None:
         return
     times: dict[str, float | None] = {}
+    energies: dict[str, float | None] = {}
     for p in doc["projections"]:
         times[p["device"]] = p["time_s"]
         times.setdefault(p["name"], p["time_s"])
-    _route_sink.post_projection(record.signature, times)
+        energies[p["device"]] = p.get("energy_j")
+        energies.setdefault(p["name"], p.get("energy_j"))
+    _route_sink.post_projection(record.signature, times, energies)
 
 
 def _consider_split(record: Any, doc: dict[str, Any] | None) -> None:

@@ -470,13 +470,13 @@ def _summary(done: dict[str, dict[str, Any]], during: int, after: int, seconds: 
 
 
 def _energy_cell(doc: dict[str, Any], p: dict[str, Any]) -> str:
-    """A device cell's energy, shown when launches were chosen by energy or EDP."""
-    if doc.get("objective", "time") == "time":
-        return ""
+    """A device cell's projected energy (J) and average power (W) beside its time;
+    ``no power`` where the device has none (never a guess)."""
     if p.get("energy_j") is None:
-        return ", no power"
+        return ", no power" if "energy_j" in p else ""
     low = " (low)" if p.get("power_confidence") == "low" else ""
-    return f", {p['energy_j'] * 1e3:.3g} mJ{low}"
+    watts = f" {p['power_w']:.3g} W" if p.get("power_w") is not None else ""
+    return f", {p['energy_j']:.3g} J{watts}{low}"
 
 
 def _since_cell(doc: dict[str, Any]) -> str:

@@ -7,11 +7,14 @@ byte cost) that most profiles only have as a spec-sheet rule. Keeping it a funct
 finished :class:`~runtime.projection.model.Projection` lets every model's time be turned
 into energy the same way, and keeps the low confidence of the rule visible in one place.
 
-    power = static_active + (sum over classes of count x J/op) / time
-                          + DRAM bytes x J/byte / time,   at most the power limit
+    power = static_active + (sum over classes of count x J/op
+                             + local bytes x J/byte + L2 bytes x J/byte
+                             + DRAM bytes x J/byte) / time,   at most the power limit
     energy = power x time
 
-A measured section gives the energies per operation and per byte. The spec rule (no power
+A measured section (fitted from the power microbenchmarks, devices/power_fit.py) gives
+the energies per operation and per byte; a byte the section has no energy for costs
+nothing beyond the floor (version 1 sections priced DRAM bytes only). The spec rule (no power
 microbenchmarks) prices an operation at the dynamic budget (TDP - static) over the
 device's rate for its class, and a byte at that budget over the sheet bandwidth: the
 compute (memory) part is the budget x the share of the projected time the ALUs (DRAM)
@@ -99,7 +102,13 @@ def project_power(projection: Any, kernel_profile: dict[str, Any], device: Any) 
         doc = for_device(kernel_profile, device)
         counts = issued_instructions(doc["total"], device)
         compute_j = sum(float(n) * float(per_op.get(cls, 0.0)) for cls, n in counts.items())
-        memory_j = dram * float(section.get("energy_per_dram_byte_j") or 0.0)
+        # local memory is on-chip SRAM beside the ALUs: counted with compute
+        compute_j += float(details.get("local_bytes_moved", 0.0)) * float(
+            section.get("energy_per_local_byte_j") or 0.0
+        )
+        memory_j = dram * float(section.get("energy_per_dram_byte_j") or 0.0) + float(
+            details.get("l2_bytes", 0.0)
+        ) * float(section.get("energy_per_l2_byte_j") or 0.0)
         compute_w, memory_w = compute_j / t, memory_j / t
     else:
         budget = max(0.0, tdp - static)
@@ -148,3 +157,37 @@ def rank_by(
         return (1, 0.0, p.time_s) if v is None else (0, v, p.time_s)
 
     return sorted(projections, key=key)
+
+
+def pick(
+    objective: str, rows: list[dict[str, Any]], deadline_s: float = 0.0, max_slowdown: float = 0.0
+) -> str | None:
+    """The device of ``rows`` (dicts with ``device``, ``time_s``, ``energy_j``) that
+    ``objective`` picks under the constraints of ``clproj run --deadline/--max-slowdown``
+    (the same rule as the broker's, :func:`runtime.cluster.placement.constrained`):
+    among the allowed devices the least time, energy or EDP; devices without energy are
+    no candidates under energy and EDP while another has one."""
+    from clproj.runtime.cluster.placement import Objective, constrained
+
+    times = {
+        str(r["device"]): float(r["time_s"])
+        for r in rows
+        if isinstance(r.get("time_s"), (int, float))
+    }
+    allowed = constrained(times, Objective(objective, deadline_s, max_slowdown))
+    if not allowed:
+        return None
+    by = {str(r["device"]): r for r in rows if str(r["device"]) in allowed}
+
+    def value(d: str) -> float | None:
+        e = by[d].get("energy_j")
+        if objective == "time":
+            return times[d]
+        if e is None:
+            return None
+        return float(e) if objective == "energy" else float(e) * times[d]
+
+    scored = {d: v for d in by if (v := value(d)) is not None}
+    if not scored:  # no device has a power projection: by time
+        scored = {d: times[d] for d in by}
+    return min(scored, key=lambda d: (scored[d], times[d], d))

@@ -184,24 +184,30 @@ def _exit(lib: Any) -> None:
 
 
 # ---- the public API ------------------------------------------------------------------------
-def post_projection(key: str, times: dict[str, float | None]) -> bool:
-    """Give the broker projected seconds for the launches of signature ``key``.
+def post_projection(
+    key: str, times: dict[str, float | None], energies: dict[str, float | None] | None = None
+) -> bool:
+    """Give the broker projected seconds (and, where known, joules) for the launches of
+    signature ``key``.
 
-    ``times`` keys are cluster device ids (``node/index``), or device names / profile
-    keys, which apply to every cluster device with that name or profile key. Returns
-    False outside route mode (nothing to post to)."""
+    ``times`` and ``energies`` keys are cluster device ids (``node/index``), or device
+    names / profile keys, which apply to every cluster device with that name or profile
+    key. Returns False outside route mode (nothing to post to)."""
     r = _route
     if r is None or r.closed:
         return False
     with r.lock:
         out: dict[str, float | None] = {}
+        joules: dict[str, float | None] = {}
         for d in r.p.devices.values():
             for k in (d.id, d.name, str((d.profile or {}).get("key", ""))):
                 if k in times:
                     out[d.id] = times[k]
+                    if energies and k in energies:
+                        joules[d.id] = energies[k]
                     break
         if out:
-            r.p.post_projection(key, out, source="route")
+            r.p.post_projection(key, out, source="route", energies=joules or None)
         return bool(out)
 
 
@@ -218,8 +224,13 @@ class ProjectionSink:
         r = _route
         return list(r.p.devices.values()) if r is not None else []
 
-    def post_projection(self, key: str, times: dict[str, float | None]) -> bool:
-        return post_projection(key, times)
+    def post_projection(
+        self,
+        key: str,
+        times: dict[str, float | None],
+        energies: dict[str, float | None] | None = None,
+    ) -> bool:
+        return post_projection(key, times, energies)
 
     def consider_split(self, record: Any, doc: dict[str, Any] | None) -> None:
         r = _route

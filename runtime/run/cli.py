@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from clproj import settings
 from clproj.errors import ClprojError
 from clproj.intercept.environment import MODES, read_summary, shim_environment
+from clproj.runtime.projection import objective as objectives
 from clproj.runtime.run.prepare import pin_profiles, split_environment
 from clproj.runtime.run.report import node_failures, read_splits, report_run, say_node_failures
 
@@ -75,13 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(project mode's default), measured, all, profile keys or files, comma-separated; "
         "route mode's default is cluster (the devices the broker's nodes announce)",
     )
-    p.add_argument(
-        "--objective",
-        choices=("time", "energy", "edp"),
-        default="time",
-        help="project mode: recommend per kernel by projected time (default), energy or "
-        "energy x delay (docs/projection.md)",
-    )
+    objectives.add_arguments(p, "project mode: recommend, route mode: place each kernel")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run_cmd)
 
@@ -106,6 +101,11 @@ def _command(args: argparse.Namespace) -> list[str]:
         raise ClprojError("--split is for --mode route", "add --mode route")
     if args.devices and args.mode not in ("project", "route"):
         raise ClprojError("--devices is for --mode project or route", "add --mode project")
+    if objectives.given(args) and args.mode not in ("project", "route"):
+        raise ClprojError(
+            "--objective/--deadline/--max-slowdown choose devices",
+            "add --mode project or --mode route",
+        )
     if args.record:
         if os.path.exists(args.record) and not os.path.isdir(args.record):
             raise ClprojError(
@@ -129,6 +129,7 @@ class Run:
     env: dict[str, str]
     summary: str
     record_dir: str | None
+    objective: objectives.Objective
     devices_spec: str | None = None
     split_file: str | None = None
 
@@ -152,7 +153,8 @@ def _prepare(args: argparse.Namespace, tmp: str) -> Run:
         args.broker,
         time_all=args.time_all,
     )
-    run = Run(tmp, env, summary, record_dir)
+    # in route mode the objective reaches the broker with every placement request
+    run = Run(tmp, env, summary, record_dir, objectives.from_args(args, env))
     if args.mode in ("project", "route"):
         spec = args.devices or settings.get("CLPROJ_DEVICES")
         if args.mode == "route" and not args.devices and not settings.is_set("CLPROJ_DEVICES"):
@@ -184,9 +186,10 @@ def _after_app(
                 run.record_dir,
                 run.env["CLPROJ_DEFERRED_FILE"],
                 devices_spec=run.devices_spec or "local",
-                objective=args.objective,
+                objective=run.objective.name,
                 live=live,
             )
+            objectives.constrain(projections, run.objective)
         return rows, splits, projections
     except ClprojError as exc:
         print(f"clproj: after the app: {exc.cause}", file=sys.stderr)

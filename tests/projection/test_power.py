@@ -156,7 +156,7 @@ def test_cli_energy_without_any_power_is_one_line(tmp_path: Path) -> None:
         ({"tdp_w": -5}, "power.tdp_w"),
         ({"idle_w": 900}, "power.idle_w"),
         ({"confidence": "normal"}, "power.confidence"),
-        ({"version": 2}, "power.version"),
+        ({"version": 3}, "power.version"),
         ({"static_active_w": 10}, "power.static_active_w"),
         ({"rule": "guess"}, "power.rule"),
         ({"rule": "measured", "confidence": "normal"}, "power.energy_per_op_j"),

@@ -32,6 +32,23 @@ REASK_S = 0.25
 REASK_MIN_S = 0.02
 
 
+def objective_fields() -> dict[str, Any]:
+    """The ``place`` fields of ``clproj run --objective/--deadline/--max-slowdown``
+    (settings), only those that differ from placing by time alone."""
+    from clproj import settings
+
+    out: dict[str, Any] = {}
+    if settings.get("CLPROJ_OBJECTIVE") != "time":
+        out["objective"] = settings.get("CLPROJ_OBJECTIVE")
+    for name, field in (
+        ("CLPROJ_DEADLINE_S", "deadline_s"),
+        ("CLPROJ_MAX_SLOWDOWN", "max_slowdown"),
+    ):
+        if settings.get(name):
+            out[field] = float(settings.get(name))
+    return out
+
+
 @dataclass
 class KeyState:
     """The latest decision for one kernel key (or family) and when to ask again."""
@@ -125,7 +142,7 @@ class Decisions:
         fields: dict[str, Any] = {"key": key, "move": move, "remaining": max(1, count)}
         if ks.dev and ks.dev in live:
             fields["current"] = ks.dev
-        return fields
+        return fields | objective_fields()
 
     def _apply(
         self, key: str, h: dict[str, Any], now: float | None = None, family: str | None = None

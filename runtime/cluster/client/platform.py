@@ -404,10 +404,18 @@ class RemotePlatform:
         return self.decisions.place(key, bufs, family)
 
     def post_projection(
-        self, key: str, times: dict[str, float | None], source: str = "client"
+        self,
+        key: str,
+        times: dict[str, float | None],
+        source: str = "client",
+        energies: dict[str, float | None] | None = None,
     ) -> None:
-        """Give the broker a kernel's projected seconds per device (e.g. from runtime.projection.model)."""
-        self.transport.sock.send(protocol.pack("projection", key=key, times=times, source=source))
+        """Give the broker a kernel's projected seconds per device (e.g. from
+        runtime.projection.model), and its projected joules per launch where known."""
+        extra = {"energies": energies} if energies else {}
+        self.transport.sock.send(
+            protocol.pack("projection", key=key, times=times, source=source, **extra)
+        )
 
     # ---- completion and lifetime -------------------------------------------------
     def finish(self) -> None:

@@ -1,0 +1,272 @@
+"""Static-active power and energy per operation of a device, fitted from its power
+microbenchmarks (:mod:`devices.microbench.power`), and the profile's measured ``power``
+section built from the fit (docs/formats.md section 3, docs/devices.md "Power fit").
+
+Why a linear model solved by non-negative least squares: Hong & Kim's IPP splits a GPU's
+power into a floor paid while the device is busy and a cost per unit of work of each kind;
+over launches whose counts are known exactly (a microbenchmark does a fixed number of
+operations of one class), the energy of a launch is then linear in (time, counts):
+
+    E = static_active_w x t + sum over features of count x J/unit
+
+A negative energy per operation or a floor below zero means nothing physical, and an
+unconstrained solve returns them whenever two features move together; NNLS keeps every
+parameter >= 0 and leaves the ones the data cannot support at 0. Each microbenchmark runs
+at full occupancy and on a fraction of the compute units, so the time and the counts vary
+apart and the floor is identifiable. Only microbenchmarks enter the fit, never apps: the
+apps judge the fit.
+
+Why numpy-only (a Lawson-Hanson solver here, not scipy's): the fit runs wherever the
+readings are, the GPU machine included, where only numpy, pyopencl, rich and msgpack are
+installed (docs/CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from clproj.errors import ClprojError
+
+SECTION_VERSION = 2
+# Features of the energy model: the busy floor (per second) and one energy per unit of
+# each kind the microbenchmarks exercise.
+OP_FEATURES = ("fp32", "fp64", "int", "special", "conversion", "atomic")
+BYTE_FEATURES = ("local_byte", "l2_byte", "dram_byte")
+FEATURES = ("static_s", *OP_FEATURES, *BYTE_FEATURES)
+# The plugin's instruction classes priced by each feature (docs/formats.md, section 2).
+# Loop control and selects are integer ALU work; barriers and memory instructions are
+# priced through the bytes they move, not per instruction.
+CLASS_FEATURE = {
+    "fp32_add": "fp32",
+    "fp32_mul": "fp32",
+    "fp32_fma": "fp32",
+    "fp32_div": "fp32",
+    "fp64_add": "fp64",
+    "fp64_mul": "fp64",
+    "fp64_fma": "fp64",
+    "fp64_div": "fp64",
+    "int_add": "int",
+    "int_mul": "int",
+    "int_div": "int",
+    "compare_select": "int",
+    "branch": "int",
+    "special": "special",
+    "conversion": "conversion",
+    "atomic": "atomic",
+}
+BYTE_FIELDS = {
+    "local_byte": "energy_per_local_byte_j",
+    "l2_byte": "energy_per_l2_byte_j",
+    "dram_byte": "energy_per_dram_byte_j",
+}
+MIN_ROWS = len(FEATURES) + 2
+
+
+def nnls(a: list[list[float]], b: list[float], max_iter: int = 0) -> list[float]:
+    """x >= 0 minimising ||a x - b|| (Lawson and Hanson, 1974, chapter 23).
+
+    Columns are scaled to unit norm first (a floor in W and energies in pJ differ by
+    twelve orders of magnitude; the active-set test compares gradients across columns)."""
+    import numpy as np
+
+    A = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if A.ndim != 2 or y.shape != (A.shape[0],):
+        raise ValueError(f"nnls: shapes {A.shape} and {y.shape} do not match")
+    if not (np.isfinite(A).all() and np.isfinite(y).all()):
+        raise ValueError("nnls: non-finite input")
+    m, n = A.shape
+    norms = np.linalg.norm(A, axis=0)
+    norms[norms == 0] = 1.0
+    S = A / norms
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    tol = 10 * np.finfo(float).eps * max(m, n) * max(1.0, float(np.abs(S).max(initial=0.0)))
+    w = S.T @ (y - S @ x)
+    for _ in range(max_iter or 3 * n + 30):
+        if passive.all() or (w[~passive] <= tol).all():
+            break
+        j = int(np.argmax(np.where(passive, -np.inf, w)))
+        passive[j] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(S[:, passive], y, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            neg = passive & (z <= 0)
+            alpha = float(np.min(x[neg] / (x[neg] - z[neg])))
+            x = x + alpha * (z - x)
+            passive &= x > tol
+            x[~passive] = 0.0
+        w = S.T @ (y - S @ x)
+    return [float(v) for v in x / norms]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured microbenchmark launch: time and energy per launch (from the counter
+    window, :func:`devices.energy.window_figures`) and its exact counts per launch."""
+
+    name: str
+    time_s: float
+    energy_j: float
+    counts: dict[str, float]
+
+    def vector(self) -> list[float]:
+        return [self.time_s] + [float(self.counts.get(f, 0.0)) for f in FEATURES[1:]]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fitted parameters and how well they reproduce the microbenchmarks."""
+
+    static_active_w: float
+    per_unit_j: dict[str, float]  # feature -> J per operation or byte
+    rows: list[dict[str, Any]]  # name, measured_j, fitted_j per microbenchmark
+    rms_relative_error: float
+    unsupported: list[str]  # features no microbenchmark exercised: left out, not 0
+
+    def energy_j(self, time_s: float, counts: dict[str, float]) -> float:
+        return self.static_active_w * time_s + sum(
+            float(counts.get(f, 0.0)) * j for f, j in self.per_unit_j.items()
+        )
+
+
+def fit(rows: list[Row], floor_w: float = 0.0) -> Fit:
+    """NNLS over ``rows`` (microbenchmarks only), or ClprojError saying what is missing.
+
+    ``floor_w`` (the measured idle power) bounds the busy floor from below: the fit solves
+    for the floor's excess over it, so a busy device never draws less than an idle one.
+    A feature no row exercises is reported as unsupported and left out of the section
+    (pricing it at 0 would pose as a measurement)."""
+    fix = "measure the power microbenchmarks again (clproj profile-device --power)"
+    good = [
+        r
+        for r in rows
+        if math.isfinite(r.time_s) and r.time_s > 0 and math.isfinite(r.energy_j) and r.energy_j > 0
+    ]
+    if len(good) < MIN_ROWS:
+        raise ClprojError(
+            f"power fit: {len(good)} usable microbenchmark windows, fewer than {MIN_ROWS}", fix
+        )
+    used = [f for f in FEATURES[1:] if any(r.counts.get(f, 0) for r in good)]
+    unsupported = [f for f in FEATURES[1:] if f not in used]
+    cols = ["static_s", *used]
+    a = [[r.time_s] + [float(r.counts.get(f, 0.0)) for f in used] for r in good]
+    # Each row weighted by 1/measured energy: the fit minimises relative error, so a 5 mJ
+    # launch counts as much as a 5 J one.
+    aw = [[v / r.energy_j for v in row] for row, r in zip(a, good, strict=True)]
+    x = nnls(aw, [1.0 - floor_w * r.time_s / r.energy_j for r in good])
+    params = dict(zip(cols, x, strict=True))
+    params["static_s"] += floor_w
+    per_unit = {f: params[f] for f in used}
+    out_rows = []
+    sq = 0.0
+    for r in good:
+        e = params["static_s"] * r.time_s + sum(
+            float(r.counts.get(f, 0.0)) * per_unit[f] for f in used
+        )
+        out_rows.append({"name": r.name, "measured_j": r.energy_j, "fitted_j": e})
+        sq += ((e - r.energy_j) / r.energy_j) ** 2
+    return Fit(params["static_s"], per_unit, out_rows, math.sqrt(sq / len(good)), unsupported)
+
+
+def rows_from_results(doc: dict[str, Any]) -> list[Row]:
+    """The microbenchmark windows of a ``clproj.energy-results`` document (entries with
+    ``microbenchmark`` and ``counts`` labels and figures); app windows are ignored."""
+    rows = []
+    for k in doc.get("kernels", []):
+        f = k.get("figures")
+        if not k.get("microbenchmark") or not isinstance(f, dict):
+            continue
+        counts = k.get("counts")
+        if not isinstance(counts, dict):
+            continue
+        rows.append(
+            Row(
+                str(k["microbenchmark"]),
+                float(f["time_per_launch_s"]),
+                float(f["energy_per_launch_j"]),
+                {str(c): float(v) for c, v in counts.items() if c in FEATURES},
+            )
+        )
+    return rows
+
+
+def idle_w(doc: dict[str, Any]) -> float | None:
+    """Median of the windows' idle-power figures (each read with the device quiet)."""
+    vals = sorted(
+        float(k["figures"]["idle_power_w"])
+        for k in doc.get("kernels", [])
+        if isinstance(k.get("figures"), dict) and k["figures"].get("idle_power_w") is not None
+    )
+    return vals[len(vals) // 2] if vals else None
+
+
+def power_section(doc: dict[str, Any], results_name: str) -> dict[str, Any]:
+    """The measured ``power`` section (version 2) fitted from a microbenchmark results
+    document, with provenance naming the file, the device and the fit's error."""
+    from clproj.devices.energy import validate_results
+
+    validate_results(doc)
+    idle = idle_w(doc)
+    limit = (doc.get("device") or {}).get("power_limit_w")
+    if idle is None or not isinstance(limit, (int, float)) or limit <= 0:
+        raise ClprojError(
+            "power fit: the results hold no idle power or no power limit",
+            "measure with clproj profile-device --power on a device with a power reader",
+        )
+    f = fit(rows_from_results(doc), floor_w=idle)
+    static = f.static_active_w
+    source = f"measured: {results_name} ({(doc.get('host') or {}).get('date', '?')})"
+    per_op = {
+        cls: f.per_unit_j[feat] for cls, feat in CLASS_FEATURE.items() if feat in f.per_unit_j
+    }
+    section: dict[str, Any] = {
+        "version": SECTION_VERSION,
+        "rule": "measured",
+        "confidence": "normal",
+        "tdp_w": float(limit),
+        "idle_w": float(idle),
+        "static_active_w": static,
+        "energy_per_op_j": per_op,
+        "fit": {
+            "method": "nnls, relative error, microbenchmarks only",
+            "results": results_name,
+            "microbenchmarks": f.rows,
+            "rms_relative_error": f.rms_relative_error,
+            "unsupported": f.unsupported,
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        },
+        "provenance": {
+            "tdp_w": "read: NVML power limit (device.power_limit_w)",
+            "idle_w": f"{source}: median idle power before the windows",
+            "static_active_w": f"{source}: NNLS floor (at least idle_w)",
+            "energy_per_op_j": f"{source}: NNLS per class group",
+        },
+    }
+    for feat, field in BYTE_FIELDS.items():
+        if feat in f.per_unit_j:
+            section[field] = f.per_unit_j[feat]
+            section["provenance"][field] = f"{source}: NNLS"
+    return section
+
+
+def features_of(
+    instructions: dict[str, float], local_bytes: float, l2_bytes: float, dram_bytes: float
+) -> dict[str, float]:
+    """The fit's features of a launch from its counts per instruction class and its
+    bytes: what :func:`fit` prices, and what the power projection prices a kernel by."""
+    out: dict[str, float] = dict.fromkeys(FEATURES[1:], 0.0)
+    for cls, n in instructions.items():
+        feat = CLASS_FEATURE.get(cls)
+        if feat is not None:
+            out[feat] += float(n)
+    out["local_byte"] = float(local_bytes)
+    out["l2_byte"] = float(l2_bytes)
+    out["dram_byte"] = float(dram_bytes)
+    return out
