@@ -17,7 +17,6 @@ projected-fastest device.
 
 from __future__ import annotations
 
-import json
 import queue
 import sys
 import threading
@@ -158,7 +157,9 @@ def admit(record: Any) -> bool:
     # (runtime.projection.live.complete_run), from these lines, so the app never waits.
     out = settings.get("CLPROJ_DEFERRED_FILE")
     if out:
-        line = json.dumps(_metadata_line(record)) + "\n"
+        from clproj.intercept.record import launch_line
+
+        line = launch_line(record)
         with _lock:
             global _deferred
             if _deferred is None:
@@ -194,27 +195,6 @@ def route_admit(record: Any) -> bool:
         _start_worker()
         _queue.put(_Reused(record))
     return False
-
-
-def _metadata_line(record: Any) -> dict[str, Any]:
-    """What complete_run needs to rebuild a buffer-less record of a reused launch."""
-    return {
-        "kernel": record.kernel,
-        "program_hash": record.program_hash,
-        "work_dim": record.work_dim,
-        "global_size": record.global_size,
-        "local_size": record.local_size,
-        "global_offset": record.global_offset,
-        "args": [
-            {
-                "index": a.index,
-                "kind": a.kind,
-                "size": a.size,
-                "data": a.data.hex() if a.data else None,
-            }
-            for a in record.args
-        ],
-    }
 
 
 def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:

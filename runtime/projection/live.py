@@ -287,55 +287,6 @@ def _project_record(
     return doc
 
 
-def _json_lines(path: str | None) -> Any:
-    """The objects of a JSON-lines file written by the app; a torn last line is skipped."""
-    if not path or not os.path.exists(path):
-        return
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                yield json.loads(line)
-            except ValueError:
-                continue
-
-
-def _deferred_records(path: str | None, programs: dict[str, tuple[str | None, str]]) -> list[Any]:
-    """Buffer-less records of launches the app left to the reuse cache (shim_hook.admit).
-
-    Their program text is that of the recorded launch with the same program hash (the
-    first launch of every family is recorded in full).
-    """
-    from clproj.intercept.record import ArgRecord, LaunchRecord
-
-    out: list[Any] = []
-    for m in _json_lines(path):
-        if m["program_hash"] not in programs:
-            continue
-        source, options = programs[m["program_hash"]]
-        args = [
-            ArgRecord(
-                a["index"],
-                a["kind"],
-                size=a["size"],
-                data=bytes.fromhex(a["data"]) if a["data"] else None,
-            )
-            for a in m["args"]
-        ]
-        out.append(
-            LaunchRecord(
-                kernel=m["kernel"],
-                source=source,
-                options=options,
-                args=args,
-                work_dim=m["work_dim"],
-                global_size=m["global_size"],
-                local_size=m["local_size"],
-                global_offset=m["global_offset"],
-            )
-        )
-    return out
-
-
 def complete_run(
     record_dir: str,
     deferred_file: str | None = None,
@@ -380,7 +331,9 @@ def complete_run(
     records = sorted((load(p) for p in paths), key=lambda r: (r.created, r.id))
     missing = [r for r in records if r.signature not in done]
     programs = {r.program_hash: (r.source, r.options) for r in records}
-    deferred = [r for r in _deferred_records(deferred_file, programs) if r.signature not in done]
+    from clproj.intercept.record import read_launch_lines
+
+    deferred = [r for r in read_launch_lines(deferred_file, programs) if r.signature not in done]
     after = live.after_app if live is not None else 0
     if not missing and not deferred:
         _summary(done, during, after, time.perf_counter() - start)

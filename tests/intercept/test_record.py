@@ -176,3 +176,27 @@ def test_builds_differing_only_in_options_are_recorded_apart(tmp_path):
 
     options = sorted(load(path).options.split()[0] for path in list_records(str(rec)))
     assert options == ["-DVALUE=1", "-DVALUE=2"]  # pyopencl appends its own -I option
+
+
+def test_launch_lines_round_trip_and_skip_what_is_not_a_launch(tmp_path):
+    """A launch without buffers, one JSON line (docs/formats.md, "Deferred launches"): read
+    back with its program it has the signature of the launch it was written from; the
+    lines an app that died mid-write or another version left are skipped."""
+    rec = _rec()
+    path = tmp_path / "deferred.jsonl"
+    good = R.launch_line(rec)
+    path.write_text(
+        good
+        + '{"v": 2, "kernel": "axpy"}\n'
+        + good.replace('"work_dim": 1', '"work_dim": "one"')
+        + '{"v": 1, "kernel": "x", "program_hash": "'
+        + rec.program_hash
+        + '"}\n'
+        + good[: len(good) // 2]
+    )
+    programs = {rec.program_hash: (rec.source, rec.options)}
+    back = R.read_launch_lines(str(path), programs)
+    assert len(back) == 1
+    assert back[0].signature == rec.signature and back[0].args[0].data == rec.args[0].data
+    assert R.read_launch_lines(str(path), {}) == []
+    assert R.read_launch_lines(str(tmp_path / "missing.jsonl"), programs) == []
