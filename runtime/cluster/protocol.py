@@ -72,11 +72,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "measured?": _MAP,
         "lt?": _MAP,
     },
+    # the answer to the broker's probe, from the loop that serves commands
+    "probe_ok": {"id": _INT, "node": _STR},
     "reply": {"id": _INT, "ok": bool, "err?": _STR, "res?": _MAP},
     # node -> client (direct socket): these commands succeeded; ts = kernel seconds or nil
     "done": {"ids": _LIST, "ts": _LIST},
     # broker -> node
     "reregister": {},
+    # a round trip through the node's serving loop: devices are offered to clients only
+    # after the first answer, and a node that stops answering is dropped (broker.py)
+    "probe": {"id": _INT},
     # client -> broker
     "hello": {"client": _STR},
     "place": {
