@@ -109,6 +109,10 @@ DIRECT_ENDPOINT = re.compile(r"(ipc|tcp)://[!-~]{1,240}")
 LOCAL_PATH = re.compile(r"/[!-~]{1,200}")
 Z85_KEY = re.compile(r"[0-9a-zA-Z.:+=^!/*?&<>()\[\]{}@%$#-]{40}")
 
+# A kernel name is an OpenCL C identifier: it reaches clCreateKernel as a NUL-terminated
+# string, so "k\0x" would run kernel k under another name.
+KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 # Same-host data path: files the client or node created under /dev/shm (no other path).
 SHM_PATH = re.compile(r"/dev/shm/clproj-[A-Za-z0-9_-]{1,64}")
 
@@ -308,6 +312,10 @@ def _validate_launch(a: dict[str, Any]) -> None:
                 raise ProtocolError(f"launch: {k} and gsize differ in dimensions")
     if len(a["kernel"]) > MAX_ID:
         raise ProtocolError("launch: kernel name too long")
+    if not KERNEL_NAME.fullmatch(a["kernel"]):
+        raise ProtocolError(
+            f"launch: kernel name {a['kernel'][:40]!r} is not an OpenCL C identifier"
+        )
 
 
 def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:

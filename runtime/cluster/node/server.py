@@ -210,10 +210,8 @@ class Node:
         one, and the loop must go on (to notice a refused handshake, to stop). A message
         dropped so is sent again: heartbeats come every HEARTBEAT_S, and the broker asks an
         unknown node to register again (``reregister``)."""
-        try:
+        with contextlib.suppress(zmq.Again):
             self.sock.send(msg, zmq.NOBLOCK)
-        except zmq.Again:
-            pass
 
     def register(self) -> None:
         self._to_broker(
