@@ -540,7 +540,9 @@ def _device_profile(name: str) -> dict[str, Any]:
 def broker(tmp_path_factory: pytest.TempPathFactory):
     """A real broker thread with a registered two-device node, and a client socket."""
     tmp = tmp_path_factory.mktemp("broker")
-    b = Broker(f"ipc://{tmp}/broker", liveness_s=120.0)
+    # a hand-made node: it answers the first probe (its devices are offered then) and no
+    # later one, so the broker waits as long for probes as for heartbeats
+    b = Broker(f"ipc://{tmp}/broker", liveness_s=120.0, probe_floor_s=120.0)
     reasons: list[str] = []
     b.on_reject = lambda ident, why: reasons.append(why)
     th = serve_in_thread(b, until=time.time() + 120)
@@ -552,6 +554,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
         {"name": "pthread", "profile": _device_profile("pocl-pthread-amd-epyc.json")},
     ]
     node.send(protocol.pack("register", node="n", host="h", devices=devices, pid=os.getpid()))
+    assert node.poll(10_000), f"no probe from the broker: {reasons}"
+    probe, _ = protocol.decode(node.recv_multipart())
+    node.send(protocol.pack("probe_ok", id=probe["id"], node="n"))
     deadline = time.monotonic() + 10
     while len(b.devices) < 2:
         assert time.monotonic() < deadline, f"devices not registered: {reasons}"
