@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -315,6 +316,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     if getattr(args, "split", False) and args.mode != "route":
         raise ClprojError("--split is for --mode route", "add --mode route")
     if args.record:
+        _check_link(args.record)
         if os.path.exists(args.record) and not os.path.isdir(args.record):
             raise ClprojError(
                 f"--record {args.record} is a file, not a folder", "name a folder (new or existing)"
@@ -409,6 +411,25 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         print(f"clproj: route: {outcome}", file=sys.stderr)
     return rc
+
+
+def _check_link(path: str) -> None:
+    """A --record path that is a symbolic link leading nowhere: one line naming that, not
+    the "File exists" that making the folder would answer."""
+    if not os.path.islink(path):
+        return
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ClprojError(
+                f"--record {path} is a symbolic-link loop",
+                "point the link at a folder, or name another folder",
+            ) from None
+        raise ClprojError(
+            f"--record {path} is a symbolic link to {os.readlink(path)}, which does not exist",
+            "make that folder first, or name another folder",
+        ) from None
 
 
 def _node_failures(run_dir: str) -> int:

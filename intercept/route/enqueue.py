@@ -188,8 +188,10 @@ def _notify_hooks(
     emulate it (the admission the projection hook registers, as in project mode); otherwise
     the hook projects its metadata from the cache's anchors (at most every few
     tens of milliseconds per kernel family)."""
+    from clproj.errors import ClprojError
     from intercept import hooks
     from intercept.record import ArgRecord, LaunchRecord, new_id, save, sha256
+    from intercept.route.errors import log_once
     from intercept.shim_runtime import record_dir
     from runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
 
@@ -232,5 +234,9 @@ def _notify_hooks(
             a.blob = sha256(bytes(data))
             rec.blobs[a.blob] = bytes(data)
     rec.id = new_id(k.name, record_dir())
-    save(rec, record_dir())
+    try:
+        save(rec, record_dir())
+    except ClprojError as exc:  # not recorded (e.g. over the size limit); the launch runs
+        log_once(f"record-{k.name}", exc.cause)
+        return
     hooks.notify(rec)

@@ -176,3 +176,18 @@ def test_builds_differing_only_in_options_are_recorded_apart(tmp_path):
 
     options = sorted(load(path).options.split()[0] for path in list_records(str(rec)))
     assert options == ["-DVALUE=1", "-DVALUE=2"]  # pyopencl appends its own -I option
+
+
+def test_a_record_over_the_size_limit_is_never_written(tmp_path):
+    """clproj refuses to read a record over MAX_RECORD_BYTES (an untrusted file); one made
+    from a program source that large is refused when written, not when read back later."""
+    from clproj.errors import ClprojError
+    from intercept.record_check import MAX_RECORD_BYTES
+
+    rec = _rec()
+    rec.source = SRC + "//" + "x" * MAX_RECORD_BYTES + "\n"
+    with pytest.raises(ClprojError, match=r"over the 64 MiB a record may be .*not written"):
+        R.save(rec, str(tmp_path))
+    assert not list(tmp_path.rglob("*.clrec"))
+    rec.source = SRC + "//" + "x" * (MAX_RECORD_BYTES - 2**20) + "\n"  # just under: kept
+    R.load(R.save(rec, str(tmp_path)))
