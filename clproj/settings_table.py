@@ -504,4 +504,16 @@ TABLE: tuple[Setting, ...] = (
         "makes every recorded launch raise.",
         ("", "start", "launch"),
     ),
+    Setting(
+        "CLPROJ_NODE_WEDGE_AFTER",
+        "int",
+        -1,
+        "test",
+        "A node that stops serving after this many commands (`0`: from the start; `-1`: "
+        "never): it takes no more messages off its sockets, answers no probe and goes on "
+        "heartbeating, as a node whose serving loop hangs while its process lives. Its "
+        "fast-launch link is not stopped: tests run such a node with "
+        "`CLPROJ_NODE_NATIVE=0`.",
+        bounds=(-1, float("inf")),
+    ),
 )

@@ -8,7 +8,10 @@ Resolution order for one local device, first that applies:
 2. ``cached``: a profile measured earlier on this machine, under
    ``$CLPROJ_CACHE/profiles/local-<device>-<hash>.json``. The hash covers platform, name
    and driver, so a driver upgrade measures again; the ``local-`` prefix keeps its key
-   apart from every committed key.
+   apart from every committed key. A cached profile measured while the machine was busy
+   (``source.load_warning``) is a stand-in, not a result: it is measured again, with one
+   line saying so, by the first run that finds the machine quiet (until then it is used,
+   with its warning).
 3. ``measured``: the quick microbenchmarks, now (``CLPROJ_COLD_PROFILE``), with a progress
    bar and a warning when the machine is busy (a profile measured under load is too
    slow); the result is cached. Only where measuring is allowed: never inside an app, whose
@@ -255,9 +258,12 @@ def resolve_device(
     if remeasure and os.path.exists(cache_path(dev)):
         os.unlink(cache_path(dev))
     cached, why = _cached(dev)
-    if cached is not None:
-        return LocalProfile(index, name, platform, cached, "cached", cached.path)
     mode = settings.get("CLPROJ_COLD_PROFILE")
+    loaded = cached.data["source"].get("load_warning", "") if cached is not None else ""
+    if cached is not None and loaded and measure_missing and mode != "off" and not busy_note():
+        why, cached = "its cached profile was measured on a busy machine, which is quiet now", None
+    if cached is not None:
+        return LocalProfile(index, name, platform, cached, "cached", cached.path, loaded)
     note = why
     if measure_missing and mode != "off":
         if why:  # a cached file that cannot be trusted: say so, then measure again

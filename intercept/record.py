@@ -318,10 +318,18 @@ def save(record: LaunchRecord, directory: str, *, link_blobs: bool = False) -> s
         record.id = new_id(record.kernel, directory)
     if not record.created:
         record.created = time.time()
+    packed = msgpack.packb(record.to_map(), use_bin_type=True)
+    if len(packed) > MAX_RECORD_BYTES:  # load() would refuse it: never write one
+        raise ClprojError(
+            f"the record of {record.kernel} would be {len(packed) / 2**20:.0f} MiB, over the "
+            f"{MAX_RECORD_BYTES >> 20} MiB a record may be (its program source is "
+            f"{len((record.source or '').encode()) / 2**20:.0f} MiB): not written",
+            "record a kernel whose program source is smaller",
+        )
     rdir = os.path.join(directory, RECORDS_SUBDIR)
     os.makedirs(rdir, exist_ok=True)
     path = os.path.join(rdir, record.id + SUFFIX)
-    write_atomic(path, msgpack.packb(record.to_map(), use_bin_type=True), private=True)
+    write_atomic(path, packed, private=True)
     record.store_dir = directory
     record.path = path
     return path

@@ -15,6 +15,7 @@ from typing import Any
 
 from clproj import settings
 from clproj.background_thread import background_thread
+from clproj.errors import ClprojError
 from clproj.intercept.hooks import at_exit
 from clproj.intercept.record import LaunchRecord, save
 
@@ -66,6 +67,8 @@ class RecordWriter:
                 save(record, directory)
                 if then is not None:
                     then(record)
+            except ClprojError as exc:  # e.g. a record over the size limit: that one only
+                print(f"clproj: {exc.cause}", file=sys.stderr)
             except Exception as exc:  # log once; the app must go on
                 if not self._failed:
                     self._failed = True
@@ -96,7 +99,11 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
     """
     global _writer
     if settings.get("CLPROJ_MODE") != "project":
-        save(record, directory)
+        try:
+            save(record, directory)
+        except ClprojError as exc:  # not recorded (e.g. over the size limit); the app goes on
+            print(f"clproj: {exc.cause}", file=sys.stderr)
+            return
         if then is not None:
             then(record)
         return

@@ -157,11 +157,22 @@ def _metadata(ffi, L):
     )
 
 
-def free_bytes(path: str) -> int:
-    """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
+def _nearest_existing(path: str) -> str:
     while not os.path.exists(path) and os.path.dirname(path) != path:
         path = os.path.dirname(path)
-    return shutil.disk_usage(path).free
+    return path
+
+
+def free_bytes(path: str) -> int:
+    """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
+    return shutil.disk_usage(_nearest_existing(path)).free
+
+
+def writable(path: str) -> bool:
+    """Whether records can be written at ``path`` (or made under its nearest existing
+    parent). Checked before the free space: a read-only file system reports little or no
+    space free, and "less than 1 GiB free" would name the wrong cause."""
+    return os.access(_nearest_existing(path), os.W_OK)
 
 
 def within_record_budget(need: int, directory: str) -> bool:
@@ -176,6 +187,14 @@ def within_record_budget(need: int, directory: str) -> bool:
                 f"recording stopped: {_snapshot_bytes >> 20} MiB of buffer snapshots reached "
                 f"CLPROJ_RECORD_MAX_BYTES ({limit >> 20} MiB); later launches run, are counted "
                 "and timed but not recorded (raise it, 0 = no limit, or record fewer: --kernel)",
+            )
+            return False
+        if not writable(directory):
+            _log_once(
+                "disk",
+                f"recording stopped: {directory} is not writable (a read-only folder or file "
+                "system); later launches run, are counted and timed but not recorded (record "
+                "elsewhere: --record DIR)",
             )
             return False
         if free_bytes(directory) - need < FREE_SPACE_FLOOR:

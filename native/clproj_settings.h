@@ -405,4 +405,9 @@ static inline const char *clproj_setting_fault(void) {
     return clproj__choice("CLPROJ_FAULT", "", choices, "one of start, launch");
 }
 
+/* CLPROJ_NODE_WEDGE_AFTER (int, test): see docs/settings.md. */
+static inline long long clproj_setting_node_wedge_after(void) {
+    return clproj__int("CLPROJ_NODE_WEDGE_AFTER", -1LL, -1LL, LLONG_MAX);
+}
+
 #endif /* CLPROJ_SETTINGS_H */

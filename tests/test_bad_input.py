@@ -540,7 +540,9 @@ def _device_profile(name: str) -> dict[str, Any]:
 def broker(tmp_path_factory: pytest.TempPathFactory):
     """A real broker thread with a registered two-device node, and a client socket."""
     tmp = tmp_path_factory.mktemp("broker")
-    b = Broker(f"ipc://{tmp}/broker", liveness_s=120.0)
+    # a hand-made node: it answers the first probe (its devices are offered then) and no
+    # later one, so the broker waits as long for probes as for heartbeats
+    b = Broker(f"ipc://{tmp}/broker", liveness_s=120.0, probe_floor_s=120.0)
     reasons: list[str] = []
     b.on_reject = lambda ident, why: reasons.append(why)
     th = serve_in_thread(b, until=time.time() + 120)
@@ -552,6 +554,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
         {"name": "pthread", "profile": _device_profile("pocl-pthread-amd-epyc.json")},
     ]
     node.send(protocol.pack("register", node="n", host="h", devices=devices, pid=os.getpid()))
+    assert node.poll(10_000), f"no probe from the broker: {reasons}"
+    probe, _ = protocol.decode(node.recv_multipart())
+    node.send(protocol.pack("probe_ok", id=probe["id"], node="n"))
     deadline = time.monotonic() + 10
     while len(b.devices) < 2:
         assert time.monotonic() < deadline, f"devices not registered: {reasons}"
@@ -724,6 +729,49 @@ def test_records_on_a_symlink_loop_is_one_line_error(tmp_path, where: str) -> No
         folder = loop = tmp_path / "a"
     proc = clproj("records", str(folder))
     assert_one_line_error(proc, rf"{re.escape(str(loop))} leads nowhere: a loop of symbolic")
+
+
+@pytest.mark.parametrize("target", ["loop", "missing"])
+def test_run_record_on_a_link_to_nowhere_names_it(tmp_path, target: str) -> None:
+    """``clproj run --record LINK`` where LINK loops or points at nothing: one line naming
+    that (before: "File exists", the answer of making a folder there)."""
+    link = tmp_path / "rec"
+    link.symlink_to("rec" if target == "loop" else str(tmp_path / "none"))
+    proc = clproj("run", "--record", str(link), "--", "true")
+    why = "is a symbolic-link loop" if target == "loop" else "which does not exist"
+    assert_one_line_error(proc, rf"--record {re.escape(str(link))} .*{why}")
+    assert "File exists" not in proc.stderr
+
+
+def test_recording_into_a_read_only_file_system_names_that(tmp_path) -> None:
+    """Recording into a folder on a read-only file system stops with a line saying so
+    (before: "would have less than 1 GiB free", as a read-only tmpfs reports its size as
+    nearly nothing free). A real read-only mount, in a mount namespace of its own."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o ro,size=4m none {ro}"],
+        capture_output=True,
+    )
+    if probe.returncode != 0:
+        pytest.skip("no mount namespace here (unshare -m needs root)")
+    code = (
+        "import sys; from intercept import shim_runtime as s; "
+        f"sys.exit(0 if not s.within_record_budget(1, {str(ro / 'rec')!r}) else 3)"
+    )
+    proc = subprocess.run(
+        [
+            *("unshare", "-m", "sh", "-c"),
+            f'mount -t tmpfs -o ro,size=4m none {ro} && exec {sys.executable} -c "{code}"',
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=CLI_TIMEOUT_S,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "is not writable (a read-only folder or file system)" in proc.stderr, proc.stderr
+    assert "GiB free" not in proc.stderr
 
 
 @pytest.mark.parametrize("command", ["emulate", "project", "replay"])

@@ -241,6 +241,8 @@ def test_killing_clproj_run_kills_the_app_and_its_cluster(app):
         (["emulate", "FILE", "--timeout", "nan"], "not a positive"),
         (["emulate", "FILE", "--timeout", "1e308"], "more than the longest wait"),
         (["broker", "--bind", "ipc://SOCK", "--lifetime", "1e308"], "more than the longest wait"),
+        (["validate", "FILE", "--timeout", "1e308"], "more than the longest wait"),
+        (["validate-published", "FILE", "--timeout", "1e308"], "more than the longest wait"),
         (["status", "--broker", "garbage"], "cannot connect to 'garbage'"),
         (
             ["node", "--broker", "ipc://SOCK", "--direct", "bogus", "--lifetime", "2"],

@@ -10,6 +10,15 @@ for those it counts in-flight launches exactly and learns times from the replies
 forwarded with their original header frame and zero-copy data frames (no re-encoding of
 bulk data). Every inbound message is validated (runtime.cluster.protocol) before use; rejects are
 counted, logged (rate-limited) and never crash the loop.
+
+Why probes beside heartbeats: a heartbeat says the node's process lives, not that it serves.
+A node's devices are offered to clients only once the node has answered a ``probe`` (a
+round trip through the loop that serves its commands), and the broker keeps probing every
+node; one that leaves a probe unanswered past its deadline is dropped as wedged, and its
+clients fail over as for a dead node. Deadlines scale with what each node has shown: a
+probe's deadline is ``max(probe floor, PROBE_K x`` the EWMA of its answered round trips),
+the heartbeat deadline ``max(liveness, HEARTBEAT_K x`` the EWMA of its heartbeat gaps),
+so a node on a loaded machine, whose answers come late but come, is slow, not dead.
 """
 
 from __future__ import annotations
@@ -36,9 +45,14 @@ log = logging.getLogger("clproj.broker")
 HEARTBEAT_S = 0.5
 # message types a peer may send to the broker without an envelope
 _INBOUND = frozenset(
-    {"register", "heartbeat", "hello", "bye", "projection", "status", "place", "cmd"}
+    {"register", "heartbeat", "hello", "bye", "projection", "status", "place", "cmd", "probe_ok"}
 )
-LIVENESS_S = 3.0  # a node silent for this long is dead
+LIVENESS_S = 3.0  # a node silent for this long is dead (the floor of its deadline)
+PROBE_FLOOR_S = 5.0  # a probe unanswered this long marks a node wedged (the floor)
+PROBE_EVERY_S = 1.0  # a node is probed again this long after its last answer
+PROBE_K = 8.0  # a probe's deadline: PROBE_K x the node's round-trip EWMA, at least the floor
+HEARTBEAT_K = 6.0  # a node is dead when silent HEARTBEAT_K x its heartbeat-gap EWMA
+EWMA_ALPHA = 0.2
 MAX_PROJECTIONS = 50_000  # kernel keys whose projections the broker keeps
 
 
@@ -54,6 +68,21 @@ class NodeRec:
     direct: str = ""
     direct_key: str = ""
     local: str = ""
+    # devices held back until the node answers its first probe
+    unoffered: list[DevRec] = field(default_factory=list)
+    offered: bool = False
+    probe_id: int = 0  # the probe in flight (0: none)
+    probe_sent: float = 0.0  # when it was sent, or when the last one was answered
+    rtt_ewma_s: float = 0.0  # answered probes' round trips (0: none yet)
+    gap_ewma_s: float = HEARTBEAT_S  # gaps between heartbeats
+
+    def probe_deadline(self, floor: float) -> float:
+        """Seconds a probe may stay unanswered before the node counts as wedged."""
+        return max(floor, PROBE_K * self.rtt_ewma_s)
+
+    def silence_deadline(self, floor: float) -> float:
+        """Seconds without a heartbeat before the node counts as dead."""
+        return max(floor, HEARTBEAT_K * self.gap_ewma_s)
 
 
 @dataclass
@@ -76,6 +105,7 @@ class Broker:
         ctx: zmq.Context | None = None,
         projector: placement.Projector | None = None,
         liveness_s: float = LIVENESS_S,
+        probe_floor_s: float = PROBE_FLOOR_S,
     ) -> None:
         self.ctx = ctx or zmq.Context.instance()
         self.keys = keys
@@ -92,6 +122,8 @@ class Broker:
         self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.projector = projector
         self.liveness_s = liveness_s
+        self.probe_floor_s = probe_floor_s
+        self._probe_ids = itertools.count(1)
         self.nodes: dict[str, NodeRec] = {}
         self.devices: dict[str, DevRec] = {}
         self.by_ident: dict[bytes, str] = {}
@@ -214,24 +246,51 @@ class Broker:
         old = self.nodes.get(name)
         if old is not None:
             self._drop_node(name, notify=old.ident != ident)
-        ids = []
-        for rec in recs:
-            self.devices[rec.id] = rec
-            ids.append(rec.id)
-        self.nodes[name] = NodeRec(
+        rec = NodeRec(
             ident,
             name,
             h["host"][:200],
             h["pid"],
-            ids,
+            [r.id for r in recs],
             time.monotonic(),
             direct=h.get("direct") or "",
             direct_key=h.get("direct_key") or "",
             local=h.get("local") or "",
+            unoffered=recs,
         )
+        self.nodes[name] = rec
         self.by_ident[ident] = name
-        self.epoch += 1
-        log.info("node %s registered %d device(s)", name, len(ids))
+        log.info("node %s registered %d device(s): probing it", name, len(recs))
+        self._probe(rec)
+
+    def _probe(self, rec: NodeRec) -> None:
+        rec.probe_id = next(self._probe_ids)
+        rec.probe_sent = time.monotonic()
+        self._send(rec.ident, [protocol.pack("probe", id=rec.probe_id)])
+
+    def _on_probe_ok(self, ident: bytes, h: dict[str, Any], body: list[Any]) -> None:
+        name = self.by_ident.get(ident)
+        rec = self.nodes.get(name) if name is not None else None
+        if rec is None or name != h["node"] or h["id"] != rec.probe_id:
+            return  # a late answer to a probe already given up on, or a stranger's
+        now = time.monotonic()
+        rtt = now - rec.probe_sent
+        rec.rtt_ewma_s = (
+            rtt if not rec.rtt_ewma_s else ((1 - EWMA_ALPHA) * rec.rtt_ewma_s + EWMA_ALPHA * rtt)
+        )
+        rec.probe_id, rec.probe_sent = 0, now
+        if not rec.offered:
+            rec.offered = True
+            for dev in rec.unoffered:
+                self.devices[dev.id] = dev
+            rec.unoffered = []
+            self.epoch += 1
+            log.info(
+                "node %s answered its probe in %.1f ms: %d device(s) offered",
+                name,
+                rtt * 1e3,
+                len(rec.devices),
+            )
 
     def _on_heartbeat(self, ident: bytes, h: dict[str, Any], body: list[Any]) -> None:
         name = self.by_ident.get(ident)
@@ -239,7 +298,10 @@ class Broker:
             self._send(ident, [protocol.pack("reregister")])
             return
         rec = self.nodes[name]
-        rec.last_seen = time.monotonic()
+        now = time.monotonic()
+        gap = now - rec.last_seen
+        rec.gap_ewma_s = (1 - EWMA_ALPHA) * rec.gap_ewma_s + EWMA_ALPHA * gap
+        rec.last_seen = now
         rec.load = {
             str(k): v for k, v in list(h["load"].items())[:64] if isinstance(v, (int, float))
         }
@@ -420,11 +482,28 @@ class Broker:
     def _check_liveness(self) -> None:
         now = time.monotonic()
         for name, rec in list(self.nodes.items()):
-            if now - rec.last_seen > self.liveness_s:
+            silent = now - rec.last_seen
+            if silent > rec.silence_deadline(self.liveness_s):
                 log.warning(
-                    "node %s missed heartbeats for %.1fs: dropped", name, now - rec.last_seen
+                    "node %s missed heartbeats for %.1fs (its gaps average %.2fs): dropped",
+                    name,
+                    silent,
+                    rec.gap_ewma_s,
                 )
                 self._drop_node(name, notify=True)
+                continue
+            waited = now - rec.probe_sent
+            if rec.probe_id and waited > rec.probe_deadline(self.probe_floor_s):
+                log.warning(
+                    "node %s heartbeats but left a probe unanswered for %.1fs (its round "
+                    "trips average %.1f ms): dropped as wedged",
+                    name,
+                    waited,
+                    rec.rtt_ewma_s * 1e3,
+                )
+                self._drop_node(name, notify=True)
+            elif not rec.probe_id and waited >= PROBE_EVERY_S:
+                self._probe(rec)
         for ident, seen in list(self.clients.items()):
             if now - seen > 3600:
                 del self.clients[ident]
@@ -434,6 +513,8 @@ class Broker:
         if rec is None:
             return
         self.by_ident.pop(rec.ident, None)
+        if not rec.offered:  # no client ever saw its devices
+            return
         for d in rec.devices:
             self.devices.pop(d, None)
             self._fwd.pop(d, None)
@@ -481,6 +562,8 @@ class Broker:
                     "last_seen_s": round(now - n.last_seen, 3),
                     "load": n.load,
                     "direct": n.direct,
+                    "offered": n.offered,
+                    "rtt_ms": round(n.rtt_ewma_s * 1e3, 3),
                 }
                 for n in self.nodes.values()
             ],

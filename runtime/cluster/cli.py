@@ -62,9 +62,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _lifetime(p)
     p.add_argument(
         "--liveness",
-        type=float,
+        type=positive_seconds,
         default=3.0,
-        help="seconds without heartbeat before a node is dead",
+        help="seconds without heartbeat before a node is dead (at least: a node whose "
+        "heartbeats have been coming late gets longer)",
+    )
+    p.add_argument(
+        "--probe-deadline",
+        type=positive_seconds,
+        default=5.0,
+        help="seconds a node may leave a probe unanswered before it is dropped as wedged "
+        "(at least: a node whose round trips have been slow gets longer)",
     )
     _common(p)
     p.set_defaults(func=run_broker)
@@ -142,7 +150,10 @@ def run_broker(args: argparse.Namespace) -> int:
     _logging()
     try:
         broker = Broker(
-            args.bind, keys=_keys_for(args.bind, args, "broker"), liveness_s=args.liveness
+            args.bind,
+            keys=_keys_for(args.bind, args, "broker"),
+            liveness_s=args.liveness,
+            probe_floor_s=args.probe_deadline,
         )
     except zmq.ZMQError as exc:
         raise ClprojError(
@@ -192,6 +203,10 @@ def run_node(args: argparse.Namespace) -> int:
             f"clproj node {node.name}: {len(node.devs)} device(s) -> {args.broker}{direct}"
         )
     node.run(until=_until(args.lifetime))
+    if node.fatal:
+        from clproj.runtime.cluster.node.server import CURVE_FIX
+
+        raise ClprojError(node.fatal, CURVE_FIX)
     return 0
 
 

@@ -72,11 +72,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "measured?": _MAP,
         "lt?": _MAP,
     },
+    # the answer to the broker's probe, from the loop that serves commands
+    "probe_ok": {"id": _INT, "node": _STR},
     "reply": {"id": _INT, "ok": bool, "err?": _STR, "res?": _MAP},
     # node -> client (direct socket): these commands succeeded; ts = kernel seconds or nil
     "done": {"ids": _LIST, "ts": _LIST},
     # broker -> node
     "reregister": {},
+    # a round trip through the node's serving loop: devices are offered to clients only
+    # after the first answer, and a node that stops answering is dropped (broker.py)
+    "probe": {"id": _INT},
     # client -> broker
     "hello": {"client": _STR},
     "place": {
@@ -108,6 +113,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 DIRECT_ENDPOINT = re.compile(r"(ipc|tcp)://[!-~]{1,240}")
 LOCAL_PATH = re.compile(r"/[!-~]{1,200}")
 Z85_KEY = re.compile(r"[0-9a-zA-Z.:+=^!/*?&<>()\[\]{}@%$#-]{40}")
+
+# A kernel name is an OpenCL C identifier: it reaches clCreateKernel as a NUL-terminated
+# string, so "k\0x" would run kernel k under another name.
+KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Same-host data path: files the client or node created under /dev/shm (no other path).
 SHM_PATH = re.compile(r"/dev/shm/clproj-[A-Za-z0-9_-]{1,64}")
@@ -308,6 +317,10 @@ def _validate_launch(a: dict[str, Any]) -> None:
                 raise ProtocolError(f"launch: {k} and gsize differ in dimensions")
     if len(a["kernel"]) > MAX_ID:
         raise ProtocolError("launch: kernel name too long")
+    if not KERNEL_NAME.fullmatch(a["kernel"]):
+        raise ProtocolError(
+            f"launch: kernel name {a['kernel'][:40]!r} is not an OpenCL C identifier"
+        )
 
 
 def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import argparse
 import os
 from typing import Any
 
+from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, stderr, track
 from clproj.errors import ClprojError
 
@@ -51,7 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "its records",
     )
     p.add_argument(
-        "--timeout", type=float, default=3600.0, help="per-run time limit in seconds (3600)"
+        "--timeout",
+        type=positive_seconds,
+        default=3600.0,
+        help="per-run time limit in seconds (3600)",
     )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output")

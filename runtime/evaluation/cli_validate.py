@@ -13,6 +13,7 @@ import argparse
 import os
 from typing import Any
 
+from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, stderr, track
 from clproj.errors import ClprojError
 
@@ -44,7 +45,10 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
         "the suite's sources change",
     )
     p.add_argument(
-        "--timeout", type=float, default=1800.0, help="per-app time limit in seconds (1800)"
+        "--timeout",
+        type=positive_seconds,
+        default=1800.0,
+        help="per-app time limit in seconds (1800)",
     )
     p.add_argument(
         "--models",

@@ -188,10 +188,12 @@ def _notify_hooks(
     emulate it (the admission the projection hook registers, as in project mode); otherwise
     the hook projects its metadata from the cache's anchors (at most every few
     tens of milliseconds per kernel family)."""
+    from clproj.errors import ClprojError
     from clproj.intercept import hooks
     from clproj.intercept.record import ArgRecord, LaunchRecord, new_id, save, sha256
     from clproj.intercept.shim_runtime import record_dir
     from clproj.runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
+    from clproj.runtime.route.errors import log_once
 
     args, bufs = [], {}
     for i in range(max(k.remote.args, default=-1) + 1):
@@ -232,5 +234,9 @@ def _notify_hooks(
             a.blob = sha256(bytes(data))
             rec.blobs[a.blob] = bytes(data)
     rec.id = new_id(k.name, record_dir())
-    save(rec, record_dir())
+    try:
+        save(rec, record_dir())
+    except ClprojError as exc:  # not recorded (e.g. over the size limit); the launch runs
+        log_once(f"record-{k.name}", exc.cause)
+        return
     hooks.notify(rec)

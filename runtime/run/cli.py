@@ -9,6 +9,7 @@ mode's live emulation and projections (runtime.projection), route mode's cluster
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import tempfile
@@ -107,6 +108,7 @@ def _command(args: argparse.Namespace) -> list[str]:
             "add --mode project or --mode route",
         )
     if args.record:
+        _check_link(args.record)
         if os.path.exists(args.record) and not os.path.isdir(args.record):
             raise ClprojError(
                 f"--record {args.record} is a file, not a folder", "name a folder (new or existing)"
@@ -118,6 +120,25 @@ def _command(args: argparse.Namespace) -> list[str]:
                 file=sys.stderr,
             )
     return cmd
+
+
+def _check_link(path: str) -> None:
+    """A --record path that is a symbolic link leading nowhere: one line naming that, not
+    the "File exists" that making the folder would answer."""
+    if not os.path.islink(path):
+        return
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ClprojError(
+                f"--record {path} is a symbolic-link loop",
+                "point the link at a folder, or name another folder",
+            ) from None
+        raise ClprojError(
+            f"--record {path} is a symbolic link to {os.readlink(path)}, which does not exist",
+            "make that folder first, or name another folder",
+        ) from None
 
 
 @dataclass

@@ -115,6 +115,8 @@ def test_launch_argument_and_dimension_checks():
         dict(base, args=[], gsize=[1, 2, 3, 4]),
         dict(base, args=[], lsize=[1, 1]),
         dict(base, args=[["b"]] * 300),
+        dict(base, args=[], kernel="k\0x"),  # would launch k: clCreateKernel stops at NUL
+        dict(base, args=[], kernel="1k"),
     ]
     for a in bad:
         with pytest.raises(ProtocolError):

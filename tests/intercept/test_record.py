@@ -200,3 +200,18 @@ def test_launch_lines_round_trip_and_skip_what_is_not_a_launch(tmp_path):
     assert back[0].signature == rec.signature and back[0].args[0].data == rec.args[0].data
     assert R.read_launch_lines(str(path), {}) == []
     assert R.read_launch_lines(str(tmp_path / "missing.jsonl"), programs) == []
+
+
+def test_a_record_over_the_size_limit_is_never_written(tmp_path):
+    """clproj refuses to read a record over MAX_RECORD_BYTES (an untrusted file); one made
+    from a program source that large is refused when written, not when read back later."""
+    from clproj.errors import ClprojError
+    from clproj.intercept.record_check import MAX_RECORD_BYTES
+
+    rec = _rec()
+    rec.source = SRC + "//" + "x" * MAX_RECORD_BYTES + "\n"
+    with pytest.raises(ClprojError, match=r"over the 64 MiB a record may be .*not written"):
+        R.save(rec, str(tmp_path))
+    assert not list(tmp_path.rglob("*.clrec"))
+    rec.source = SRC + "//" + "x" * (MAX_RECORD_BYTES - 2**20) + "\n"  # just under: kept
+    R.load(R.save(rec, str(tmp_path)))

@@ -20,6 +20,11 @@ node's private directory instead (runtime.cluster.unixlink: no zmq I/O threads, 
 round trip here), and, beside it, a second one served by a C thread that runs launches
 the client repeats (fast-launch slots, runtime.cluster.node.slots and .nodelink) without
 entering Python.
+
+Why the node watches its broker connection's handshake: a node started with keys the
+broker does not accept would otherwise heartbeat into the void, serve nothing and look
+healthy to whoever started it. A refused CURVE handshake stops it with one line naming the
+cause (``fatal``), and ``clproj node`` exits non-zero.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 
 import zmq
 
+from clproj import settings
 from clproj.background_thread import background_thread
 from clproj.runtime.cluster import protocol, unixlink
 from clproj.runtime.cluster.keys import Keys, make_client
@@ -50,6 +56,25 @@ from clproj.runtime.cluster.node.store import ObjectStore
 log = logging.getLogger("clproj.node")
 
 HEARTBEAT_S = 0.5
+
+# monitor events of the broker connection that mean the broker will never hear this node
+_HANDSHAKE_FAILED = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: (
+        "the broker refused this node's CURVE key (it is not in the broker's authorized keys)"
+    ),
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: (
+        "the CURVE handshake with the broker failed: this node's broker key is not the "
+        "broker's, or one side has CURVE off"
+    ),
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: (
+        "the handshake with the broker failed: one side has CURVE on and the other off"
+    ),
+}
+CURVE_FIX = (
+    "use the cluster's keys: copy the key folder the broker was given (`clproj keys "
+    "--dir DIR`: broker.key, member.key, member.key_secret) and pass it as --keys DIR, "
+    "with the same --curve on both sides"
+)
 
 
 class Node:
@@ -81,7 +106,15 @@ class Node:
         self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
         if keys:
             make_client(self.sock, keys)
+        # the handshake's outcome (see the module docstring); the monitor must exist before
+        # connect, or the first handshake's events are lost
+        self._monitor = self.sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | sum(_HANDSHAKE_FAILED),
+            addr=f"inproc://clproj-node-monitor-{os.getpid()}-{id(self):x}",
+        )
+        self.fatal = ""  # why the node stopped on its own ("" while it serves)
         self.sock.connect(broker)
+        self._wedge_after = int(settings.get("CLPROJ_NODE_WEDGE_AFTER"))
         self.direct, self.direct_key = "", ""
         self.dsock: Any = None
         self._dctx: Any = None
@@ -171,8 +204,17 @@ class Node:
         self._stop.set()
 
     # ---- protocol --------------------------------------------------------------------
+    def _to_broker(self, msg: bytes) -> None:
+        """Send a control message to the broker without ever blocking: with no connection
+        up (the broker is down, or refused the handshake) a DEALER's send would wait for
+        one, and the loop must go on (to notice a refused handshake, to stop). A message
+        dropped so is sent again: heartbeats come every HEARTBEAT_S, and the broker asks an
+        unknown node to register again (``reregister``)."""
+        with contextlib.suppress(zmq.Again):
+            self.sock.send(msg, zmq.NOBLOCK)
+
     def register(self) -> None:
-        self.sock.send(
+        self._to_broker(
             protocol.pack(
                 "register",
                 node=self.name,
@@ -191,7 +233,7 @@ class Node:
             for d in self.devs:
                 load[str(d.index)] += self._native.inflight(d.index)
             self._slots.fold_times()
-        self.sock.send(
+        self._to_broker(
             protocol.pack(
                 "heartbeat",
                 node=self.name,
@@ -216,6 +258,7 @@ class Node:
             poller.register(self._listener.fileno(), zmq.POLLIN)
         if self._native is not None:
             poller.register(self._native.fd, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
         done.start()
         self.register()
         next_hb = time.monotonic() + HEARTBEAT_S
@@ -223,6 +266,8 @@ class Node:
             while not self._stop.is_set() and (until is None or time.time() < until):
                 timeout = 2 if done.npending else 100
                 events = dict(poller.poll(timeout))
+                if self._monitor in events and self._watch_handshake():
+                    break
                 if done.wake_fd in events:
                     done.drain_wake()
                 for sock in (self.sock, self.dsock):
@@ -249,6 +294,8 @@ class Node:
             if self._native is not None:
                 self._native.close()
             self._slots.clear()
+            self.sock.disable_monitor()
+            self._monitor.close(0)
             self.sock.close(0)
             for link in self.links.values():
                 link.close()
@@ -263,6 +310,19 @@ class Node:
             if self._dtmp is not None:
                 self._dtmp.cleanup()
             done.close()
+
+    def _watch_handshake(self) -> bool:
+        """Read the broker connection's monitor events; True (``fatal`` set) when the
+        broker refused the handshake: it will never hear this node, however long it runs."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        while self._monitor.poll(0):
+            ev = recv_monitor_message(self._monitor)["event"]
+            why = _HANDSHAKE_FAILED.get(ev)
+            if why is not None:
+                self.fatal = why  # clproj node reports it and exits non-zero
+                return True
+        return False
 
     # ---- same-host links -------------------------------------------------------------
     def _accept(self, poller: zmq.Poller) -> None:
@@ -391,6 +451,8 @@ class Node:
         """Decode, check and carry out one command. ``gate(after)`` (same-host links with
         a fast link): False holds the command back (returns _HELD, nothing done)."""
         sock = sock or self.sock
+        if 0 <= self._wedge_after <= self.served:  # CLPROJ_NODE_WEDGE_AFTER (tests)
+            return None
         if len(frames) == 1 and sock is self.sock:  # broker control message
             try:
                 h, _ = protocol.decode(frames)
@@ -399,6 +461,8 @@ class Node:
                 return None
             if h["t"] == "reregister":
                 self.register()
+            elif h["t"] == "probe":  # answered after everything that arrived before it
+                self._to_broker(protocol.pack("probe_ok", id=h["id"], node=self.name))
             return None
         if len(frames) < 2:
             self._reject("short message")
