@@ -167,3 +167,14 @@ def test_layout_lists_every_module() -> None:
     }
     missing = sorted(modules - listed)
     assert not missing, f"add a line to docs/layout.md for each of {missing}"
+
+
+def test_readme_is_for_users_and_short() -> None:
+    """README: what clproj does, the two commands, a tour and the current measured tables,
+    each with its command, in at most 150 lines; how figures moved is git's to keep."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    for needed in ("make demo", "make test", "## A tour", "## Measured accuracy"):
+        assert needed in text
+    history = re.findall(r"\b(?:session|round|issue \d+|before this|until 20\d\d)\b", text, re.I)
+    assert not history, history
