@@ -43,7 +43,7 @@ import numpy as np
 from clproj import miniemu
 from clproj.benchmarks.apps import get_app
 from clproj.intercept.record import LocalArg, from_arrays
-from clproj.miniemu.bounded import key_metrics
+from clproj.miniemu.counters import key_metrics
 from clproj.miniemu.reuse import ReuseCache
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "miniemu_bounded.md")
@@ -386,7 +386,7 @@ import hashlib, json, resource, sys, time
 from clproj import miniemu
 
 from clproj.intercept.record import load
-from clproj.miniemu.bounded import key_metrics
+from clproj.miniemu.counters import key_metrics
 from clproj.runtime.projection import device_set
 from clproj.runtime.projection.model import rank, record_footprint
 rec = load(sys.argv[1])

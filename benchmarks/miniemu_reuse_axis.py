@@ -35,7 +35,7 @@ import numpy as np
 from clproj import miniemu
 from clproj.benchmarks.apps.base import load_source
 from clproj.intercept.record import LaunchRecord, from_arrays
-from clproj.miniemu.bounded import key_metrics
+from clproj.miniemu.counters import key_metrics
 from clproj.miniemu.reuse import ReuseCache
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "miniemu_reuse_axis.md")

@@ -54,8 +54,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
-import math
 import tempfile
 import time
 from dataclasses import dataclass
@@ -63,15 +61,28 @@ from typing import TYPE_CHECKING, Any
 
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
-from clproj.miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
+from clproj.miniemu.counters import (
+    lower_confidence,
+)
+from clproj.miniemu.extrapolate import (
+    ProbePlan,
+    budget_extrapolate,
+    fit_probes,
+    loop_extrapolate,
+    plan_probes,
+    profile_of,
+    start_probes,
+    wait_probes,
+)
+from clproj.miniemu.profile import KernelProfile, scale_stats
+from clproj.miniemu.scev import (
+    scalar_args,
+)
 from clproj.paths import scratch_parent
 
 if TYPE_CHECKING:
     from clproj.intercept.record import LaunchRecord
 
-_NOT_SCALED = ("bytes_per_group", "private_bytes_per_work_item")
-# Validation error of the extrapolation fit (relative, on the check probe) per confidence.
-FIT_HIGH, FIT_MEDIUM = 0.02, 0.10
 # Seconds a worker needs before the kernel starts (python, pyopencl, Oclgrind's build).
 STARTUP_S = 0.7
 
@@ -131,213 +142,10 @@ class Budget:
         return out
 
 
-# ---------------------------------------------------------------- SCEV expressions
-
-
-class NotEvaluable(Exception):
-    """The trip-count expression depends on something other than kernel arguments."""
-
-
-def _signed(v: int, bits: int) -> int:
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if v >> (bits - 1) else v
-
-
-def eval_scev(
-    expr: dict[str, Any] | None, args: dict[int, int], ids: dict[int, int] | None = None
-) -> int:
-    """Evaluate a plugin SCEV expression (loops.cpp) with integer argument values (unsigned)
-    and, where it reads ``get_global_id(d)``, the work-item's global ids ``ids[d]``."""
-    if expr is None or "unknown" in expr:
-        raise NotEvaluable(expr and expr.get("unknown"))
-    bits = int(expr.get("bits", 64))
-    mask = (1 << bits) - 1
-    if "c" in expr:
-        return int(expr["c"]) & mask
-    if "arg" in expr:
-        i = int(expr["arg"])
-        if i not in args:
-            raise NotEvaluable(f"argument {i} is not an integer scalar")
-        return args[i] & mask
-    if "gid" in expr:
-        d = int(expr["gid"])
-        if ids is None or d not in ids:
-            raise NotEvaluable(f"the work-item's global id {d}")
-        return ids[d] & mask
-    op, ops = expr["op"], expr["ops"]
-    vals = [eval_scev(o, args, ids) for o in ops]
-    if op == "add":
-        return sum(vals) & mask
-    if op == "mul":
-        return math.prod(vals) & mask
-    if op == "udiv":
-        if vals[1] == 0:
-            raise NotEvaluable("division by zero")
-        return (vals[0] // vals[1]) & mask
-    if op in ("umax", "umin"):
-        return (max if op == "umax" else min)(vals)
-    if op in ("smax", "smin"):
-        s = [_signed(v, bits) for v in vals]
-        return (max if op == "smax" else min)(s) & mask
-    if op == "zext":
-        return vals[0] & mask
-    if op == "sext":
-        return _signed(vals[0], int(ops[0].get("bits", bits))) & mask
-    if op == "trunc":
-        return vals[0] & mask
-    raise NotEvaluable(f"operation {op}")
-
-
-def _scev_leaves(expr: dict[str, Any] | None, kind: str) -> set[int]:
-    """The values of an expression's ``kind`` leaves (``arg`` indices, ``gid`` dimensions)."""
-    if not expr:
-        return set()
-    if kind in expr:
-        return {int(expr[kind])}
-    out: set[int] = set()
-    for o in expr.get("ops", []):
-        out |= _scev_leaves(o, kind)
-    return out
-
-
-def scev_args(expr: dict[str, Any] | None) -> set[int]:
-    """Kernel argument indices an expression reads."""
-    return _scev_leaves(expr, "arg")
-
-
-def scalar_args(record: LaunchRecord) -> dict[int, int]:
-    """Integer view (little-endian, unsigned) of every scalar argument of 1-8 bytes."""
-    out = {}
-    for a in record.args:
-        if a.kind == "scalar" and a.data is not None and len(a.data) in (1, 2, 4, 8):
-            out[a.index] = int.from_bytes(a.data, "little")
-    return out
-
-
-def trip_count(
-    loop: dict[str, Any],
-    args: dict[int, int],
-    key: str = "exact",
-    ids: dict[int, int] | None = None,
-) -> int:
-    """Header executions per entry of ``loop`` (backedge-taken count + 1)."""
-    return eval_scev(loop.get(key), args, ids) + 1
-
-
-def scev_ids(expr: dict[str, Any] | None) -> set[int]:
-    """Dimensions d whose ``get_global_id(d)`` an expression reads."""
-    return _scev_leaves(expr, "gid")
-
-
-# Work-item ids sampled per dimension when a nest's trip count depends on them: the mean
-# over an evenly spaced grid of the launch's id range (a triangular nest's product is
-# quadratic in the id; 256 points put the mean within 0.01% of the exact sum).
-ID_SAMPLES = {1: 256, 2: 64, 3: 16}
-
-
-def _trips_at(loop: dict[str, Any], args: dict[int, int], key: str, ids: dict[int, int]) -> int:
-    """Trips of one entry for one work-item; a negative count (the loop's guard fails for
-    this work-item, e.g. ids past the matrix edge) is one header execution."""
-    expr = loop.get(key)
-    bits = int((expr or {}).get("bits", 64))
-    return max(0, _signed(eval_scev(expr, args, ids), bits)) + 1
-
-
-def mean_nest_trips(
-    chain: list[dict[str, Any]],
-    args: dict[int, int],
-    key: str,
-    global_size: list[int],
-    global_offset: list[int] | None = None,
-) -> float:
-    """Mean over the launch's work-items of the product of the nest's trip counts.
-
-    Why a mean over ids: a trip count that reads the work-item's id (covariance's
-    ``for (j2 = j1; j2 < m; j2++)`` with ``j1 = get_global_id(0)``) differs from one
-    work-item to the next, and the emulated ones (group 0: the longest trips here) are no
-    sample of the launch. Raises :class:`NotEvaluable` when a count reads anything else.
-    """
-    dims = sorted(set().union(*(scev_ids(c.get(key)) for c in chain)))
-    if not dims:
-        return float(math.prod(trip_count(c, args, key) for c in chain))
-    offset = list(global_offset or [0] * len(global_size))
-    per_dim = []
-    for d in dims:
-        if d >= len(global_size):
-            raise NotEvaluable(f"get_global_id({d}) beyond the launch's {len(global_size)} dims")
-        n, k = int(global_size[d]), ID_SAMPLES.get(len(dims), 16)
-        k = min(n, k)
-        per_dim.append([offset[d] + (2 * j + 1) * n // (2 * k) for j in range(k)])
-    total, count = 0.0, 0
-    for point in itertools.product(*per_dim):
-        ids = dict(zip(dims, point, strict=True))
-        total += math.prod(_trips_at(c, args, key, ids) for c in chain)
-        count += 1
-    return total / count
-
-
-# ---------------------------------------------------------------- statistics helpers
-
-
-def flatten_stats(stats: dict[str, Any], prefix: tuple = ()) -> dict[tuple, float]:
-    out: dict[tuple, float] = {}
-    for k, v in stats.items():
-        if k in _NOT_SCALED:
-            continue
-        if isinstance(v, dict):
-            out.update(flatten_stats(v, (*prefix, k)))
-        elif isinstance(v, (int, float)):
-            out[(*prefix, k)] = float(v)
-    return out
-
-
-def rebuild_stats(template: dict[str, Any], values: dict[tuple, float], prefix: tuple = ()) -> dict:
-    out: dict[str, Any] = {}
-    for k, v in template.items():
-        if isinstance(v, dict) and k not in _NOT_SCALED:
-            out[k] = rebuild_stats(v, values, (*prefix, k))
-        elif (*prefix, k) in values:
-            out[k] = max(0, round(values[(*prefix, k)]))
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
-
-
-def key_metrics(stats: dict[str, Any]) -> dict[str, float]:
-    g = stats.get("global", {})
-    tx = sum(c for d in g.get("transactions", {}).values() for w in d.values() for c in w.values())
-    return {
-        "instructions": instructions_total(stats),
-        "global load bytes": g.get("load_bytes", 0),
-        "global store bytes": g.get("store_bytes", 0),
-        "transactions": tx,
-        "local accesses": stats.get("local", {}).get("accesses", 0),
-        "branches": stats.get("branches", {}).get("total", 0),
-    }
-
-
-def relative_error(pred: dict[str, Any], ref: dict[str, Any]) -> tuple[float, str]:
-    """Largest relative difference of the key metrics (instructions, bytes, transactions)."""
-    mp, mr = key_metrics(pred), key_metrics(ref)
-    worst, what = 0.0, "instructions"
-    for k in mr:
-        hi = max(abs(mp[k]), abs(mr[k]))
-        if hi > 0:
-            d = abs(mp[k] - mr[k]) / hi
-            if d > worst:
-                worst, what = d, k
-    return worst, what
-
-
-def _lower(conf: str, other: str) -> str:
-    order = ["low", "medium", "high"]
-    return order[min(order.index(conf), order.index(other))]
-
-
 # ---------------------------------------------------------------- the bounded emulation
 
 
-class _Runner:
+class Runner:
     """Runs emulator attempts of one record (and modified copies).
 
     Each run is bounded by the counted budget (instructions, sampled work-items); the
@@ -380,13 +188,13 @@ class _Runner:
         # The plugin stops itself at the budget; the kill is the backstop for a hang
         # outside the kernel (start-up, loading the record, writing the statistics).
         try:
-            return _Finished(self.backend.run(path, "bounded", self.timeout(), limits=limits))
+            return Finished(self.backend.run(path, "bounded", self.timeout(), limits=limits))
         except ClprojError as exc:
-            return _Finished(None, exc)
+            return Finished(None, exc)
 
     def wait(self, handle: Any) -> Any:
         """The run's statistics (raises its error)."""
-        if isinstance(handle, _Finished):
+        if isinstance(handle, Finished):
             raw, err = handle.raw, handle.error
         else:
             raw, err = None, None
@@ -405,19 +213,19 @@ class _Runner:
 
     def cancel(self, handle: Any) -> None:
         """Drop a run whose result is no longer needed (killed if still going)."""
-        if self.server is not None and not isinstance(handle, _Finished):
+        if self.server is not None and not isinstance(handle, Finished):
             self.server.cancel(handle)
 
     def done(self, handles: list[Any], timeout_s: float) -> Any:
         """The first of ``handles`` that has finished, waiting up to ``timeout_s``."""
-        finished = [h for h in handles if isinstance(h, _Finished)]
+        finished = [h for h in handles if isinstance(h, Finished)]
         if finished or self.server is None:
             return finished[0] if finished else None
         return self.server.wait_any(handles, timeout_s)
 
     def finished(self, handle: Any) -> bool:
         """Whether the run has ended (its result is there to collect)."""
-        return isinstance(handle, _Finished) or handle.status is not None
+        return isinstance(handle, Finished) or handle.status is not None
 
     def run(self, record: LaunchRecord) -> Any:
         return self.wait(self.start(record))
@@ -439,287 +247,11 @@ class _Runner:
 
 
 @dataclass
-class _Finished:
+class Finished:
     """A run of the one-shot worker, already over: its statistics or its error."""
 
     raw: Any
     error: ClprojError | None = None
-
-
-def _profile(raw: Any, record: LaunchRecord) -> KernelProfile:
-    return build_profile(raw, record.kernel, record.signature, record.local_size is None)
-
-
-def _with_scalar(record: LaunchRecord, index: int, value: int) -> LaunchRecord:
-    rec = copy.copy(record)
-    rec.args = [copy.copy(a) for a in record.args]
-    a = rec.args[index]
-    a.data = (value & ((1 << (8 * len(a.data))) - 1)).to_bytes(len(a.data), "little")
-    rec.path = None
-    return rec
-
-
-def _dependent_depth(loops: list[dict], loop: dict, knob: int) -> int:
-    """Loops on ``loop``'s ancestor chain (itself included) whose trip count reads ``knob``."""
-    by_id = {lp["id"]: lp for lp in loops}
-    depth, cur = 0, loop
-    while cur is not None:
-        if knob in scev_args(cur.get("exact")):
-            depth += 1
-        cur = by_id.get(cur.get("parent", -1))
-    return depth
-
-
-def _choose_knob(raw: Any, args: dict[int, int]) -> tuple[dict, int, int] | None:
-    """(heaviest loop, knob argument, polynomial degree), or None when no loop qualifies."""
-    best = None
-    for lp in raw.loops:
-        used = scev_args(lp.get("exact")) & set(args)
-        if not used:
-            continue
-        try:
-            t = trip_count(lp, args)
-        except NotEvaluable:
-            continue
-        if best is None or t > best[0]:
-            best = (t, lp, used)
-    if best is None or best[0] <= 64:
-        return None
-    t, lp, used = best
-    knob = max(used, key=lambda i: _signed(args[i], 64))  # the loop bound, not an offset
-    return lp, knob, _dependent_depth(raw.loops, lp, knob)
-
-
-def _probe_value(lp: dict, args: dict[int, int], knob: int, target: int) -> int | None:
-    """Smallest knob value in [0, actual] whose trip count reaches ``target`` (bisection)."""
-    actual = _signed(args[knob], 64)
-    if actual <= 0:
-        return None
-
-    def trips(v: int) -> int:
-        return _signed(trip_count(lp, {**args, knob: v}) - 1, 64) + 1
-
-    lo, hi = 0, actual
-    if trips(hi) < target:
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if trips(mid) >= target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _loop_entries(raw: Any, lp: dict, loops: list[dict], knob: int, args: dict[int, int]) -> float:
-    """Entries into ``lp`` in a run, counted: its header executions over the trips per entry
-    that the knob sets (the product over ``lp`` and its ancestors whose trip count reads it)."""
-    by_id = {x["id"]: x for x in loops}
-    per_entry, cur = 1, lp
-    while cur is not None:
-        if knob in scev_args(cur.get("exact")):
-            per_entry *= trip_count(cur, args)
-        cur = by_id.get(cur.get("parent", -1))
-    h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in raw.groups)
-    return h / max(1, per_entry)
-
-
-@dataclass
-class _ProbePlan:
-    """The probes of a loop extrapolation: loop, knob argument, degree, knob values."""
-
-    loop: dict
-    knob: int
-    degree: int
-    values: list[int]
-    xs: list[float]  # the loop's trips per entry at each probe
-    x_actual: float  # ... and at the launch's own arguments
-    uncapped: bool  # the probe size is ``probe_trips``, not capped by the instructions per trip
-    ipi: float  # instructions per trip of the loop in the run that planned the probes
-    lanes: int  # work-items each run emulates
-
-
-def _plan_probes(first: Any, args: dict[int, int], budget: Budget) -> _ProbePlan | str:
-    """The probes ``first`` (a run stopped at a budget) calls for, or why there are none
-    ("" when no loop qualifies)."""
-    choice = _choose_knob(first, args)
-    if choice is None:
-        return ""
-    lp, knob, degree = choice
-    if degree > 2:
-        return f"loop {lp['id']} nests {degree} loops on argument {knob} (probes fit degree <= 2)"
-    # Trips per probe: keep each probe well inside the instruction budget.
-    h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in first.groups) or 1
-    ipi = max(1.0, sum(instructions_total(g.stats) for g in first.groups) / h)
-    lanes = math.prod(first.local_size)
-    if not first.has_barrier:
-        lanes = min(lanes, budget.work_items)
-    cap = (0.5 * budget.instructions / (lanes * ipi)) ** (1.0 / degree)
-    t_max = int(max(4, min(budget.probe_trips, cap)))
-    targets = sorted({max(2, round(t_max * (j + 1) / (degree + 2))) for j in range(degree + 2)})
-    if len(targets) < degree + 2:
-        return f"too few distinct probe trip counts for loop {lp['id']}"
-    values = [_probe_value(lp, args, knob, t) for t in targets]
-    if any(v is None for v in values) or len(set(values)) < len(values):
-        return f"argument {knob} cannot set loop {lp['id']} to {targets} trips"
-    xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
-    x_actual = float(trip_count(lp, args))
-    return _ProbePlan(
-        lp, knob, degree, [int(v) for v in values if v is not None], xs, x_actual,
-        cap >= budget.probe_trips, ipi, lanes,
-    )  # fmt: skip
-
-
-def _start_probes(runner: _Runner, plan: _ProbePlan) -> list[Any]:
-    return [runner.start(_with_scalar(runner.record, plan.knob, v)) for v in plan.values]
-
-
-def _wait_probes(runner: _Runner, handles: list[Any]) -> list[Any] | str:
-    """The probes' statistics, or why a probe failed."""
-    raws, failed = [], ""
-    for h in handles:
-        try:
-            raws.append(runner.wait(h))
-        except ClprojError as exc:
-            failed = failed or f"a probe failed: {exc.cause[:200]}"
-    return failed or raws
-
-
-def _loop_extrapolate(
-    runner: _Runner, first: Any, args: dict[int, int]
-) -> tuple[KernelProfile, dict] | str:
-    """The loop-extrapolated profile, or why there is none ("" when no loop qualifies)."""
-    plan = _plan_probes(first, args, runner.budget)
-    if isinstance(plan, str):
-        return plan
-    raws = runner.run_all([_with_scalar(runner.record, plan.knob, v) for v in plan.values])
-    return _fit_probes(runner.record, plan, raws, first.loops, args)
-
-
-def _fit_probes(
-    rec: LaunchRecord, plan: _ProbePlan, raws: list[Any], loops: list[dict], args: dict[int, int]
-) -> tuple[KernelProfile, dict] | str:
-    """The profile fitted on the probes' statistics, or why they are not usable."""
-    lp, knob, degree, values = plan.loop, plan.knob, plan.degree, plan.values
-    xs, x_actual = plan.xs, plan.x_actual
-    if any(r.stop_reason == "time-budget" for r in raws):
-        return "the wall-clock backstop stopped a probe"
-    if any(r.stop_reason == "instruction-budget" for r in raws):
-        return "a probe exceeded the instruction budget"
-    # The probes must change the loop's trip count and nothing else: counted entries into
-    # the loop (the work-items that reach it) must agree, or the fit extrapolates the
-    # change in entries too (PolyBench's `if (i < n) for (j < n)`, probed at small n).
-    try:
-        entries = [
-            _loop_entries(r, lp, loops, knob, {**args, knob: v})
-            for r, v in zip(raws, values, strict=True)
-        ]
-    except NotEvaluable:
-        return f"trip counts of loop {lp['id']}'s nest not evaluable at the probes"
-    if max(entries) - min(entries) > FIT_HIGH * max(entries):
-        return (
-            f"argument {knob} also changes how many work-items reach loop {lp['id']} "
-            f"(entries {', '.join(f'{e:g}' for e in entries)} at {knob} = {values})"
-        )
-    probes = [_profile(r, rec) for r in raws]
-    import numpy as np
-
-    fit_n = degree + 1
-    flat = [flatten_stats(p.total) for p in probes]
-    keys = set().union(*flat)
-    predicted_actual: dict[tuple, float] = {}
-    predicted_check: dict[tuple, float] = {}
-    for key in keys:
-        ys = [f.get(key, 0.0) for f in flat]
-        coef = np.polyfit(xs[:fit_n], ys[:fit_n], degree)
-        predicted_actual[key] = float(np.polyval(coef, x_actual))
-        predicted_check[key] = float(np.polyval(coef, xs[-1]))
-    check = rebuild_stats(probes[-1].total, predicted_check)
-    err, what = relative_error(check, probes[-1].total)
-    total = rebuild_stats(probes[0].total, predicted_actual)
-    base = probes[0]
-    per_group = scale_stats(total, 1.0 / base.launch["num_groups"])
-    for s in (total, per_group):
-        s.setdefault("local", {})["bytes_per_group"] = base.total["local"]["bytes_per_group"]
-        s["private_bytes_per_work_item"] = base.total["private_bytes_per_work_item"]
-    fit_conf = "high" if err <= FIT_HIGH else "medium" if err <= FIT_MEDIUM else "low"
-    detail = {
-        "loop": lp["id"],
-        "knob_argument": knob,
-        "knob_actual": _signed(args[knob], 64),
-        "probe_values": values,
-        "probe_trips": xs,
-        "actual_trips": x_actual,
-        "degree": degree,
-        "check_error": round(err, 4),
-        "check_error_in": what,
-        "loop_entries": entries[0],
-    }
-    prof = KernelProfile(
-        rec.kernel, rec.signature, base.launch, dict(base.emulation), per_group, total
-    )
-    flags = [f for f in base.emulation["flags"]]
-    flags.append(
-        f"loop-extrapolated: loop {lp['id']} runs {x_actual:.0f} times per entry; fitted on "
-        f"argument {knob} = {values[:fit_n]} (degree {degree}), check probe off by {err:.1%}"
-    )
-    prof.emulation.update(
-        confidence=_lower(fit_conf, base.emulation["confidence"]),
-        flags=flags,
-        loop_extrapolation=detail,
-    )
-    return prof, detail
-
-
-def _budget_extrapolate(
-    first: Any, args: dict[int, int], record: LaunchRecord
-) -> tuple[float, str, list[str]]:
-    """Scale the attempt's partial statistics by expected / observed loop iterations."""
-    h = {
-        k: sum(int(g.loop_iterations.get(k, 0)) for g in first.groups)
-        for k in {k for g in first.groups for k in g.loop_iterations}
-    }
-    flags: list[str] = []
-    factor, confidence = 1.0, "low"
-    if h:
-        heaviest = max(h, key=lambda k: h[k])
-        lp = next((x for x in first.loops if str(x["id"]) == heaviest), None)
-        wi = sum(g.work_items for g in first.groups)
-        per_wi = h[heaviest] / max(1, wi)
-        expected, how = None, ""
-        if lp is not None:
-            chain, cur = [], lp
-            by_id = {x["id"]: x for x in first.loops}
-            while cur is not None:
-                chain.append(cur)
-                cur = by_id.get(cur.get("parent", -1))
-            for key, label in (("exact", "exact"), ("max", "symbolic maximum")):
-                try:
-                    expected = mean_nest_trips(
-                        chain, args, key, record.global_size, record.global_offset
-                    )
-                    if any(scev_ids(c.get(key)) for c in chain):
-                        label += ", mean over the launch's work-item ids"
-                    how = label
-                    break
-                except NotEvaluable:
-                    continue
-        if expected is not None and per_wi > 0:
-            factor = max(1.0, expected / per_wi)
-            confidence = "medium" if how.startswith("exact") else "low"
-            flags.append(
-                f"budget-extrapolated: loop {heaviest} trip count ({how}) {expected:.0f} per "
-                f"work-item, {per_wi:.0f} emulated; statistics of a partial work-item sample "
-                "(warp-level counts are not coalesced across a warp)"
-            )
-        else:
-            flags.append(
-                "budget-extrapolated: trip count not derivable; statistics are those of the "
-                "budget (a lower bound)"
-            )
-    else:
-        flags.append("budget-extrapolated: no loop found; statistics are a lower bound")
-    return factor, confidence, flags
 
 
 def emulate_bounded(
@@ -741,7 +273,7 @@ def emulate_bounded(
         tempfile.TemporaryDirectory(prefix="clproj-bounded-", dir=scratch_parent()) as tmp,
         server or contextlib.nullcontext(),
     ):
-        runner = _Runner(record, budget, backend, tmp, server)
+        runner = Runner(record, budget, backend, tmp, server)
         args = scalar_args(record)
         first, decided, speculation = _attempt(runner, args)
         method = {"": "full-group", "sampled-work-items": "sampled-work-items"}.get(
@@ -749,7 +281,7 @@ def emulate_bounded(
         )
         not_probed = ""
         if method is not None:
-            prof = _profile(first, record)
+            prof = profile_of(first, record)
             if method == "sampled-work-items":
                 prof.emulation["flags"].append(
                     f"sampled-work-items: {prof.emulation['work_items_emulated']} of "
@@ -761,7 +293,7 @@ def emulate_bounded(
                 result = decided
             elif first.stop_reason == "instruction-budget":
                 try:
-                    result = _loop_extrapolate(runner, first, args)
+                    result = loop_extrapolate(runner, first, args)
                 except ClprojError as exc:
                     result = f"a probe failed: {exc.cause[:200]}"
             if isinstance(result, tuple):
@@ -769,8 +301,8 @@ def emulate_bounded(
                 method = "loop-extrapolated"
             else:
                 not_probed = result
-                prof = _profile(first, record)
-                factor, confidence, flags = _budget_extrapolate(first, args, record)
+                prof = profile_of(first, record)
+                factor, confidence, flags = budget_extrapolate(first, args, record)
                 wi, gwi = prof.total.get("work_items"), prof.per_group.get("work_items")
                 prof.total = scale_stats(prof.total, factor)
                 prof.per_group = scale_stats(prof.per_group, factor)
@@ -778,7 +310,9 @@ def emulate_bounded(
                 if not_probed:
                     flags.append(f"no loop extrapolation: {not_probed}")
                 prof.emulation["flags"] += flags
-                prof.emulation["confidence"] = _lower(confidence, prof.emulation["confidence"])
+                prof.emulation["confidence"] = lower_confidence(
+                    confidence, prof.emulation["confidence"]
+                )
                 method = "budget-extrapolated"
         # What bounded the emulation: counted budgets give the same profile on any
         # machine; the wall-clock backstop does not, so its profiles say so.
@@ -825,7 +359,7 @@ SCOUT_INSTRUCTIONS = 4 * 4096
 SPECULATION_MARGIN = 1.5
 
 
-def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, Any]]:
+def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, Any]]:
     """The attempt's statistics (step 1), the loop extrapolation where the speculation below
     already decided it (else None: step 2 as usual), and what the speculation did.
 
@@ -859,7 +393,7 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
         runner.cancel(attempt)
         return scout, None, {"scout": "finished the sample: it is the attempt"}
     counted = {"scout_instructions": scout.instructions_executed}
-    plan = _plan_probes(scout, args, budget) if scout.stop_reason == "instruction-budget" else ""
+    plan = plan_probes(scout, args, budget) if scout.stop_reason == "instruction-budget" else ""
     if (
         isinstance(plan, str)
         or not plan.uncapped
@@ -869,7 +403,7 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
     # The attempt pauses while the probes run: on 2 cores four runs would share them, and
     # where the attempt is needed after all it continues from where it stopped.
     runner.server.pause(attempt)
-    probes = _start_probes(runner, plan)
+    probes = start_probes(runner, plan)
     pending = [attempt, *probes]
     while len(pending) > 1:
         h = runner.done(pending[1:], runner.timeout())
@@ -879,9 +413,9 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
     raws: list[Any] | str | None = None
     info: dict[str, Any] = {"scout": "speculative probes", "probe_values": plan.values, **counted}
     if attempt in pending and len(pending) == 1:  # the probes ended first
-        raws = _wait_probes(runner, probes)
+        raws = wait_probes(runner, probes)
         if not isinstance(raws, str):
-            fitted = _fit_probes(rec, plan, raws, scout.loops, args)
+            fitted = fit_probes(rec, plan, raws, scout.loops, args)
             predicted = _predicted_instructions(plan, raws)
             info["predicted_attempt_instructions"] = round(predicted)
             if (
@@ -902,7 +436,7 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
     info["attempt"] = "waited for"
     same = (
         first.stop_reason == "instruction-budget"
-        and isinstance(again := _plan_probes(first, args, budget), _ProbePlan)
+        and isinstance(again := plan_probes(first, args, budget), ProbePlan)
         and (again.loop["id"], again.knob, again.values)
         == (plan.loop["id"], plan.knob, plan.values)
     )
@@ -912,14 +446,14 @@ def _attempt(runner: _Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str,
         info["probes"] = "dropped"
         return first, None, info
     if raws is None:
-        raws = _wait_probes(runner, probes)
+        raws = wait_probes(runner, probes)
     info["probes"] = "used"
     if isinstance(raws, str):
         return first, raws, info
-    return first, _fit_probes(rec, plan, raws, first.loops, args), info
+    return first, fit_probes(rec, plan, raws, first.loops, args), info
 
 
-def _predicted_instructions(plan: _ProbePlan, raws: list[Any]) -> float:
+def _predicted_instructions(plan: ProbePlan, raws: list[Any]) -> float:
     """The instructions the attempt would count, fitted on the probes' counted ones."""
     import numpy as np
 

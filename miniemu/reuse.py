@@ -61,14 +61,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from clproj.intercept.identity import reuse_family
-from clproj.miniemu.bounded import (
-    flatten_stats,
-    rebuild_stats,
-    relative_error,
-    scalar_args,
-    scev_args,
-)
+from clproj.miniemu.counters import flatten_stats, rebuild_stats, relative_error
 from clproj.miniemu.profile import KernelProfile, scale_stats
+from clproj.miniemu.scev import scalar_args, scev_args
 
 if TYPE_CHECKING:
     from clproj.intercept.record import LaunchRecord

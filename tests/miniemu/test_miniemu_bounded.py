@@ -8,8 +8,9 @@ import numpy as np
 
 from clproj import miniemu
 from clproj.intercept.record import from_arrays
-from clproj.miniemu.bounded import Budget, eval_scev
+from clproj.miniemu.bounded import Budget
 from clproj.miniemu.reuse import ReuseCache
+from clproj.miniemu.scev import eval_scev
 
 SRC = """
 __kernel void heavy(__global const float *x, __global float *y, int n, float a) {
@@ -260,7 +261,7 @@ def test_trip_counts_that_read_the_work_item_id_are_averaged_over_the_launch():
     The emulated work-items (group 0) have the longest trips, and before the plugin named
     get_global_id the count was not derivable: the profile was the budget's (134x short on
     the real app). Now the nest is averaged over the launch's ids."""
-    from clproj.miniemu.bounded import mean_nest_trips, scev_ids
+    from clproj.miniemu.scev import mean_nest_trips, scev_ids
 
     outer = {
         "exact": {

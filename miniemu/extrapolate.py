@@ -1,0 +1,311 @@
+"""Extrapolation past the emulation budget (bounded.py, steps 2 and 3).
+
+Loop extrapolation: the launch is re-emulated with the knob (the scalar argument that
+sets the heaviest loop's trip count) shrunk so the loop runs a few dozen times, every
+counter is fitted as a polynomial of the trip count over the probes and evaluated at the
+launch's own. Budget extrapolation, where no knob exists: the partial statistics scaled by
+the loop's trip count over the iterations observed. Every decision uses counted
+quantities only, so a profile is a function of the kernel and its inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from clproj.errors import ClprojError
+from clproj.miniemu.counters import flatten_stats, lower_confidence, rebuild_stats, relative_error
+from clproj.miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
+from clproj.miniemu.scev import (
+    NotEvaluable,
+    mean_nest_trips,
+    scev_args,
+    scev_ids,
+    signed,
+    trip_count,
+)
+
+if TYPE_CHECKING:
+    from clproj.intercept.record import LaunchRecord
+    from clproj.miniemu.bounded import Budget, Runner
+
+# Validation error of the extrapolation fit (relative, on the check probe) per confidence.
+FIT_HIGH, FIT_MEDIUM = 0.02, 0.10
+
+
+def profile_of(raw: Any, record: LaunchRecord) -> KernelProfile:
+    return build_profile(raw, record.kernel, record.signature, record.local_size is None)
+
+
+def with_scalar(record: LaunchRecord, index: int, value: int) -> LaunchRecord:
+    rec = copy.copy(record)
+    rec.args = [copy.copy(a) for a in record.args]
+    a = rec.args[index]
+    a.data = (value & ((1 << (8 * len(a.data))) - 1)).to_bytes(len(a.data), "little")
+    rec.path = None
+    return rec
+
+
+def dependent_depth(loops: list[dict], loop: dict, knob: int) -> int:
+    """Loops on ``loop``'s ancestor chain (itself included) whose trip count reads ``knob``."""
+    by_id = {lp["id"]: lp for lp in loops}
+    depth, cur = 0, loop
+    while cur is not None:
+        if knob in scev_args(cur.get("exact")):
+            depth += 1
+        cur = by_id.get(cur.get("parent", -1))
+    return depth
+
+
+def choose_knob(raw: Any, args: dict[int, int]) -> tuple[dict, int, int] | None:
+    """(heaviest loop, knob argument, polynomial degree), or None when no loop qualifies."""
+    best = None
+    for lp in raw.loops:
+        used = scev_args(lp.get("exact")) & set(args)
+        if not used:
+            continue
+        try:
+            t = trip_count(lp, args)
+        except NotEvaluable:
+            continue
+        if best is None or t > best[0]:
+            best = (t, lp, used)
+    if best is None or best[0] <= 64:
+        return None
+    t, lp, used = best
+    knob = max(used, key=lambda i: signed(args[i], 64))  # the loop bound, not an offset
+    return lp, knob, dependent_depth(raw.loops, lp, knob)
+
+
+def probe_value(lp: dict, args: dict[int, int], knob: int, target: int) -> int | None:
+    """Smallest knob value in [0, actual] whose trip count reaches ``target`` (bisection)."""
+    actual = signed(args[knob], 64)
+    if actual <= 0:
+        return None
+
+    def trips(v: int) -> int:
+        return signed(trip_count(lp, {**args, knob: v}) - 1, 64) + 1
+
+    lo, hi = 0, actual
+    if trips(hi) < target:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if trips(mid) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def loop_entries(raw: Any, lp: dict, loops: list[dict], knob: int, args: dict[int, int]) -> float:
+    """Entries into ``lp`` in a run, counted: its header executions over the trips per entry
+    that the knob sets (the product over ``lp`` and its ancestors whose trip count reads it)."""
+    by_id = {x["id"]: x for x in loops}
+    per_entry, cur = 1, lp
+    while cur is not None:
+        if knob in scev_args(cur.get("exact")):
+            per_entry *= trip_count(cur, args)
+        cur = by_id.get(cur.get("parent", -1))
+    h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in raw.groups)
+    return h / max(1, per_entry)
+
+
+@dataclass
+class ProbePlan:
+    """The probes of a loop extrapolation: loop, knob argument, degree, knob values."""
+
+    loop: dict
+    knob: int
+    degree: int
+    values: list[int]
+    xs: list[float]  # the loop's trips per entry at each probe
+    x_actual: float  # ... and at the launch's own arguments
+    uncapped: bool  # the probe size is ``probe_trips``, not capped by the instructions per trip
+    ipi: float  # instructions per trip of the loop in the run that planned the probes
+    lanes: int  # work-items each run emulates
+
+
+def plan_probes(first: Any, args: dict[int, int], budget: Budget) -> ProbePlan | str:
+    """The probes ``first`` (a run stopped at a budget) calls for, or why there are none
+    ("" when no loop qualifies)."""
+    choice = choose_knob(first, args)
+    if choice is None:
+        return ""
+    lp, knob, degree = choice
+    if degree > 2:
+        return f"loop {lp['id']} nests {degree} loops on argument {knob} (probes fit degree <= 2)"
+    # Trips per probe: keep each probe well inside the instruction budget.
+    h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in first.groups) or 1
+    ipi = max(1.0, sum(instructions_total(g.stats) for g in first.groups) / h)
+    lanes = math.prod(first.local_size)
+    if not first.has_barrier:
+        lanes = min(lanes, budget.work_items)
+    cap = (0.5 * budget.instructions / (lanes * ipi)) ** (1.0 / degree)
+    t_max = int(max(4, min(budget.probe_trips, cap)))
+    targets = sorted({max(2, round(t_max * (j + 1) / (degree + 2))) for j in range(degree + 2)})
+    if len(targets) < degree + 2:
+        return f"too few distinct probe trip counts for loop {lp['id']}"
+    values = [probe_value(lp, args, knob, t) for t in targets]
+    if any(v is None for v in values) or len(set(values)) < len(values):
+        return f"argument {knob} cannot set loop {lp['id']} to {targets} trips"
+    xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
+    x_actual = float(trip_count(lp, args))
+    return ProbePlan(
+        lp, knob, degree, [int(v) for v in values if v is not None], xs, x_actual,
+        cap >= budget.probe_trips, ipi, lanes,
+    )  # fmt: skip
+
+
+def start_probes(runner: Runner, plan: ProbePlan) -> list[Any]:
+    return [runner.start(with_scalar(runner.record, plan.knob, v)) for v in plan.values]
+
+
+def wait_probes(runner: Runner, handles: list[Any]) -> list[Any] | str:
+    """The probes' statistics, or why a probe failed."""
+    raws, failed = [], ""
+    for h in handles:
+        try:
+            raws.append(runner.wait(h))
+        except ClprojError as exc:
+            failed = failed or f"a probe failed: {exc.cause[:200]}"
+    return failed or raws
+
+
+def loop_extrapolate(
+    runner: Runner, first: Any, args: dict[int, int]
+) -> tuple[KernelProfile, dict] | str:
+    """The loop-extrapolated profile, or why there is none ("" when no loop qualifies)."""
+    plan = plan_probes(first, args, runner.budget)
+    if isinstance(plan, str):
+        return plan
+    raws = runner.run_all([with_scalar(runner.record, plan.knob, v) for v in plan.values])
+    return fit_probes(runner.record, plan, raws, first.loops, args)
+
+
+def fit_probes(
+    rec: LaunchRecord, plan: ProbePlan, raws: list[Any], loops: list[dict], args: dict[int, int]
+) -> tuple[KernelProfile, dict] | str:
+    """The profile fitted on the probes' statistics, or why they are not usable."""
+    lp, knob, degree, values = plan.loop, plan.knob, plan.degree, plan.values
+    xs, x_actual = plan.xs, plan.x_actual
+    if any(r.stop_reason == "time-budget" for r in raws):
+        return "the wall-clock backstop stopped a probe"
+    if any(r.stop_reason == "instruction-budget" for r in raws):
+        return "a probe exceeded the instruction budget"
+    # The probes must change the loop's trip count and nothing else: counted entries into
+    # the loop (the work-items that reach it) must agree, or the fit extrapolates the
+    # change in entries too (PolyBench's `if (i < n) for (j < n)`, probed at small n).
+    try:
+        entries = [
+            loop_entries(r, lp, loops, knob, {**args, knob: v})
+            for r, v in zip(raws, values, strict=True)
+        ]
+    except NotEvaluable:
+        return f"trip counts of loop {lp['id']}'s nest not evaluable at the probes"
+    if max(entries) - min(entries) > FIT_HIGH * max(entries):
+        return (
+            f"argument {knob} also changes how many work-items reach loop {lp['id']} "
+            f"(entries {', '.join(f'{e:g}' for e in entries)} at {knob} = {values})"
+        )
+    probes = [profile_of(r, rec) for r in raws]
+    import numpy as np
+
+    fit_n = degree + 1
+    flat = [flatten_stats(p.total) for p in probes]
+    keys = set().union(*flat)
+    predicted_actual: dict[tuple, float] = {}
+    predicted_check: dict[tuple, float] = {}
+    for key in keys:
+        ys = [f.get(key, 0.0) for f in flat]
+        coef = np.polyfit(xs[:fit_n], ys[:fit_n], degree)
+        predicted_actual[key] = float(np.polyval(coef, x_actual))
+        predicted_check[key] = float(np.polyval(coef, xs[-1]))
+    check = rebuild_stats(probes[-1].total, predicted_check)
+    err, what = relative_error(check, probes[-1].total)
+    total = rebuild_stats(probes[0].total, predicted_actual)
+    base = probes[0]
+    per_group = scale_stats(total, 1.0 / base.launch["num_groups"])
+    for s in (total, per_group):
+        s.setdefault("local", {})["bytes_per_group"] = base.total["local"]["bytes_per_group"]
+        s["private_bytes_per_work_item"] = base.total["private_bytes_per_work_item"]
+    fit_conf = "high" if err <= FIT_HIGH else "medium" if err <= FIT_MEDIUM else "low"
+    detail = {
+        "loop": lp["id"],
+        "knob_argument": knob,
+        "knob_actual": signed(args[knob], 64),
+        "probe_values": values,
+        "probe_trips": xs,
+        "actual_trips": x_actual,
+        "degree": degree,
+        "check_error": round(err, 4),
+        "check_error_in": what,
+        "loop_entries": entries[0],
+    }
+    prof = KernelProfile(
+        rec.kernel, rec.signature, base.launch, dict(base.emulation), per_group, total
+    )
+    flags = [f for f in base.emulation["flags"]]
+    flags.append(
+        f"loop-extrapolated: loop {lp['id']} runs {x_actual:.0f} times per entry; fitted on "
+        f"argument {knob} = {values[:fit_n]} (degree {degree}), check probe off by {err:.1%}"
+    )
+    prof.emulation.update(
+        confidence=lower_confidence(fit_conf, base.emulation["confidence"]),
+        flags=flags,
+        loop_extrapolation=detail,
+    )
+    return prof, detail
+
+
+def budget_extrapolate(
+    first: Any, args: dict[int, int], record: LaunchRecord
+) -> tuple[float, str, list[str]]:
+    """Scale the attempt's partial statistics by expected / observed loop iterations."""
+    h = {
+        k: sum(int(g.loop_iterations.get(k, 0)) for g in first.groups)
+        for k in {k for g in first.groups for k in g.loop_iterations}
+    }
+    flags: list[str] = []
+    factor, confidence = 1.0, "low"
+    if h:
+        heaviest = max(h, key=lambda k: h[k])
+        lp = next((x for x in first.loops if str(x["id"]) == heaviest), None)
+        wi = sum(g.work_items for g in first.groups)
+        per_wi = h[heaviest] / max(1, wi)
+        expected, how = None, ""
+        if lp is not None:
+            chain, cur = [], lp
+            by_id = {x["id"]: x for x in first.loops}
+            while cur is not None:
+                chain.append(cur)
+                cur = by_id.get(cur.get("parent", -1))
+            for key, label in (("exact", "exact"), ("max", "symbolic maximum")):
+                try:
+                    expected = mean_nest_trips(
+                        chain, args, key, record.global_size, record.global_offset
+                    )
+                    if any(scev_ids(c.get(key)) for c in chain):
+                        label += ", mean over the launch's work-item ids"
+                    how = label
+                    break
+                except NotEvaluable:
+                    continue
+        if expected is not None and per_wi > 0:
+            factor = max(1.0, expected / per_wi)
+            confidence = "medium" if how.startswith("exact") else "low"
+            flags.append(
+                f"budget-extrapolated: loop {heaviest} trip count ({how}) {expected:.0f} per "
+                f"work-item, {per_wi:.0f} emulated; statistics of a partial work-item sample "
+                "(warp-level counts are not coalesced across a warp)"
+            )
+        else:
+            flags.append(
+                "budget-extrapolated: trip count not derivable; statistics are those of the "
+                "budget (a lower bound)"
+            )
+    else:
+        flags.append("budget-extrapolated: no loop found; statistics are a lower bound")
+    return factor, confidence, flags
