@@ -194,7 +194,7 @@ def sheet_spec(doc: dict[str, Any], path: str) -> tuple[Any, dict[str, str]]:
 
 def profile_from_sheet(path: str) -> dict[str, Any]:
     """The validated device-profile document of the sheet at ``path``."""
-    from clproj.devices.profile import validate
+    from clproj.devices.profile_check import validate
     from clproj.devices.specs import build
 
     doc = read_sheet(path)

@@ -19,14 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clproj.devices.profile import (
-    FORMAT,
-    PROFILES_DIR,
-    SPEC_POWER_VERSION,
-    VERSION,
-    load_profile,
-    validate,
-)
+from clproj.devices.profile import FORMAT, PROFILES_DIR, VERSION, load_profile
+from clproj.devices.profile_check import SPEC_POWER_VERSION, validate
 from clproj.devices.spec_memory import dram_latency_s, hierarchy
 from clproj.devices.spec_sheets import SPECS, Spec
 

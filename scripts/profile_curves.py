@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from clproj.devices.microbench import overhead, raw_loop
-from clproj.devices.profile import validate
+from clproj.devices.profile_check import validate
 
 
 def _write(path: Path, doc: dict, points: list[list[float]], wg: int, how: str) -> None:

@@ -31,7 +31,8 @@ from clproj.devices.microbench import (
 )
 from clproj.devices.microbench import null_local as null_local_probe
 from clproj.devices.microbench.common import MODES, Bench, GarbageResult, best_per_x, occupancy_grid
-from clproj.devices.profile import FORMAT, VERSION, validate
+from clproj.devices.profile import FORMAT, VERSION
+from clproj.devices.profile_check import validate
 from clproj.errors import ClprojError
 
 Step = tuple[str, Callable[[], None]]

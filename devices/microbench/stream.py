@@ -73,7 +73,7 @@ def straight_bandwidth(bench: Bench) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure and write ``detail.straight_bandwidth`` into an existing profile."""
-    from clproj.devices.profile import validate
+    from clproj.devices.profile_check import validate
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", required=True, help="device profile JSON to update")

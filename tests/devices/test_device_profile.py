@@ -15,8 +15,8 @@ from clproj.devices.profile import (
     known_profiles,
     load_profile,
     profile_paths,
-    validate,
 )
+from clproj.devices.profile_check import validate
 from clproj.errors import ClprojError
 
 # The devices the published-result suites name (docs/devices.md, spec profiles).

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from clproj.devices import specs
-from clproj.devices.profile import DeviceProfile, load_profile, validate
+from clproj.devices.profile import DeviceProfile, load_profile
+from clproj.devices.profile_check import validate
 from clproj.devices.sheet import profile_from_sheet
 from clproj.errors import ClprojError
 from clproj.runtime.projection import device_set

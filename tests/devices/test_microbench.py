@@ -11,7 +11,8 @@ from clproj.devices.discovery import opencl_devices
 from clproj.devices.microbench import common, compute, gmem
 from clproj.devices.microbench.common import MODES, Bench, GarbageResult
 from clproj.devices.microbench.runner import profile_device
-from clproj.devices.profile import DeviceProfile, validate
+from clproj.devices.profile import DeviceProfile
+from clproj.devices.profile_check import validate
 from clproj.errors import ClprojError
 
 
