@@ -126,7 +126,7 @@ def _launch_numbers(plat, k, dev: str) -> dict[str, float]:
     return {"launch_us": launch, "pipelined_us": pipelined, "routed_us": routed}
 
 
-def remote_numbers(endpoint: str, curve: str, keys: str | None) -> dict[str, dict[str, float]]:
+def remote_numbers(endpoint: str, curve: str, keys: str | None) -> dict[str, dict[str, float]]:  # noqa: C901
     """Per command path: launch figures (interleaved rounds, medians); transfers and the
     placement round trip once, on the default path."""
     from clproj.runtime.cluster.client.platform import RemotePlatform

@@ -351,7 +351,7 @@ def load_results(path: str) -> dict[str, Any]:
     return obj
 
 
-def validate_results(obj: dict[str, Any]) -> None:
+def validate_results(obj: dict[str, Any]) -> None:  # noqa: C901
     """Raise ``ClprojError`` naming the first field that breaks the format."""
 
     def bad(field: str, why: str) -> ClprojError:

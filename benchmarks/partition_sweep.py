@@ -252,7 +252,7 @@ def _outputs_word(check: dict[str, Any]) -> str:
     return "match" if check["matches"] else "MISMATCH"
 
 
-def write_report(rows: list[dict[str, Any]], path_md: str, path_png: str, meta: dict) -> None:
+def write_report(rows: list[dict[str, Any]], path_md: str, path_png: str, meta: dict) -> None:  # noqa: C901
     import matplotlib
 
     matplotlib.use("Agg")

@@ -96,7 +96,7 @@ def _text(raw: Any) -> str:
     return str(raw).strip()
 
 
-def _parse(s: Setting, raw: Any, origin: str) -> Any:
+def _parse(s: Setting, raw: Any, origin: str) -> Any:  # noqa: C901
     text = _text(raw)
     if not text:
         text = _text(s.default)

@@ -177,7 +177,7 @@ def results(
     }
 
 
-def validate_results(doc: Any) -> dict[str, Any]:
+def validate_results(doc: Any) -> dict[str, Any]:  # noqa: C901
     """The document if it is a readable ``clproj.energy-results`` v1, else ClprojError
     naming the field (results are copied off the GPU machine and committed)."""
     fix = "pass a file written by scripts/gpu/energy.sh (docs/formats.md section 5)"

@@ -106,7 +106,7 @@ def divisor_local_size(global_size: list[int], limit: int) -> list[int]:
     return local
 
 
-def pocl_local_size(global_size: list[int], max_group: int, cus: int, multiple: int) -> list[int]:
+def pocl_local_size(global_size: list[int], max_group: int, cus: int, multiple: int) -> list[int]:  # noqa: C901
     """PoCL's rule (module docstring), written for launches of one to three dimensions."""
     dims = len(global_size)
     g = global_size + [1] * (3 - dims)

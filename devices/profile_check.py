@@ -168,7 +168,7 @@ def _optional_numbers(doc: dict[str, Any]) -> None:
             _num(doc, f"{path}.{name}")
 
 
-def validate(doc: dict[str, Any]) -> None:
+def validate(doc: dict[str, Any]) -> None:  # noqa: C901
     """Raise ``ClprojError("device profile field X: ...")`` at the first invalid field."""
     if not isinstance(doc, dict):
         _fail("(document)", f"expected a JSON object, got {type(doc).__name__}")
@@ -285,7 +285,7 @@ _POWER_RULES = ("spec", "measured")
 MAX_POWER_W = 1e5  # no single device draws 100 kW; a larger value is a corrupt file
 
 
-def _validate_power(doc: dict[str, Any]) -> None:
+def _validate_power(doc: dict[str, Any]) -> None:  # noqa: C901
     """The power section: board power, idle and busy floor in watts (idle <= floor <=
     TDP), optional measured energies per operation and per DRAM byte, and a spec rule
     never claiming more than low confidence (a sheet's TDP is not a measurement)."""

@@ -147,7 +147,7 @@ def _check_writable(path: str) -> None:
         os.unlink(path)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:  # noqa: C901
     if args.compare:
         return compare(args.compare[0], args.compare[1], args.json)
     if args.power or args.power_fit:

@@ -68,7 +68,7 @@ def _fail(path: str, field: str, what: str) -> ClprojError:
     return ClprojError(f"device sheet {path} field {field}: {what}", FIX)
 
 
-def read_sheet(path: str) -> dict[str, Any]:
+def read_sheet(path: str) -> dict[str, Any]:  # noqa: C901
     """The checked fields of the sheet at ``path`` (types, ranges, no unknown names)."""
     raw = read_regular_file(path, "device sheet", MAX_BYTES, FIX)
     try:
@@ -109,7 +109,7 @@ def read_sheet(path: str) -> dict[str, Any]:
     return doc
 
 
-def sheet_spec(doc: dict[str, Any], path: str) -> tuple[Any, dict[str, str]]:
+def sheet_spec(doc: dict[str, Any], path: str) -> tuple[Any, dict[str, str]]:  # noqa: C901
     """The :class:`devices.spec_sheets.Spec` of a checked sheet, and the provenance of
     every value taken from the ``like`` entry rather than from the sheet."""
     from clproj.devices.spec_sheets import SPECS

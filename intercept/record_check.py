@@ -68,7 +68,7 @@ def _sizes(name: str, v: Any, work_dim: int, lo: int) -> list[int]:
     return [_int_field(f"{name}[{d}]", x, lo) for d, x in enumerate(v)]
 
 
-def check_arg(i: int, m: Any) -> dict[str, Any]:
+def check_arg(i: int, m: Any) -> dict[str, Any]:  # noqa: C901
     """One ``args[]`` entry: every field its kind uses, typed and in range (the keyword
     arguments of :class:`intercept.record.ArgRecord`)."""
     at = f"args[{i}]"
@@ -114,7 +114,7 @@ def check_arg(i: int, m: Any) -> dict[str, Any]:
     return a
 
 
-def check_map(m: dict[str, Any]) -> dict[str, Any]:
+def check_map(m: dict[str, Any]) -> dict[str, Any]:  # noqa: C901
     """Every field of a record map (docs/formats.md section 1, "Validation"), checked:
     the keyword arguments of :class:`intercept.record.LaunchRecord`, ``args`` as those
     of :class:`intercept.record.ArgRecord`. Raises :class:`BadField`."""

@@ -109,7 +109,7 @@ def check_replayable(record: LaunchRecord) -> None:
         )
 
 
-def check_ndrange(record: LaunchRecord, max_work_items: int | None = MAX_WORK_ITEMS) -> None:
+def check_ndrange(record: LaunchRecord, max_work_items: int | None = MAX_WORK_ITEMS) -> None:  # noqa: C901
     """Device-independent NDRange checks: 1..3 dimensions, positive sizes, the local size
     dividing the global size (unless the program asks for OpenCL C 2.0 or later), at most
     ``max_work_items`` work-items in all (None: no cap, for emulation)."""
@@ -290,7 +290,7 @@ def check_kernel_args(record: LaunchRecord, kernel: Any) -> None:
             )
 
 
-def replay(
+def replay(  # noqa: C901
     record: LaunchRecord,
     device=None,
     *,

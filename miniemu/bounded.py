@@ -359,7 +359,7 @@ SCOUT_INSTRUCTIONS = 4 * 4096
 SPECULATION_MARGIN = 1.5
 
 
-def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, Any]]:
+def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, Any]]:  # noqa: C901
     """The attempt's statistics (step 1), the loop extrapolation where the speculation below
     already decided it (else None: step 2 as usual), and what the speculation did.
 

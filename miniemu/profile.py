@@ -212,7 +212,7 @@ def _dims(path: str, v: Any, work_dim: int) -> list[int]:
     return [_positive_int(f"{path}[{d}]", x) for d, x in enumerate(v)]
 
 
-def validate_profile(doc: Any) -> dict[str, Any]:
+def validate_profile(doc: Any) -> dict[str, Any]:  # noqa: C901
     """Check a kernel-profile document read from a file; returns it unchanged.
 
     Why: a profile is a file users pass around, and the projection divides by its group
@@ -297,7 +297,7 @@ def validate_profile(doc: Any) -> dict[str, Any]:
     return doc
 
 
-def build_profile(
+def build_profile(  # noqa: C901
     raw: RawEmulation, kernel: str, signature: str, local_size_was_null: bool
 ) -> KernelProfile:
     """Scale the emulated groups of ``raw`` to the whole NDRange and attach flags."""

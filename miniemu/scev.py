@@ -25,7 +25,7 @@ def signed(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
-def eval_scev(
+def eval_scev(  # noqa: C901
     expr: dict[str, Any] | None, args: dict[int, int], ids: dict[int, int] | None = None
 ) -> int:
     """Evaluate a plugin SCEV expression (loops.cpp) with integer argument values (unsigned)

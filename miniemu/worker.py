@@ -87,7 +87,7 @@ def run_record(path: str) -> int:
     return 0
 
 
-def serve() -> int:
+def serve() -> int:  # noqa: C901
     """The fork server's loop (module docstring)."""
     # What every run needs, imported once; nothing that creates an OpenCL context.
     import numpy  # noqa: F401

@@ -102,7 +102,7 @@ def load(d: Path, mode: str, name: str) -> tuple[dict[str, str], str, float | No
     return from_log(log), ended if ended != "ok" else "no junit xml", secs
 
 
-def main() -> int:
+def main() -> int:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", type=Path)
     ap.add_argument("files", nargs="+")

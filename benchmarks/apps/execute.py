@@ -61,7 +61,7 @@ def bind_args(kernel: Any, launch: Any, bufs: dict[str, Any]) -> None:
             raise ValueError(f"{launch.kernel}: unknown argument kind {kind!r}")
 
 
-def execute(plan: Plan, queue: Any, repeat: int = 1, warmup: int = 0) -> ExecResult:
+def execute(plan: Plan, queue: Any, repeat: int = 1, warmup: int = 0) -> ExecResult:  # noqa: C901
     """Run the plan ``warmup + repeat`` times; outputs are those of the first run.
 
     Buffers are reset to the plan's initial contents before every run (untimed), so apps

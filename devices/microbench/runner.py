@@ -97,7 +97,7 @@ def _occupancy(bench: Bench, dev: Any) -> tuple[dict[str, int], dict[str, str], 
 LOOP_CLASSES = ("fp32_fma", "fp32_add", "int_add")
 
 
-def profile_device(
+def profile_device(  # noqa: C901
     device: Any,
     mode: str = "full",
     key: str | None = None,
@@ -341,7 +341,7 @@ def profile_device(
     )
 
 
-def _assemble(
+def _assemble(  # noqa: C901
     bench: Bench,
     dev: Any,
     mode: str,

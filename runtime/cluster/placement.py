@@ -133,7 +133,7 @@ def constrained(times: Mapping[str, float], objective: Objective) -> set[str]:
     return ok
 
 
-def decide(
+def decide(  # noqa: C901
     times: Mapping[str, float | None],
     devices: Mapping[str, DeviceView],
     move_bytes: Mapping[str, int],

@@ -175,7 +175,7 @@ def _spec(schema: dict[str, Any]) -> tuple[frozenset[str], dict[str, Any]]:
     return sp
 
 
-def _check_fields(what: str, obj: dict[str, Any], schema: dict[str, Any]) -> None:
+def _check_fields(what: str, obj: dict[str, Any], schema: dict[str, Any]) -> None:  # noqa: C901
     required, known = _spec(schema)
     for k, v in obj.items():
         t = known.get(k) if type(k) is str else None
@@ -225,7 +225,7 @@ def _check_dims(name: str, v: Any, allow_zero: bool) -> None:
             raise ProtocolError(f"launch: {name} entries must be positive")
 
 
-def validate_args(a: list[Any]) -> None:
+def validate_args(a: list[Any]) -> None:  # noqa: C901
     """Kernel arguments: ``["b", handle]``, ``["s", bytes]``, ``["l", size]``, ``["n"]``
     or ``["r", handle, offset, size]`` (a sub-buffer: that region of the buffer)."""
     if len(a) > MAX_ARGS:
@@ -256,7 +256,7 @@ def validate_args(a: list[Any]) -> None:
             raise ProtocolError("launch: handle/local size out of range")
 
 
-def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:
+def validate_command(op: str, a: dict[str, Any], nframes: int) -> None:  # noqa: C901
     """Check one command's arguments, including value ranges (sizes, offsets, dims)."""
     schema = OPS.get(op)
     if schema is None:
@@ -323,7 +323,7 @@ def _validate_launch(a: dict[str, Any]) -> None:
         )
 
 
-def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:
+def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:  # noqa: C901
     """Check a decoded header against the schema of its type; returns it unchanged."""
     t = header.get("t")
     if header.get("v") != PROTOCOL_VERSION:

@@ -62,7 +62,7 @@ def _sample(indices: list[int], limit: int) -> list[int]:
     return sorted({indices[round(i * step)] for i in range(limit)})
 
 
-def launch_groups(plan: Any, queue: Any, transform: Any = None) -> list[LaunchGroup]:
+def launch_groups(plan: Any, queue: Any, transform: Any = None) -> list[LaunchGroup]:  # noqa: C901
     """Record sampled variants of every distinct launch shape of ``plan``, in order.
 
     With ``transform``, each record is passed to it as soon as it is made and the group

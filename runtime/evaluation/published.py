@@ -268,7 +268,7 @@ def validate_published(
     return val
 
 
-def _babelstream(
+def _babelstream(  # noqa: C901
     suite: str,
     truth_dir: str,
     spec: str,
@@ -341,7 +341,7 @@ def _babelstream(
     return val
 
 
-def _mixbench(
+def _mixbench(  # noqa: C901
     suite: str,
     truth_dir: str,
     spec: str,

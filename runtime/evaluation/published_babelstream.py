@@ -81,7 +81,7 @@ _RESIZE = re.compile(r"Resizing array from \d+ to (\d+)")
 _ARRAY = re.compile(r"^Array size:\s*([0-9.]+)\s*MB")
 
 
-def parse_results(path: str) -> BabelResult:
+def parse_results(path: str) -> BabelResult:  # noqa: C901
     """One results file; a file that is not one is a :class:`ClprojError` naming it."""
     label = os.path.splitext(os.path.basename(path))[0]
     try:

@@ -92,7 +92,7 @@ def _header_value(lines: list[str], name: str) -> str | None:
     return None
 
 
-def parse_log(path: str) -> MixLog:
+def parse_log(path: str) -> MixLog:  # noqa: C901
     """One mixbench log; a file that is not one is a :class:`ClprojError` naming it."""
     label = os.path.splitext(os.path.basename(path))[0]
     fix = "pass mixbench's folder (it has truth/*.txt logs) or --truth DIR"

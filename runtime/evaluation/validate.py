@@ -184,7 +184,7 @@ def validate(
     return val
 
 
-def judge_runs(
+def judge_runs(  # noqa: C901
     runs: Sequence[AppRun],
     truth: Sequence[TruthDevice],
     suite: str = "",

@@ -230,7 +230,7 @@ class KernelResult:
         }
 
 
-def judge_app(
+def judge_app(  # noqa: C901
     app: str,
     run_doc: Mapping[str, Any],
     truth: Sequence[TruthDevice],

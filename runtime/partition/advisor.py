@@ -217,7 +217,7 @@ def solve(costs: list[ShareCost], slabs: int) -> list[int]:
     return counts
 
 
-def advise(
+def advise(  # noqa: C901
     record: LaunchRecord,
     devices: list[Any],
     *,

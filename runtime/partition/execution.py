@@ -96,7 +96,7 @@ class SplitRunner:
     :meth:`close` (or use ``with``) to stop the workers; they also stop with the runner.
     """
 
-    def __init__(
+    def __init__(  # noqa: C901
         self, record: LaunchRecord, safety: Safety, upload: list[int], cl_devices: list[Any]
     ) -> None:
         from clproj.devices.discovery import opencl_devices

@@ -226,7 +226,7 @@ def check(record: LaunchRecord, timeout_s: float = 120.0) -> Safety:
     return _decide(base, record, sampled, ranges)
 
 
-def _decide(
+def _decide(  # noqa: C901
     base: Safety, record: LaunchRecord, sampled: list[int], ranges: list[dict[int, dict[str, int]]]
 ) -> Safety:
     written_sets = [{a for a, e in r.items() if e["hi"] > 0} for r in ranges]

@@ -124,7 +124,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _cache_problem(doc: Any, record: Any) -> str:
+def _cache_problem(doc: Any, record: Any) -> str:  # noqa: C901
     """Why a cached projection cannot be served ('' when it can). The cache is a file on
     disk like any other: a truncated, edited or foreign one must not reach the tables
     (a missing field was a traceback after the app; a NaN time was shown and ranked)."""

@@ -241,7 +241,7 @@ def l1_keeps_items(total: dict[str, Any], device: Any, moved_total: float) -> bo
     return bool(l1 and items and moved_total / items <= float(l1))
 
 
-def global_time(
+def global_time(  # noqa: C901
     total: dict[str, Any], device: Any, occ: Occupancy, footprint_bytes: float | None = None
 ) -> tuple[float, dict[str, float]]:
     """Seconds to move the kernel's global traffic at the kernel's occupancy.

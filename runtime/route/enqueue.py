@@ -119,7 +119,7 @@ def _wg_too_large(r: Route, lo: list[int]) -> bool:
     )
 
 
-def launch(r: Route, c: Any) -> int:
+def launch(r: Route, c: Any) -> int:  # noqa: C901
     """clEnqueueNDRangeKernel."""
     ffi = r.ffi
     q = r.get(int(c.queue), VQueue)
@@ -179,7 +179,7 @@ def _settled(r: Route, reqs: list[Any]) -> bool:
     return r.p.settle(reqs) and not any(q.err for q in reqs)
 
 
-def _notify_hooks(
+def _notify_hooks(  # noqa: C901
     r: Route, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None
 ) -> None:
     """The first launch of a signature, for the hooks (projection in route mode).

@@ -62,7 +62,7 @@ def answer(r: Route, c: Any) -> int:
     return C.CL_SUCCESS
 
 
-def info_value(r: Route, c: Any) -> bytes:
+def info_value(r: Route, c: Any) -> bytes:  # noqa: C901
     """The bytes clGet*Info answers for the call's handle and parameter."""
     kind, param, cls = c.kind, int(c.u.info.param), int(c.u.info.cls)
     lib = r.lib

@@ -238,7 +238,7 @@ class ProjectionSink:
             r.split.consider(record, doc)
 
 
-def install(ffi: Any, lib: Any) -> None:
+def install(ffi: Any, lib: Any) -> None:  # noqa: C901
     """Register the ``extern "Python"`` callback of route mode: one call, one handler."""
     table = handlers(lib)
     if settings.get("CLPROJ_MODE") == "route":
@@ -264,7 +264,7 @@ def install(ffi: Any, lib: Any) -> None:
 
     signals.watch(clproj_py_route)
 
-    def _call(c: Any) -> int:
+    def _call(c: Any) -> int:  # noqa: C901
         try:
             if c.op == lib.RT_OP_PRESTART:
                 prestart(lib)

@@ -134,7 +134,7 @@ def fill(r: Route, c: Any) -> int:
 
 
 # ---- rectangular transfers ------------------------------------------------------------
-def transfer_rect(r: Route, c: Any) -> int:
+def transfer_rect(r: Route, c: Any) -> int:  # noqa: C901
     """clEnqueueRead/Write/CopyBufferRect (route.c checked the pitches and resolved 0).
 
     Reads fetch the covering byte span of the buffer and scatter its rows into the

@@ -180,7 +180,7 @@ class Recovery:
         finally:
             self._recovering = False
 
-    def _recover(self, dead: set[str]) -> None:
+    def _recover(self, dead: set[str]) -> None:  # noqa: C901
         """Re-execute everything since the checkpoint on a surviving device."""
         p = self.p
         log.warning("devices %s lost: replaying %d logged commands", sorted(dead), len(self.log))

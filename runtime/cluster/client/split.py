@@ -82,7 +82,7 @@ def _recovered(p: RemotePlatform, bufs: list[RemoteBuffer]) -> RemoteEvent:
     return RemoteEvent(p, [Request(target, "launch", done=True)])
 
 
-def split_launch(
+def split_launch(  # noqa: C901
     p: RemotePlatform,
     k: RemoteKernel,
     gsize: Sequence[int],

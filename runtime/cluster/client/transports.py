@@ -180,7 +180,7 @@ class Transports:
             self.dirty.clear()
 
     # ---- receiving ---------------------------------------------------------------
-    def pump(self, timeout_ms: int, dispatch: Dispatch) -> bool:
+    def pump(self, timeout_ms: int, dispatch: Dispatch) -> bool:  # noqa: C901
         """Receive what has arrived (waiting up to ``timeout_ms`` for the first) and hand
         each well-formed message to ``dispatch`` as it is read; True if anything came."""
         if self.link_fds:

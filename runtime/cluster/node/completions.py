@@ -226,7 +226,7 @@ class Completions:
                     pass
             self._waitqs[dev.index].put(ev)
 
-    def complete(self) -> None:
+    def complete(self) -> None:  # noqa: C901
         """Answer finished commands, oldest first, looking only at each device's head:
         its queue is in order, so the first unfinished command ends the scan (a scan of
         everything in flight made a pipelined launch cost O(launches in flight)).

@@ -244,7 +244,7 @@ class Node:
             )
         )
 
-    def run(self, until: float | None = None) -> None:
+    def run(self, until: float | None = None) -> None:  # noqa: C901
         from clproj.runtime.cluster.client.shm import sweep_orphan_shm
 
         sweep_orphan_shm()  # files of same-host clients that died by a signal
@@ -347,7 +347,7 @@ class Node:
             poller.unregister(link.fd)
         link.close()
 
-    def _drain_link(self, link: unixlink.Link, poller: zmq.Poller) -> None:
+    def _drain_link(self, link: unixlink.Link, poller: zmq.Poller) -> None:  # noqa: C901
         """Messages from a same-host client: the first one is its routing id.
 
         With the fast link (runtime.cluster.node.nodelink), every handled command is
@@ -445,7 +445,7 @@ class Node:
         if self.rejects <= 20 or self.rejects % 1000 == 0:
             log.warning("node %s rejected command #%d: %s", self.name, self.rejects, why)
 
-    def _handle(
+    def _handle(  # noqa: C901
         self, frames: list[Any], sock: Any = None, gate: Callable[[int], bool] | None = None
     ) -> Any:
         """Decode, check and carry out one command. ``gate(after)`` (same-host links with
