@@ -1,4 +1,5 @@
-"""Reading files that users copy between machines: records, blobs, kernel profiles.
+"""Untrusted input: files users copy between machines (records, blobs, profiles) and what
+peers send, read and checked the same way by every validator.
 
 Why a helper: a path taken from the command line (or a blob name from a record) may name
 ``/dev/zero`` (an endless read), a FIFO (an endless wait on ``open``) or a multi-GiB file.
@@ -111,3 +112,39 @@ def is_finite_number(v: object) -> bool:
     if is_int(v):
         return abs(v) <= 2**64  # type: ignore[arg-type]
     return isinstance(v, float) and math.isfinite(v)
+
+
+# ---- helpers every validator shares (record, kernel profile, device profile, protocol) ----
+
+
+class BadField(Exception):
+    """A field of an untrusted document that fails validation: ``field`` is its dotted
+    name. Each validator turns it into its own one-line error (what the document is, and
+    how to fix it)."""
+
+    def __init__(self, field_name: str, what: str) -> None:
+        super().__init__(what)
+        self.field = field_name
+        self.what = what
+
+
+def short(v: object, limit: int = 60) -> str:
+    """A value as an error message quotes it: its repr, cut at ``limit`` characters (an
+    untrusted value may be megabytes long)."""
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def field_at(doc: object, path: str) -> object:
+    """The value at dotted ``path`` in nested maps; :class:`BadField` naming the first
+    step that is missing or not a map."""
+    cur = doc
+    walked: list[str] = []
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            raise BadField(".".join(walked), f"expected an object, got {type(cur).__name__}")
+        walked.append(part)
+        if part not in cur:
+            raise BadField(".".join(walked), "missing")
+        cur = cur[part]
+    return cur

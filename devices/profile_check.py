@@ -21,6 +21,7 @@ from clproj.devices.profile import (
     VERSION,
 )
 from clproj.errors import ClprojError
+from clproj.untrusted import BadField, field_at
 
 _IDENTITY_KINDS = ("GPU", "CPU", "ACCELERATOR", "OTHER")
 _SOURCE_KINDS = ("measured", "spec", "mixed")
@@ -39,16 +40,10 @@ def _fail(field: str, msg: str) -> None:
 
 
 def _get(doc: dict[str, Any], path: str) -> Any:
-    cur: Any = doc
-    walked = []
-    for part in path.split("."):
-        walked.append(part)
-        if not isinstance(cur, dict):
-            _fail(".".join(walked[:-1]), f"expected an object, got {type(cur).__name__}")
-        if part not in cur:
-            _fail(".".join(walked), "missing")
-        cur = cur[part]
-    return cur
+    try:
+        return field_at(doc, path)
+    except BadField as exc:
+        _fail(exc.field, exc.what)
 
 
 # No rate, size or time of a device comes near this (1e18 ops/s, bytes or bytes/s); a value

@@ -31,8 +31,8 @@ from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.intercept.blobs import BlobStore, sha256
-from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, BadField, check_map, short
-from clproj.untrusted import is_int, read_regular_file
+from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map
+from clproj.untrusted import BadField, is_int, read_regular_file, short
 
 FORMAT = "clproj.launch-record"
 VERSION = 1

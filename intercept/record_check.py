@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from clproj.intercept.blobs import MAX_SIZE_T, is_blob_key
-from clproj.untrusted import is_int
+from clproj.untrusted import BadField, is_int, short
 
 ARG_KINDS = ("scalar", "buffer", "local", "null", "unsupported")
 BINARY_KINDS = (None, "il", "binary")
@@ -28,22 +28,6 @@ _ID = re.compile(r"[A-Za-z0-9_.-]*")
 # NUL-terminated string (clCreateKernel), so "vecadd\0x" would run vecadd under another
 # name, and it names files and table rows.
 _KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class BadField(Exception):
-    """A record field that fails validation: ``field`` is its dotted name (public:
-    :func:`intercept.record.load` turns it into the error naming the file)."""
-
-    def __init__(self, field_name: str, what: str) -> None:
-        super().__init__(what)
-        self.field = field_name
-        self.what = what
-
-
-def short(v: Any) -> str:
-    """A value shortened for an error message (public: load's messages quote values too)."""
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _int_field(name: str, v: Any, lo: int, hi: int = MAX_SIZE_T) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 from clproj.devices.launch_rules import divisor_local_size
 from clproj.errors import ClprojError
 from clproj.miniemu.backend import RawEmulation
-from clproj.untrusted import is_finite_number, is_int
+from clproj.untrusted import is_finite_number, is_int, short
 
 FORMAT = "clproj.kernel-profile"
 VERSION = 1
@@ -166,11 +166,6 @@ def _bad_field(path: str, what: str) -> ClprojError:
     return ClprojError(f"kernel profile field {path}: {what}", _PROFILE_FIX)
 
 
-def _short(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _get(d: dict[str, Any], path: str, key: str) -> Any:
     if key not in d:
         raise _bad_field(f"{path}.{key}" if path else key, "missing")
@@ -179,16 +174,16 @@ def _get(d: dict[str, Any], path: str, key: str) -> Any:
 
 def _positive_int(path: str, v: Any) -> int:
     if not is_int(v) or not 1 <= v <= 2**64:
-        raise _bad_field(path, f"must be a positive integer, got {_short(v)}")
+        raise _bad_field(path, f"must be a positive integer, got {short(v)}")
     return v
 
 
 def _count(path: str, v: Any) -> float:
     """A counter or size: a finite number >= 0 (never NaN, infinity, a string or a bool)."""
     if not is_finite_number(v):
-        raise _bad_field(path, f"must be a finite number, got {_short(v)}")
+        raise _bad_field(path, f"must be a finite number, got {short(v)}")
     if v < 0:
-        raise _bad_field(path, f"must not be negative, got {_short(v)}")
+        raise _bad_field(path, f"must not be negative, got {short(v)}")
     return v
 
 
@@ -208,7 +203,7 @@ def _check_stats(path: str, stats: Any, depth: int = 0) -> None:
 
 def _dims(path: str, v: Any, work_dim: int) -> list[int]:
     if not isinstance(v, list) or len(v) != work_dim:
-        raise _bad_field(path, f"must list {work_dim} sizes (work_dim), got {_short(v)}")
+        raise _bad_field(path, f"must list {work_dim} sizes (work_dim), got {short(v)}")
     return [_positive_int(f"{path}[{d}]", x) for d, x in enumerate(v)]
 
 
@@ -226,17 +221,17 @@ def validate_profile(doc: Any) -> dict[str, Any]:  # noqa: C901
             f"a kernel profile is a JSON object, this is a {type(doc).__name__}", _PROFILE_FIX
         )
     if doc.get("format") != FORMAT:
-        raise _bad_field("format", f"is {_short(doc.get('format'))}, not {FORMAT!r}")
+        raise _bad_field("format", f"is {short(doc.get('format'))}, not {FORMAT!r}")
     version = doc.get("version")
     if not is_int(version) or not 1 <= version <= VERSION:
         raise ClprojError(
-            f"kernel profile field version: {_short(version)}; this clproj reads kernel "
+            f"kernel profile field version: {short(version)}; this clproj reads kernel "
             f"profiles up to version {VERSION}",
             "upgrade clproj or re-emulate the record",
         )
     kernel = _get(doc, "", "kernel")
     if not isinstance(kernel, str) or not kernel:
-        raise _bad_field("kernel", f"must be a kernel name, got {_short(kernel)}")
+        raise _bad_field("kernel", f"must be a kernel name, got {short(kernel)}")
     if not isinstance(doc.get("signature", ""), str):
         raise _bad_field("signature", "must be a string")
     launch = _get(doc, "", "launch")
@@ -244,7 +239,7 @@ def validate_profile(doc: Any) -> dict[str, Any]:  # noqa: C901
         raise _bad_field("launch", "must be an object")
     work_dim = _get(launch, "launch", "work_dim")
     if not is_int(work_dim) or not 1 <= work_dim <= 3:
-        raise _bad_field("launch.work_dim", f"must be 1, 2 or 3, got {_short(work_dim)}")
+        raise _bad_field("launch.work_dim", f"must be 1, 2 or 3, got {short(work_dim)}")
     gsz = _dims("launch.global_size", _get(launch, "launch", "global_size"), work_dim)
     lsz = _dims("launch.local_size", _get(launch, "launch", "local_size"), work_dim)
     num_groups = _positive_int("launch.num_groups", _get(launch, "launch", "num_groups"))
@@ -283,7 +278,7 @@ def validate_profile(doc: Any) -> dict[str, Any]:  # noqa: C901
     for key in ("groups_emulated", "work_items_emulated"):
         v = _get(em, "emulation", key)
         if not is_int(v) or v < 0:
-            raise _bad_field(f"emulation.{key}", f"must be an integer >= 0, got {_short(v)}")
+            raise _bad_field(f"emulation.{key}", f"must be an integer >= 0, got {short(v)}")
     _count("emulation.wall_s", _get(em, "emulation", "wall_s"))
     for part in ("per_group", "total"):
         stats = _get(doc, "", part)

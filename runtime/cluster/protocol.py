@@ -20,6 +20,8 @@ from typing import Any
 
 import msgpack
 
+from clproj.untrusted import short
+
 PROTOCOL_VERSION = 1
 
 MAX_HEADER_BYTES = 4 * 2**20  # program sources travel in a data frame, not in the header
@@ -210,11 +212,6 @@ def _is_seconds(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
 
 
-def _show(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _check_dims(name: str, v: Any, allow_zero: bool) -> None:
     if not isinstance(v, list) or not 1 <= len(v) <= 3:
         raise ProtocolError(f"launch: {name} must have 1..3 dimensions")
@@ -351,14 +348,14 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:  # noqa: C
         for k, v in header["times"].items():
             if not isinstance(k, str) or not (v is None or _is_seconds(v)):
                 raise ProtocolError(
-                    f"projection: times[{str(k)[:MAX_ID]!r}] is {_show(v)}; times must map "
+                    f"projection: times[{str(k)[:MAX_ID]!r}] is {short(v)}; times must map "
                     "device id -> finite seconds >= 0, or nil"
                 )
     if t == "projection":
         for k, v in (header.get("energies") or {}).items():
             if not isinstance(k, str) or not (v is None or _is_seconds(v)):
                 raise ProtocolError(
-                    f"projection: energies[{str(k)[:MAX_ID]!r}] is {_show(v)}; energies must "
+                    f"projection: energies[{str(k)[:MAX_ID]!r}] is {short(v)}; energies must "
                     "map device id -> finite joules >= 0, or nil"
                 )
     if t == "place":
@@ -366,13 +363,13 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:  # noqa: C
             raise ProtocolError("place: objective must be time, energy or edp")
         for name in ("deadline_s", "max_slowdown"):
             if name in header and not _is_seconds(header[name]):
-                raise ProtocolError(f"place: {name} is {_show(header[name])}, not a number >= 0")
+                raise ProtocolError(f"place: {name} is {short(header[name])}, not a number >= 0")
         for k, v in header["move"].items():
             if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ProtocolError("place: move must map device id -> bytes")
         if not _is_seconds(header["remaining"]):
             raise ProtocolError(
-                f"place: remaining is {_show(header['remaining'])}, not a finite number >= 0"
+                f"place: remaining is {short(header['remaining'])}, not a finite number >= 0"
             )
     if t == "register":
         if not 1 <= len(header["devices"]) <= 64:
@@ -395,13 +392,13 @@ def validate(header: dict[str, Any], nframes: int) -> dict[str, Any]:  # noqa: C
             for i, s in v.items():
                 if not isinstance(i, str) or not _is_seconds(s):
                     raise ProtocolError(
-                        f"heartbeat: measured[{k[:MAX_ID]!r}][{str(i)[:16]!r}] is {_show(s)}, "
+                        f"heartbeat: measured[{k[:MAX_ID]!r}][{str(i)[:16]!r}] is {short(s)}, "
                         "not finite seconds >= 0"
                     )
         for i, s in (header.get("lt") or {}).items():
             if not isinstance(i, str) or not _is_seconds(s):
                 raise ProtocolError(
-                    f"heartbeat: lt[{str(i)[:16]!r}] is {_show(s)}; lt must map device index "
+                    f"heartbeat: lt[{str(i)[:16]!r}] is {short(s)}; lt must map device index "
                     "-> finite seconds >= 0"
                 )
     for k in ("node", "key", "client"):
