@@ -86,6 +86,7 @@ conformance: setup
 settings:
 	$(BIN)/python -m clproj.settings > docs/settings.md
 	$(BIN)/python -m clproj.settings --c-header > native/clproj_settings.h
+	$(BIN)/python -m clproj.stats_table --c-header > native/oclgrind_plugin/stats_fields.h
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build *.egg-info intercept/*.so miniemu/*.so runtime/cluster/node/*.so

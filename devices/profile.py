@@ -23,34 +23,13 @@ from typing import Any
 
 from clproj.devices.launch_rules import NullLocalRule, rule_for
 from clproj.errors import ClprojError
+from clproj.stats_table import INSTRUCTION_CLASSES
 
 FORMAT = "clproj.device-profile"
 VERSION = 1
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 
-INSTRUCTION_CLASSES = (
-    "fp32_add",
-    "fp32_mul",
-    "fp32_fma",
-    "fp32_div",
-    "fp64_add",
-    "fp64_mul",
-    "fp64_fma",
-    "fp64_div",
-    "int_add",
-    "int_mul",
-    "int_div",
-    "special",
-    "conversion",
-    "compare_select",
-    "branch",
-    "barrier",
-    "atomic",
-    "memory_global",
-    "memory_local",
-    "memory_private",
-    "other",
-)
+# The plugin's instruction classes (clproj/stats_table.py): one definition for C++ and Python.
 # Curves over occupancy (x = resident work-items per compute unit).
 OCCUPANCY_CURVES = ("global_read", "global_write", "global_copy", "local")
 REQUIRED_CURVES = (*OCCUPANCY_CURVES, "strided_read")

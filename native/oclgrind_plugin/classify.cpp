@@ -14,12 +14,10 @@
 
 namespace clproj {
 
-const char *const kClassNames[NUM_CLASSES] = {
-    "fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_add", "fp64_mul", "fp64_fma",
-    "fp64_div", "int_add",  "int_mul",  "int_div",  "special",  "conversion", "compare_select",
-    "branch",   "barrier",  "atomic",   "memory_global", "memory_local", "memory_private", "other"};
-
-const char *const kSpecialNames[NUM_SPECIAL] = {"sqrt", "rsqrt", "exp", "log", "sin", "other"};
+#define CLPROJ_NAME(e, name) name,
+const char *const kClassNames[NUM_CLASSES] = {CLPROJ_INST_CLASSES(CLPROJ_NAME)};
+const char *const kSpecialNames[NUM_SPECIAL] = {CLPROJ_SPECIAL_FAMILIES(CLPROJ_NAME)};
+#undef CLPROJ_NAME
 
 namespace {
 

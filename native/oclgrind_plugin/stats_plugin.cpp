@@ -110,61 +110,45 @@ void countBanks(const Access *begin, const Access *end, Stats &stats,
 }  // namespace
 
 void Stats::add(const Stats &o) {
-  work_items += o.work_items;
+#define CLPROJ_ADD(m) m += o.m;
+  CLPROJ_STATS_SCALARS(CLPROJ_ADD)
+#undef CLPROJ_ADD
   for (int i = 0; i < NUM_CLASSES; ++i) inst[i] += o.inst[i];
   for (int i = 0; i < NUM_SPECIAL; ++i) special[i] += o.special[i];
-  gload_bytes += o.gload_bytes;
-  gunique_bytes += o.gunique_bytes;
-  gunique_load_bytes += o.gunique_load_bytes;
-  gunique_store_bytes += o.gunique_store_bytes;
-  gstore_bytes += o.gstore_bytes;
-  gload_acc += o.gload_acc;
-  gstore_acc += o.gstore_acc;
   for (int d = 0; d < 2; ++d)
     for (int w = 0; w < kNumWarps; ++w)
       for (int s = 0; s < kNumSegments; ++s) trans[d][w][s] += o.trans[d][w][s];
-  lload_bytes += o.lload_bytes;
-  lstore_bytes += o.lstore_bytes;
-  lacc += o.lacc;
   for (int k = 0; k < kNumBankCounts; ++k) {
     bank_req[k] += o.bank_req[k];
     bank_wave[k] += o.bank_wave[k];
   }
-  br_total += o.br_total;
   for (int w = 0; w < kNumWarps; ++w) {
     br_warp[w] += o.br_warp[w];
     br_div[w] += o.br_div[w];
   }
-  barriers += o.barriers;
-  atom_global += o.atom_global;
-  atom_local += o.atom_local;
-  atom_global_hot += o.atom_global_hot;
-  atom_local_hot += o.atom_local_hot;
-  dep_chain += o.dep_chain;
   for (int k = 0; k < kNumSegments; ++k) dep_cold[k] += o.dep_cold[k];
-  dep_raw += o.dep_raw;
-  dep_ptr += o.dep_ptr;
-  dep_fp += o.dep_fp;
-  dep_fma += o.dep_fma;
-  dep_fp_reload += o.dep_fp_reload;
-  dep_raw_loads += o.dep_raw_loads;
-  dep_ptr_loads += o.dep_ptr_loads;
   for (int d = 0; d < 2; ++d)
     for (int k = 0; k < kNumSegments; ++k) item_tx[d][k] += o.item_tx[d][k];
 }
 
+// The JSON of docs/miniemu.md: each object's scalars from the table (stats_fields.h),
+// then its arrays. ``sep`` puts the commas between fields.
 std::string Stats::json() const {
   std::ostringstream o;
-  o << "{\"work_items\":" << work_items << ",\"instructions\":{";
+  const char *sep = "";
+#define CLPROJ_FIELD(m, key) \
+  o << sep << '"' << key << "\":" << m; \
+  sep = ",";
+  o << "{";
+  CLPROJ_STATS_TOP(CLPROJ_FIELD)
+  o << ",\"instructions\":{";
   for (int i = 0; i < NUM_CLASSES; ++i) o << (i ? "," : "") << '"' << kClassNames[i] << "\":" << inst[i];
   o << "},\"special_functions\":{";
   for (int i = 0; i < NUM_SPECIAL; ++i) o << (i ? "," : "") << '"' << kSpecialNames[i] << "\":" << special[i];
-  o << "},\"global\":{\"load_bytes\":" << gload_bytes << ",\"store_bytes\":" << gstore_bytes
-    << ",\"load_accesses\":" << gload_acc << ",\"store_accesses\":" << gstore_acc
-    << ",\"unique_sector_bytes\":" << gunique_bytes
-    << ",\"unique_load_sector_bytes\":" << gunique_load_bytes
-    << ",\"unique_store_sector_bytes\":" << gunique_store_bytes
-    << ",\"transactions\":{";
+  o << "},\"global\":{";
+  sep = "";
+  CLPROJ_STATS_GLOBAL(CLPROJ_FIELD)
+  o << ",\"transactions\":{";
   for (int d = 0; d < 2; ++d) {
     o << (d ? "," : "") << (d ? "\"store\":{" : "\"load\":{");
     for (int w = 0; w < kNumWarps; ++w) {
@@ -182,25 +166,31 @@ std::string Stats::json() const {
       o << (k ? "," : "") << '"' << kSegments[k] << "\":" << item_tx[d][k];
     o << "}";
   }
-  o << "},\"atomic_accesses\":" << atom_global << "},\"local\":{\"load_bytes\":" << lload_bytes
-    << ",\"store_bytes\":" << lstore_bytes << ",\"accesses\":" << lacc << ",\"bank\":{";
+  o << "}},\"local\":{";
+  sep = "";
+  CLPROJ_STATS_LOCAL(CLPROJ_FIELD)
+  o << ",\"bank\":{";
   for (int k = 0; k < kNumBankCounts; ++k)
     o << (k ? "," : "") << '"' << kBanks[k] << "\":{\"requests\":" << bank_req[k]
       << ",\"wavefronts\":" << bank_wave[k] << "}";
-  o << "}},\"branches\":{\"total\":" << br_total << ",\"warp_level\":{";
+  o << "}},\"branches\":{";
+  sep = "";
+  CLPROJ_STATS_BRANCHES(CLPROJ_FIELD)
+  o << ",\"warp_level\":{";
   for (int w = 0; w < kNumWarps; ++w) o << (w ? "," : "") << '"' << kWarps[w] << "\":" << br_warp[w];
   o << "},\"divergent\":{";
   for (int w = 0; w < kNumWarps; ++w) o << (w ? "," : "") << '"' << kWarps[w] << "\":" << br_div[w];
-  o << "}},\"barriers\":" << barriers << ",\"atomics\":{\"global\":" << atom_global
-    << ",\"local\":" << atom_local << ",\"global_same_address_max\":" << atom_global_hot
-    << ",\"local_same_address_max\":" << atom_local_hot << "},\"dependence\":{\"chain\":" << dep_chain
-    << ",\"cold_chain\":" << dep_cold[0] << ",\"cold_chain_by_segment\":{";
+  o << "}},\"atomics\":{";
+  sep = "";
+  CLPROJ_STATS_ATOMICS(CLPROJ_FIELD)
+  o << "},\"dependence\":{";
+  sep = "";
+  CLPROJ_STATS_DEPENDENCE(CLPROJ_FIELD)
+  o << ",\"cold_chain\":" << dep_cold[0] << ",\"cold_chain_by_segment\":{";
   for (int k = 0; k < kNumSegments; ++k)
     o << (k ? "," : "") << '"' << kSegments[k] << "\":" << dep_cold[k];
-  o << "},\"raw_chain\":" << dep_raw
-    << ",\"pointer_chain\":" << dep_ptr << ",\"raw_loads\":" << dep_raw_loads
-    << ",\"pointer_loads\":" << dep_ptr_loads << ",\"fp_chain\":" << dep_fp
-    << ",\"fma_chain\":" << dep_fma << ",\"fp_reload_chain\":" << dep_fp_reload << "}}";
+  o << "}}}";
+#undef CLPROJ_FIELD
   return o.str();
 }
 

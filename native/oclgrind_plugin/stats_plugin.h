@@ -20,6 +20,8 @@
 
 #include <oclgrind/Plugin.h>
 
+#include "stats_fields.h"  // generated from clproj/stats_table.py
+
 namespace llvm {
 class BasicBlock;
 class Function;
@@ -29,12 +31,11 @@ class Value;
 
 namespace clproj {
 
-// Instruction classes: same keys and order as docs/formats.md.
+// Instruction classes: clproj/stats_table.py (docs/formats.md section 2).
 enum InstClass : uint8_t {
-  FP32_ADD, FP32_MUL, FP32_FMA, FP32_DIV,
-  FP64_ADD, FP64_MUL, FP64_FMA, FP64_DIV,
-  INT_ADD, INT_MUL, INT_DIV, SPECIAL, CONVERSION, COMPARE_SELECT,
-  BRANCH, BARRIER, ATOMIC, MEMORY_GLOBAL, MEMORY_LOCAL, MEMORY_PRIVATE, OTHER,
+#define CLPROJ_ENUM(e, name) e,
+  CLPROJ_INST_CLASSES(CLPROJ_ENUM)
+#undef CLPROJ_ENUM
   NUM_CLASSES,
   IGNORED = 255,  // debug/lifetime intrinsics: not executed on a device
 };
@@ -51,7 +52,12 @@ constexpr int kMaxLoops = 32;  // loops tracked per kernel (bounded emulation, l
 // Special functions differ in cost by an order of magnitude (rsqrt vs sin on a CPU),
 // so the SPECIAL class is also broken down by function family. The families match the
 // device profiles' measured special-function throughputs.
-enum SpecialFamily : uint8_t { SF_SQRT, SF_RSQRT, SF_EXP, SF_LOG, SF_SIN, SF_OTHER, NUM_SPECIAL };
+enum SpecialFamily : uint8_t {
+#define CLPROJ_ENUM(e, name) e,
+  CLPROJ_SPECIAL_FAMILIES(CLPROJ_ENUM)
+#undef CLPROJ_ENUM
+  NUM_SPECIAL
+};
 extern const char *const kSpecialNames[NUM_SPECIAL];
 
 struct InstInfo {
@@ -65,34 +71,18 @@ struct InstInfo {
 
 // Statistics of one work-group (or a sum of groups).
 struct Stats {
-  uint64_t work_items = 0;
+  // The scalar counters (what each counts: clproj/stats_table.py, stats_fields.h).
+#define CLPROJ_MEMBER(m) uint64_t m = 0;
+  CLPROJ_STATS_SCALARS(CLPROJ_MEMBER)
+#undef CLPROJ_MEMBER
   std::array<uint64_t, NUM_CLASSES> inst{};
   std::array<uint64_t, NUM_SPECIAL> special{};
-  uint64_t gload_bytes = 0, gstore_bytes = 0, gload_acc = 0, gstore_acc = 0;
-  // Distinct 32-byte sectors of global memory the group touched, x 32: what the group
-  // brings into a compute unit's cache once; re-reads beyond it can hit there.
-  uint64_t gunique_bytes = 0;
-  // The same by direction: sectors it read, sectors it wrote (written back once).
-  uint64_t gunique_load_bytes = 0, gunique_store_bytes = 0;
   uint64_t trans[2][kNumWarps][kNumSegments] = {};  // [load/store][warp][segment]
-  uint64_t lload_bytes = 0, lstore_bytes = 0, lacc = 0;
   uint64_t bank_req[kNumBankCounts] = {}, bank_wave[kNumBankCounts] = {};
-  uint64_t br_total = 0, br_warp[kNumWarps] = {}, br_div[kNumWarps] = {};
-  uint64_t barriers = 0;
-  uint64_t atom_global = 0, atom_local = 0;
-  // Same-address atomics serialise: the most atomic operations one 64-byte line (global;
-  // the unit cores and L2 slices serialise on) or one 4-byte word (local) received in the
-  // group (summed over groups when statistics are added).
-  uint64_t atom_global_hot = 0, atom_local_hot = 0;
-  // Dependence (dependence.cpp), sums over work-items of each work-item's longest chain:
-  // dependent global round trips, the cold ones among them, read-after-write steps and
-  // pointer-chasing steps; plus the number of dependent loads of each kind.
-  // dep_cold per segment size (32/64/128 B): rounds that streamed in a new segment of it.
-  // dep_fp_reload: links of the floating-point chain that go through a word reloaded after
-  // another store (a compiler must keep that reload: the store may alias the word).
-  uint64_t dep_chain = 0, dep_cold[kNumSegments] = {}, dep_raw = 0, dep_ptr = 0, dep_fp = 0,
-           dep_fma = 0, dep_fp_reload = 0;
-  uint64_t dep_raw_loads = 0, dep_ptr_loads = 0;
+  uint64_t br_warp[kNumWarps] = {}, br_div[kNumWarps] = {};
+  // dep_cold per segment size (32/64/128 B): dependent rounds that streamed in a new
+  // segment of it.
+  uint64_t dep_cold[kNumSegments] = {};
   // Per-work-item transactions: accesses touching another segment than the previous
   // access of the same instruction by the same work-item ([load/store][segment]).
   uint64_t item_tx[2][kNumSegments] = {};
