@@ -51,9 +51,10 @@ from typing import TYPE_CHECKING, Any
 
 from clproj import settings
 from clproj.background_thread import background_thread
+from clproj.runtime.cluster.client.split import SplitPlan
 
 if TYPE_CHECKING:
-    from clproj.runtime.partition.safety import WrittenArg
+    pass
 
 log = logging.getLogger("clproj.route.split")
 
@@ -64,30 +65,6 @@ KEEP_RATIO = 0.95  # the split stays only when measured at least 5% faster
 
 def enabled() -> bool:
     return bool(settings.get("CLPROJ_SPLIT"))
-
-
-@dataclass
-class SplitPlan:
-    """How launches of one kernel key are split: device ids and slab runs, in order."""
-
-    devices: list[str]
-    first: list[int]
-    counts: list[int]
-    dim: int
-    slab_items: int  # work-items per slab along ``dim``
-    written: list[WrittenArg]
-    skip_upload: set[int]  # args non-primary devices only allocate (dense, unread, covered)
-    sizes: dict[int, int]  # buffer arg -> bytes, as analysed (other sizes run unsplit)
-
-    def shares(self) -> list[tuple[str, int, int]]:
-        return list(zip(self.devices, self.first, self.counts, strict=True))
-
-    @property
-    def label(self) -> str:
-        """What the route summary shows in its device column."""
-        total = max(1, sum(self.counts))
-        parts = [f"{d} {n / total:.0%}" for d, n in zip(self.devices, self.counts, strict=True)]
-        return "split " + " + ".join(parts)
 
 
 @dataclass

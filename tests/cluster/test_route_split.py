@@ -226,8 +226,8 @@ def two_nodes(tmp_path, broker_and_two_nodes):
 def _advance_plan(src: str, n: int, local: int, devices: list[str], counts: list[int]):
     """The plan for ``src``'s ``advance`` from the real safety check of its record."""
     from clproj.intercept.record import from_arrays
+    from clproj.runtime.cluster.client.split import SplitPlan
     from clproj.runtime.partition import safety as partition_safety
-    from clproj.runtime.partition.route_policy import SplitPlan
 
     args = [np.ones(n, np.float32), np.ones(n, np.float32), np.float32(0.5), np.int32(3)]
     rec = from_arrays(src, "advance", args, [n], [local])
@@ -297,7 +297,8 @@ def test_split_launches_merge_bookkeeping_and_survive_node_loss(
 
 
 def _checked_splitter():
-    from clproj.runtime.partition.route_policy import Decision, SplitPlan, Splitter
+    from clproj.runtime.cluster.client.split import SplitPlan
+    from clproj.runtime.partition.route_policy import Decision, Splitter
 
     sp = Splitter(lambda: [])
     plan = SplitPlan(["a/0", "b/0"], [0, 1], [1, 1], 0, 1, [], set(), {})

@@ -357,7 +357,7 @@ class RemotePlatform:
         key: str | None = None,
     ) -> RemoteEvent:
         """clEnqueueNDRangeKernel as shares on several devices, merged on one
-        (``plan``: a runtime.partition.route_policy.SplitPlan; runtime.cluster.client.split says how)."""
+        (``plan``: a runtime.cluster.client.split.SplitPlan; runtime.cluster.client.split says how)."""
         from clproj.runtime.cluster.client.split import split_launch
 
         return split_launch(self, k, gsize, lsize, goff, plan, key or self.kernel_key(k, gsize))

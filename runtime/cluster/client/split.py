@@ -50,7 +50,31 @@ if TYPE_CHECKING:
     from clproj.runtime.cluster.client.platform import RemotePlatform
     from clproj.runtime.cluster.client.programs import RemoteKernel
     from clproj.runtime.cluster.client.recovery import LaunchEntry
-    from clproj.runtime.partition.route_policy import SplitPlan
+    from clproj.runtime.partition.safety import WrittenArg
+
+
+@dataclasses.dataclass
+class SplitPlan:
+    """How launches of one kernel key are split: device ids and slab runs, in order."""
+
+    devices: list[str]
+    first: list[int]
+    counts: list[int]
+    dim: int
+    slab_items: int  # work-items per slab along ``dim``
+    written: list[WrittenArg]
+    skip_upload: set[int]  # args non-primary devices only allocate (dense, unread, covered)
+    sizes: dict[int, int]  # buffer arg -> bytes, as analysed (other sizes run unsplit)
+
+    def shares(self) -> list[tuple[str, int, int]]:
+        return list(zip(self.devices, self.first, self.counts, strict=True))
+
+    @property
+    def label(self) -> str:
+        """What the route summary shows in its device column."""
+        total = max(1, sum(self.counts))
+        parts = [f"{d} {n / total:.0%}" for d, n in zip(self.devices, self.counts, strict=True)]
+        return "split " + " + ".join(parts)
 
 
 def _sub_range(
