@@ -29,6 +29,31 @@ os.environ.setdefault("CLPROJ_COLD_PROFILE", "tiny")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def emulators_of(pid: int) -> list[int]:
+    """Emulator processes (``clproj.miniemu.worker``) whose parent is ``pid``."""
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"clproj.miniemu.worker" in argv:
+            out.append(int(entry))
+    return out
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit status may wait for a PID 1 that never reaps)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def helpers_of(pid: int, role: str | None = None) -> list[int]:
     """Processes started with ``--parent-pid PID`` (route mode's broker and node), only
     those whose command line has the word ``role`` (``"node"``, ``"broker"``) if given."""

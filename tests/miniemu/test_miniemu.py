@@ -17,6 +17,7 @@ from clproj.errors import ClprojError
 from clproj.intercept.record import LocalArg, from_arrays, save
 from clproj.miniemu.oclgrind import OclgrindBackend, parse_plugin_output
 from clproj.miniemu.profile import KernelProfile
+from tests.conftest import emulators_of, running
 
 KERNELS = """
 __kernel void saxpy(__global const float *x, __global float *y, float a, int n) {
@@ -203,31 +204,6 @@ def test_time_budget_kills_the_emulator():
     assert time.monotonic() - start < 10
 
 
-def _emulators_of(pid: int) -> list[int]:
-    """Emulator processes (``miniemu.worker``) whose parent is ``pid``."""
-    out = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                argv = fh.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid and b"clproj.miniemu.worker" in argv:
-            out.append(int(entry))
-    return out
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's exit status may wait for a PID 1 that never reaps)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_an_emulator_dies_with_the_process_that_waits_for_it(tmp_path):
     """An app that exits (or is killed) during an in-app emulation leaves no emulator
     running on: the emulator runs in its own session (its time budget kills the whole
@@ -248,15 +224,15 @@ def test_an_emulator_dies_with_the_process_that_waits_for_it(tmp_path):
     )
     assert proc.stdout is not None and proc.stdout.readline().startswith("STARTED")
     deadline = time.monotonic() + 30
-    while not (emulators := _emulators_of(proc.pid)) and time.monotonic() < deadline:
+    while not (emulators := emulators_of(proc.pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert emulators, "the emulation did not start"
     proc.kill()
     proc.wait(10)
     deadline = time.monotonic() + 10
-    while any(_running(p) for p in emulators) and time.monotonic() < deadline:
+    while any(running(p) for p in emulators) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_running(p) for p in emulators)
+    assert not any(running(p) for p in emulators)
 
 
 def test_starting_an_emulator_runs_no_fork_handler_of_the_app(monkeypatch):

@@ -16,6 +16,7 @@ import numpy as np
 
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record import from_arrays, load, save
+from tests.conftest import emulators_of, running
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_app.py")
@@ -73,30 +74,6 @@ def test_a_projection_exists_before_the_app_ends(tmp_path):
     assert np.array_equal(data, np.arange(1 << 19, dtype=np.float32))
 
 
-def _emulators_of(pid: int) -> list[int]:
-    """Emulator processes (``miniemu.worker``) whose parent is ``pid``."""
-    out = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                argv = fh.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid and b"clproj.miniemu.worker" in argv:
-            out.append(int(entry))
-    return out
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_killing_clproj_run_during_a_live_emulation_leaves_no_emulator(tmp_path):
     """An emulation started while the app runs is a child of ``clproj run``; a SIGKILL of
     ``clproj run`` takes it (and the app) down: nothing keeps running."""
@@ -111,7 +88,7 @@ def test_killing_clproj_run_during_a_live_emulation_leaves_no_emulator(tmp_path)
     )
     try:
         deadline = time.monotonic() + 120
-        while not (emulators := _emulators_of(proc.pid)) and time.monotonic() < deadline:
+        while not (emulators := emulators_of(proc.pid)) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.1)
         assert emulators, "no emulation started while the app ran"
@@ -121,9 +98,9 @@ def test_killing_clproj_run_during_a_live_emulation_leaves_no_emulator(tmp_path)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         deadline = time.monotonic() + 10
-        while any(_running(p) for p in emulators) and time.monotonic() < deadline:
+        while any(running(p) for p in emulators) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(_running(p) for p in emulators)
+        assert not any(running(p) for p in emulators)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
