@@ -29,6 +29,11 @@ os.environ.setdefault("CLPROJ_COLD_PROFILE", "tiny")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def clproj_project(*options: str) -> list[str]:
+    """``clproj run --mode project --json OPTIONS`` (append ``--`` and the app)."""
+    return [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--json", *options]
+
+
 def emulators_of(pid: int) -> list[int]:
     """Emulator processes (``clproj.miniemu.worker``) whose parent is ``pid``."""
     out = []

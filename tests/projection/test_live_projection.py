@@ -16,7 +16,7 @@ import numpy as np
 
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record import from_arrays, load, save
-from tests.conftest import emulators_of, running
+from tests.conftest import clproj_project, emulators_of, running
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_app.py")
@@ -32,19 +32,7 @@ def _env(tmp_path, **extra: str) -> dict[str, str]:
 
 
 def _clproj_run(tmp_path, app: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "clproj.cli",
-        "run",
-        "--mode",
-        "project",
-        "--json",
-        "--record",
-        str(tmp_path / "rec"),
-        "--",
-        *app,
-    ]
+    return [*clproj_project("--record", str(tmp_path / "rec")), "--", *app]
 
 
 def test_a_projection_exists_before_the_app_ends(tmp_path):

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.conftest import clproj_project
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -26,20 +28,7 @@ def run_project(
     if path is not None:
         env["PATH"] = path
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "clproj.cli",
-            "run",
-            "--mode",
-            "project",
-            "--json",
-            "--record",
-            str(tmp_path / "rec"),
-            *options,
-            "--",
-            *cmd,
-        ],
+        [*clproj_project("--record", str(tmp_path / "rec"), *options), "--", *cmd],
         capture_output=True,
         text=True,
         timeout=300,

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import clproj_project
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -18,16 +20,7 @@ def _run(tmp_path: Path, devices: str, *options: str) -> dict:
     env = dict(os.environ, CLPROJ_CACHE=str(tmp_path / "cache"))
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "clproj.cli",
-            "run",
-            "--mode",
-            "project",
-            "--json",
-            "--devices",
-            devices,
-            *options,
+            *clproj_project("--devices", devices, *options),
             "--",
             sys.executable,
             "-m",
