@@ -170,12 +170,12 @@ def c_header() -> str:
         "// do not edit. The plugin's statistics, one list for C++ and Python.",
         "#pragma once",
         "",
-        "// X(ENUM, \"name\"): instruction classes, in enum order",
+        '// X(ENUM, "name"): instruction classes, in enum order',
         _macro(
             "CLPROJ_INST_CLASSES",
             [f'X({c.upper()}, "{c}")' for c in INSTRUCTION_CLASSES],
         ),
-        "// X(ENUM, \"name\"): special-function families, in enum order",
+        '// X(ENUM, "name"): special-function families, in enum order',
         _macro(
             "CLPROJ_SPECIAL_FAMILIES",
             [f'X(SF_{f.upper()}, "{f}")' for f in SPECIAL_FAMILIES],
@@ -187,7 +187,7 @@ def c_header() -> str:
     for section in ("", *SECTIONS):
         name = "CLPROJ_STATS_" + (section.upper() or "TOP")
         rows = [f'X({s.member}, "{s.key}")' for s in SCALARS if s.section == section]
-        parts.append(f"// X(member, \"key\"): the scalars of {section or 'the top level'}")
+        parts.append(f'// X(member, "key"): the scalars of {section or "the top level"}')
         parts.append(_macro(name, rows))
     return "\n".join(parts)
 
