@@ -100,6 +100,25 @@ def _profile_digest(profile: Any) -> str:
     return hit[1]
 
 
+def _header(record: Any) -> dict[str, Any]:
+    """What every projection document of ``record`` starts with, made or failed."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "signature": record.signature,
+        "kernel": record.kernel,
+        "global_size": record.global_size,
+        "local_size": record.local_size,
+        "measured_device": record.device.get("name"),
+        "measured_time_ns": record.measured_time_ns,
+    }
+
+
+def failed_projection(record: Any, error: str) -> dict[str, Any]:
+    """The projection document of a launch that could not be projected: its row says why."""
+    return _header(record) | {"error": error, "cached": False}
+
+
 def project_record(
     record: Any,
     devices: list[Any],
@@ -217,18 +236,9 @@ def _project_record(
             doc["cached"] = True
             return doc
     start = time.perf_counter()
-    base = {
-        "format": FORMAT,
-        "version": VERSION,
-        "signature": record.signature,
-        "kernel": record.kernel,
-        "global_size": record.global_size,
-        "local_size": record.local_size,
-        "measured_device": record.device.get("name"),
-        "measured_time_ns": record.measured_time_ns,
-    }
+    base = _header(record)
     if not record.emulatable:
-        return base | {"error": record.not_emulatable_reason or "not emulatable", "cached": False}
+        return failed_projection(record, record.not_emulatable_reason or "not emulatable")
     if profile is None:
         try:
             # Launches differing only in NDRange / pivot-like scalars reuse one emulation
@@ -240,7 +250,7 @@ def _project_record(
             else:
                 profile = profile_for(record, mode=mode, timeout_s=timeout_s).to_dict()
         except ClprojError as exc:
-            return base | {"error": exc.cause, "cached": False}
+            return failed_projection(record, exc.cause)
     from clproj.runtime.projection.power import OBJECTIVES, project_power, rank_by
 
     footprint = record_footprint(record)

@@ -133,7 +133,7 @@ class LiveProjector:
                 self._cond.wait(POLL_S)
 
     def _run(self, record: Any, during: bool) -> None:
-        from clproj.runtime.projection.live import FORMAT, VERSION, project_record
+        from clproj.runtime.projection.live import failed_projection, project_record
 
         if during:  # this thread and the emulator it starts yield to the app
             with contextlib.suppress(OSError):
@@ -141,16 +141,7 @@ class LiveProjector:
         try:
             doc = project_record(record, self.devices(), self.mode, cache=self.cache)
         except Exception as exc:  # one launch's failure is that launch's row, not the run's
-            doc = {
-                "format": FORMAT,
-                "version": VERSION,
-                "signature": record.signature,
-                "kernel": record.kernel,
-                "global_size": record.global_size,
-                "local_size": record.local_size,
-                "error": f"{type(exc).__name__}: {exc}",
-                "cached": False,
-            }
+            doc = failed_projection(record, f"{type(exc).__name__}: {exc}")
         starved = "time budget" in str(doc.get("error", "")) or (
             doc.get("emulation", {}).get("budget") == "wall"
         )

@@ -45,47 +45,22 @@ class LocalCluster:
         # session, so a Ctrl-C or kill for the app's process group reaches the app alone
         # (the cluster then serves the app's own shutdown instead of dying before it)
         parent = ["--parent-pid", str(os.getpid())]
+        tail = ["--curve", "off", "--lifetime", life, *parent]
+
+        def start(args: list[str], stdout: int | None) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [*common, *args, *tail],
+                env=env,
+                cwd=self.tmp.name,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=quiet,
+            )
+
         self.procs = [
-            subprocess.Popen(
-                [
-                    *common,
-                    "broker",
-                    "--bind",
-                    self.endpoint,
-                    "--curve",
-                    "off",
-                    "--lifetime",
-                    life,
-                    *parent,
-                ],
-                env=env,
-                cwd=self.tmp.name,
-                start_new_session=True,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=quiet,
-            ),
-            subprocess.Popen(
-                [
-                    *common,
-                    "node",
-                    "--broker",
-                    self.endpoint,
-                    "--curve",
-                    "off",
-                    "--name",
-                    "local",
-                    "--lifetime",
-                    life,
-                    *parent,
-                ],
-                env=env,
-                cwd=self.tmp.name,
-                start_new_session=True,
-                stdin=subprocess.DEVNULL,
-                stdout=quiet,
-                stderr=quiet,
-            ),
+            start(["broker", "--bind", self.endpoint], subprocess.DEVNULL),
+            start(["node", "--broker", self.endpoint, "--name", "local"], quiet),
         ]
 
     def gone(self) -> str | None:
