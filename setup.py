@@ -39,6 +39,14 @@ class BuildExtWithPlugin(build_ext):
         import build_c_hosts  # native/build_c_hosts.py: plain-C OpenCL benchmark hosts
 
         build_c_hosts.build(build_c_hosts.DEFAULT_OUT)
+        import build_energy_window  # native/build_energy_window.py: the energy-window preload
+
+        build_energy_window.build(
+            os.path.join(
+                "devices" if self.inplace else os.path.join(self.build_lib, "clproj", "devices"),
+                build_energy_window.LIBRARY_FILENAME,
+            )
+        )
 
 
 TOP_FOLDERS = ("intercept", "miniemu", "devices", "runtime", "benchmarks")
@@ -60,7 +68,7 @@ setup(
         "clproj.miniemu": ["*.so"],
         "clproj.intercept": ["*.so"],
         "clproj.runtime.cluster.node": ["*.so"],
-        "clproj.devices": ["profiles/*.json"],
+        "clproj.devices": ["*.so", "profiles/*.json"],
         "clproj.benchmarks.apps": ["*.cl", "c_hosts/*.c", "c_hosts/*.h"],
     },
     install_requires=[

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import socket
 import sys
 import time
@@ -24,8 +25,8 @@ from typing import Any
 
 from clproj.errors import ClprojError
 
-DEFAULT_APPS = ("vecadd", "matmul_lmem", "heavy_fma", "nbody", "reduction")
 MIN_WINDOW_S = 2.0
+SHAPES_PER_KERNEL = 2
 
 
 def window_seconds(text: str) -> float:
@@ -58,7 +59,24 @@ def parser() -> argparse.ArgumentParser:
         description="Energy per launch of each kernel of some benchmark apps on an NVIDIA "
         "GPU (NVML total-energy counter), every raw reading kept.",
     )
-    p.add_argument("--apps", type=app_names, default=list(DEFAULT_APPS), help="comma list")
+    p.add_argument(
+        "--apps", type=app_names, default=None, help="comma list (default: all our apps)"
+    )
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="BUILD_DIR",
+        help="also measure unmodified C apps: each folder of BUILD_DIR holding an executable "
+        "`app` (the layout of ../shared/validation/polybench/build.sh), run in its folder "
+        "under the energy-window preload; repeatable",
+    )
+    p.add_argument(
+        "--shapes",
+        type=int,
+        default=SHAPES_PER_KERNEL,
+        help="launch shapes measured per kernel (the first ones the app issues)",
+    )
     p.add_argument("--size", default="paper", help="app size label (small, paper/default)")
     p.add_argument("--gpu", type=int, default=0, help="NVML index of the GPU")
     p.add_argument(
@@ -68,10 +86,32 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--window", type=window_seconds, default=2.5, help="seconds per kernel")
     p.add_argument(
+        "--quiet",
+        type=float,
+        default=1.5,
+        help="seconds the GPU is left quiet before each window's idle samples (its power "
+        "reading is a 1 s average)",
+    )
+    p.add_argument(
         "--budget", type=float, default=360.0, help="stop starting kernels after this many s"
     )
     p.add_argument("-o", "--output", required=True, help="results JSON path")
     return p
+
+
+def suite_apps(build_dirs: list[str]) -> list[str]:
+    """The app folders of built C suites: each sub-folder holding an executable ``app``."""
+    out = []
+    for d in build_dirs:
+        if not os.path.isdir(d):
+            raise ClprojError(
+                f"--suite {d}: no such folder", "build the suite first (its build.sh OUTDIR)"
+            )
+        for name in sorted(os.listdir(d)):
+            exe = os.path.join(d, name, "app")
+            if os.access(exe, os.X_OK):
+                out.append(os.path.join(d, name))
+    return out
 
 
 def nvidia_opencl_device(spec: str | None) -> Any:
@@ -88,12 +128,18 @@ def nvidia_opencl_device(spec: str | None) -> Any:
     )
 
 
-def shapes(plan: Any) -> list[Any]:
-    """The first launch of each distinct (kernel, global size, local size) of a plan."""
+def shapes(plan: Any, per_kernel: int = SHAPES_PER_KERNEL) -> list[Any]:
+    """The first launch of each distinct (kernel, global size, local size) of a plan, at
+    most ``per_kernel`` shapes of each kernel (a shrinking NDRange such as LU's has one
+    shape per launch; the preload library for C apps keeps the same rule)."""
     seen: dict[tuple[Any, ...], Any] = {}
+    per: dict[str, int] = {}
     for launch in plan.launches:
         key = (launch.kernel, tuple(launch.global_size), launch.local_size)
-        seen.setdefault(key, launch)
+        if key in seen or per.get(launch.kernel, 0) >= per_kernel:
+            continue
+        seen[key] = launch
+        per[launch.kernel] = per.get(launch.kernel, 0) + 1
     return list(seen.values())
 
 
@@ -121,7 +167,7 @@ def measure_app(
         if a.nbytes:
             cl.enqueue_copy(queue, bufs[n], a)
     queue.finish()
-    for launch in shapes(plan):
+    for launch in shapes(plan, args.shapes):
         k = cl.Kernel(prg, launch.kernel)
         bind_args(k, launch, bufs)
         gsize, lsize = launch.global_size, launch.local_size
@@ -132,6 +178,7 @@ def measure_app(
             lambda k=k, g=gsize, loc=lsize: cl.enqueue_nd_range_kernel(queue, k, g, loc),
             queue.finish,
             args.window,
+            args.quiet,
         )
         entry = kernel_entry(
             w,
@@ -153,23 +200,61 @@ def measure_app(
         )
 
 
+def measure_suite_app(
+    nv: Any, handle: Any, name: str, folder: str, args: argparse.Namespace, out: list[Any]
+) -> dict[str, Any]:
+    """Append the windows of the unmodified C app in ``folder`` (run as ``./app`` under
+    the energy-window preload) to ``out``; returns the run's facts (exit status, stderr)."""
+    from clproj.devices import energy_app
+
+    entries, facts = energy_app.measure_app(
+        nv,
+        handle,
+        name,
+        ["./app"],
+        folder,
+        window_s=args.window,
+        quiet_s=args.quiet,
+        shapes=args.shapes,
+        timeout_s=args.budget + 60.0,
+    )
+    suite = os.path.basename(os.path.dirname(os.path.abspath(folder)))
+    out.extend(e | {"suite": suite} for e in entries)
+    sys.stderr.write(
+        f"{name}: rc {facts['returncode']}, {len(entries)} windows: "
+        + ", ".join(
+            f"{e['kernel']} {e['figures']['average_power_w']:.0f} W"
+            if e.get("figures")
+            else f"{e['kernel']} refused ({e.get('error')})"
+            for e in entries
+        )
+        + "\n"
+    )
+    return facts
+
+
 def run(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
     """The whole measurement: NVML opened first (a machine without a driver stops here,
     in one line), then every app, then the host's package energy over the run.
     ``save(doc)`` is called after every app with what is measured so far, so a run cut
     short by its time limit still leaves its readings."""
     from clproj.devices.energy import results
-    from clproj.devices.energy_nvml import device_facts, open_nvml
+    from clproj.devices.energy_nvml import counter_kind, device_facts, open_nvml
     from clproj.devices.rapl import RaplWindow
 
     nv, handle = open_nvml(args.gpu)
     dev = nvidia_opencl_device(args.device)
-    device = device_facts(nv, handle) | {"opencl_name": dev.name.strip(), "index": args.gpu}
+    device = device_facts(nv, handle) | {
+        "opencl_name": dev.name.strip(),
+        "index": args.gpu,
+        "reader": counter_kind(nv, handle),
+    }
     cpu = RaplWindow()
     cpu.start()
     t0 = time.monotonic()
     kernels: list[dict[str, Any]] = []
     skipped: list[str] = []
+    runs: list[dict[str, Any]] = []
 
     def document(host_energy: Any) -> dict[str, Any]:
         host = {
@@ -183,17 +268,25 @@ def run(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
                 "reason": host_energy.reason,
             },
         }
-        extra = {"size": args.size, "skipped_for_budget": skipped}
+        extra = {"size": args.size, "skipped_for_budget": skipped, "suite_runs": runs}
         return results(device, kernels, host) | extra
 
-    for name in args.apps:
+    from clproj.benchmarks.apps import APPS
+
+    # The unmodified C apps first: third-party code is what judges the projections.
+    jobs = [(os.path.basename(f), f) for f in suite_apps(args.suite)]
+    jobs += [(name, None) for name in args.apps or list(APPS)]
+    for name, folder in jobs:
         if time.monotonic() - t0 > args.budget:
             skipped.append(name)
             continue
-        try:
-            measure_app(nv, handle, dev, name, args, kernels)
-        except Exception as exc:  # a build or launch failure: recorded, the rest goes on
-            kernels.append({"app": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        if folder is None:
+            try:
+                measure_app(nv, handle, dev, name, args, kernels)
+            except Exception as exc:  # a build or launch failure: recorded, the rest goes on
+                kernels.append({"app": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        else:
+            runs.append(measure_suite_app(nv, handle, name, folder, args, kernels))
         if save is not None:
             save(document(None))
     doc = document(cpu.stop())

@@ -442,6 +442,48 @@ TABLE: tuple[Setting, ...] = (
         "post-run completion.",
     ),
     Setting(
+        "CLPROJ_ENERGY_LOG",
+        "path",
+        "",
+        "internal",
+        "Energy windows of an unmodified app (the energy-window preload library): the "
+        "library appends one JSON line per window here; unset, it does nothing.",
+    ),
+    Setting(
+        "CLPROJ_ENERGY_WINDOW_S",
+        "float",
+        2.5,
+        "internal",
+        "Energy-window preload: seconds each measured launch shape is repeated for.",
+        bounds=(2.0, 60.0),
+    ),
+    Setting(
+        "CLPROJ_ENERGY_QUIET_S",
+        "float",
+        1.5,
+        "internal",
+        "Energy-window preload: seconds the device is left quiet before the idle "
+        "samples (the driver's power reading is a 1 s average).",
+        bounds=(0.0, 10.0),
+    ),
+    Setting(
+        "CLPROJ_ENERGY_IDLE_S",
+        "float",
+        1.0,
+        "internal",
+        "Energy-window preload: seconds of idle power samples before each window.",
+        bounds=(0.0, 10.0),
+    ),
+    Setting(
+        "CLPROJ_ENERGY_SHAPES",
+        "int",
+        2,
+        "internal",
+        "Energy-window preload: how many distinct launch shapes (global and local size) of "
+        "each kernel are measured; later shapes run as the app issues them.",
+        bounds=(1, 1000),
+    ),
+    Setting(
         "CLPROJ_SPLIT_DEVICES",
         "list",
         "",

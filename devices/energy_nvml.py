@@ -29,6 +29,13 @@ IDLE_QUIET_S = 1.5
 IDLE_SAMPLES = 5
 
 
+COUNTER = "nvml-total-energy"
+# Where the total-energy counter is not offered (some virtualised drivers), the driver's
+# power reading (a 1 s average) is integrated instead: a reading, marked as such in every
+# window (``Window.counter``), never an estimate.
+POWER_INTEGRAL = "nvml-power-usage-integrated"
+
+
 def open_nvml(index: int = 0) -> tuple[Any, Any]:
     """(pynvml, handle of GPU ``index``), or ClprojError saying in one line why not."""
     try:
@@ -48,14 +55,103 @@ def open_nvml(index: int = 0) -> tuple[Any, Any]:
                 f"NVML energy: no GPU {index} (NVML sees {count})", "pass --gpu 0..count-1"
             )
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+        counter_kind(pynvml, handle)
     except pynvml.NVMLError as exc:
         pynvml.nvmlShutdown()
         raise ClprojError(
-            f"NVML energy: GPU {index} has no total-energy counter ({exc})",
+            f"NVML energy: GPU {index} has neither a total-energy counter nor a power "
+            f"reading ({exc})",
             "the counter exists on Volta and later data-centre GPUs",
         ) from None
     return pynvml, handle
+
+
+def counter_kind(nv: Any, handle: Any) -> str:
+    """:data:`COUNTER` where the total-energy counter answers, else :data:`POWER_INTEGRAL`
+    where the power reading does (NVMLError where neither does)."""
+    try:
+        nv.nvmlDeviceGetTotalEnergyConsumption(handle)
+        return COUNTER
+    except nv.NVMLError:
+        nv.nvmlDeviceGetPowerUsage(handle)
+        return POWER_INTEGRAL
+
+
+class Poller:
+    """Polls the energy reading every :data:`POLL_S` on a thread, and power, SM clock and
+    temperature every :data:`SAMPLE_S`, each with its host monotonic time.
+
+    Why one class: the microbenchmarks (a window per call) and whole apps under the
+    energy-window preload (windows cut from one long poll afterwards) read the same
+    things the same way."""
+
+    def __init__(self, nv: Any, handle: Any) -> None:
+        self.nv, self.handle = nv, handle
+        self.counter = counter_kind(nv, handle)
+        self.readings: list[CounterReading] = []
+        self.power: list[tuple[float, float]] = []
+        self.clocks: list[tuple[float, float]] = []
+        self.temps: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = background_thread(self._poll, "clproj-energy-poll")
+
+    def _energy_j(self, t: float) -> float:
+        if self.counter == COUNTER:
+            return float(self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle)) / 1000.0
+        watts = self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1000.0
+        if not self.readings:
+            return 0.0
+        last = self.readings[-1]
+        return last.energy_j + watts * (t - last.t_s)
+
+    def _poll(self) -> None:
+        nv, h = self.nv, self.handle
+        next_sample = 0.0
+        while not self._stop.is_set():
+            t = time.monotonic()
+            self.readings.append(CounterReading(t, self._energy_j(t)))
+            if t >= next_sample:
+                self.power.append((t, nv.nvmlDeviceGetPowerUsage(h) / 1000.0))
+                self.clocks.append((t, float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))))
+                self.temps.append(
+                    (t, float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)))
+                )
+                next_sample = t + SAMPLE_S
+            time.sleep(POLL_S)
+
+    def start(self) -> Poller:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def window(
+        self, kernel: str, launches: int, start: float, end: float, idle: list[float]
+    ) -> Window:
+        """The :class:`Window` of launches between ``start`` and ``end``: the readings
+        from 0.2 s before to 0.2 s after, clocks and temperatures inside."""
+
+        def inside(samples: list[tuple[float, float]]) -> list[float]:
+            return [v for t, v in samples if start <= t <= end]
+
+        readings = [r for r in self.readings if start - 0.2 <= r.t_s <= end + 0.2]
+        return Window(
+            kernel,
+            launches,
+            start,
+            end,
+            readings,
+            idle,
+            inside(self.clocks),
+            inside(self.temps),
+            counter=self.counter,
+        )
+
+    def power_between(self, start: float, end: float) -> list[float]:
+        """Power samples (W) taken between ``start`` and ``end``."""
+        return [w for t, w in self.power if start <= t <= end]
 
 
 def device_facts(nv: Any, handle: Any) -> dict[str, Any]:
@@ -83,11 +179,13 @@ def device_facts(nv: Any, handle: Any) -> dict[str, Any]:
     }
 
 
-def idle_power(nv: Any, handle: Any) -> list[float]:
+def idle_power(
+    nv: Any, handle: Any, quiet_s: float = IDLE_QUIET_S, samples: int = IDLE_SAMPLES
+) -> list[float]:
     """Power samples (W) with the GPU quiet: wait out the 1 s averaging, then sample."""
-    time.sleep(IDLE_QUIET_S)
+    time.sleep(quiet_s)
     out = []
-    for _ in range(IDLE_SAMPLES):
+    for _ in range(samples):
         out.append(nv.nvmlDeviceGetPowerUsage(handle) / 1000.0)
         time.sleep(0.2)
     return out
@@ -114,36 +212,19 @@ def measure(
     launch: Callable[[], Any],
     finish: Callable[[], None],
     window_s: float = MIN_WINDOW_S + 0.5,
+    quiet_s: float = IDLE_QUIET_S,
 ) -> Window:
     """Launch ``kernel`` for at least ``window_s`` with the queue never empty, polling
-    the energy counter on a thread throughout.
+    the energy counter on a thread throughout; idle power is sampled first, after
+    ``quiet_s`` with the device quiet.
 
     ``launch`` enqueues one launch and returns its event (anything with ``wait()``),
     ``finish`` drains the queue. Batches of about 50 ms are enqueued one ahead of the
     one waited for, so the device does not idle between batches (an idle gap inside the
     window would lower the average power it reports)."""
-    readings: list[CounterReading] = []
-    clocks: list[float] = []
-    temps: list[float] = []
-    stop = threading.Event()
-
-    def poll() -> None:
-        next_sample = 0.0
-        while not stop.is_set():
-            t = time.monotonic()
-            readings.append(
-                CounterReading(t, nv.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0)
-            )
-            if t >= next_sample:
-                clocks.append(float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)))
-                temps.append(float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)))
-                next_sample = t + SAMPLE_S
-            time.sleep(POLL_S)
-
-    idle = idle_power(nv, handle)
+    idle = idle_power(nv, handle, quiet_s)
     batch = batch_size(launch, finish, 0.05)
-    poller = background_thread(poll, "clproj-energy-poll")
-    poller.start()
+    poller = Poller(nv, handle).start()
     time.sleep(0.15)  # a counter step before the window starts
     launches = 0
     waiting: Any = None
@@ -161,6 +242,5 @@ def measure(
     finish()
     end = time.monotonic()
     time.sleep(0.15)
-    stop.set()
-    poller.join()
-    return Window(kernel, launches, start, end, readings, idle, clocks, temps)
+    poller.stop()
+    return poller.window(kernel, launches, start, end, idle)

@@ -91,10 +91,10 @@ def reader_for(dev: Any, window_s: float) -> tuple[dict[str, Any], Callable[...,
             f"no power reader for {dev.name.strip()}: only NVML (NVIDIA) and RAPL (CPUs)",
             "profile power on an NVIDIA GPU or a CPU with readable RAPL",
         )
-    from clproj.devices.energy_nvml import device_facts, measure, open_nvml
+    from clproj.devices.energy_nvml import counter_kind, device_facts, measure, open_nvml
 
     nv, handle = open_nvml(0)
-    facts = device_facts(nv, handle) | {"reader": "nvml total-energy"}
+    facts = device_facts(nv, handle) | {"reader": counter_kind(nv, handle)}
     return facts, lambda name, launch, finish: measure(nv, handle, name, launch, finish, window_s)
 
 

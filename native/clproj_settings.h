@@ -364,6 +364,32 @@ static inline const char *clproj_setting_deferred_file(void) {
     return clproj__text("CLPROJ_DEFERRED_FILE", "", 1, buf);
 }
 
+/* CLPROJ_ENERGY_LOG (path, internal): see docs/settings.md. */
+static inline const char *clproj_setting_energy_log(void) {
+    static char buf[CLPROJ_SETTING_TEXT_MAX];
+    return clproj__text("CLPROJ_ENERGY_LOG", "", 1, buf);
+}
+
+/* CLPROJ_ENERGY_WINDOW_S (float, internal): see docs/settings.md. */
+static inline double clproj_setting_energy_window_s(void) {
+    return clproj__float("CLPROJ_ENERGY_WINDOW_S", 2.5, 2.0, 60.0);
+}
+
+/* CLPROJ_ENERGY_QUIET_S (float, internal): see docs/settings.md. */
+static inline double clproj_setting_energy_quiet_s(void) {
+    return clproj__float("CLPROJ_ENERGY_QUIET_S", 1.5, 0.0, 10.0);
+}
+
+/* CLPROJ_ENERGY_IDLE_S (float, internal): see docs/settings.md. */
+static inline double clproj_setting_energy_idle_s(void) {
+    return clproj__float("CLPROJ_ENERGY_IDLE_S", 1.0, 0.0, 10.0);
+}
+
+/* CLPROJ_ENERGY_SHAPES (int, internal): see docs/settings.md. */
+static inline long long clproj_setting_energy_shapes(void) {
+    return clproj__int("CLPROJ_ENERGY_SHAPES", 2LL, 1LL, 1000LL);
+}
+
 /* CLPROJ_SPLIT_DEVICES (list, internal): see docs/settings.md. */
 static inline const char *clproj_setting_split_devices(void) {
     static char buf[CLPROJ_SETTING_TEXT_MAX];

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_defaults_and_known_apps() -> None:
     args = energy_run.parser().parse_args(["-o", "x.json"])
-    assert args.apps == list(energy_run.DEFAULT_APPS)
+    assert args.apps is None and args.suite == [] and args.shapes == 2  # all our apps
     assert args.window >= 2.0 and args.size == "paper"
     args = energy_run.parser().parse_args(["--apps", "vecadd, nbody", "--window", "3", "-o", "y"])
     assert args.apps == ["vecadd", "nbody"] and args.window == 3.0
@@ -43,9 +43,14 @@ def test_bad_arguments_are_usage_errors(
 
 def test_shapes_are_distinct_launches() -> None:
     plan = get_app("reduction").plan("paper")
-    got = energy_run.shapes(plan)
+    got = energy_run.shapes(plan, per_kernel=10)
     assert len(got) == len({(s.kernel, tuple(s.global_size), s.local_size) for s in got})
     assert len(got) == 3 and len(plan.launches) >= len(got)
+    # a shrinking NDRange (LU: one shape per launch) keeps the first shapes of each kernel,
+    # as the preload library does for C apps
+    lu = energy_run.shapes(get_app("lu_factor").plan("paper"))
+    assert sorted(s.kernel for s in lu) == ["lu_column", "lu_column", "lu_update", "lu_update"]
+    assert energy_run.shapes(plan)[:2] == got[:2]
 
 
 def test_no_driver_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
@@ -75,5 +80,6 @@ def test_script_is_valid_bash_and_calls_the_runner() -> None:
     script = ROOT / "scripts" / "gpu" / "energy.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
     text = script.read_text()
-    assert "python3 -m clproj.benchmarks.energy_run" in text and "$OUT/energy.tar.gz" in text
+    assert "python3 -m clproj.benchmarks.energy_run" in text and "--suite" in text
+    assert "${OUT:-" in text and "profile-device --power" in text
     assert "setup-env.sh" in text

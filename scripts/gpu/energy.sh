@@ -1,40 +1,104 @@
 #!/usr/bin/env bash
-# Run on the lent GPU machine from the repository root (at most 8 minutes): the power
-# microbenchmarks (clproj profile-device --power: one class of work each, >= 2 s windows)
-# and their fit into the measured profile's power section (--power-fit), then energy per
-# launch of each kernel of a few benchmark apps on the GPU (NVML total-energy counter,
-# >= 2 s windows, idle power, clocks and temperature), the host's package energy through
-# powercap where readable, and what nvidia-smi and powercap show. Every raw reading lands
-# in $OUT/energy.tar.gz; unpack it in the repo and commit (benchmarks/results/energy/,
-# and the fitted profile over devices/profiles/measured/ once checked).
+# Run on the lent GPU machine from the repository root (at most 8 minutes): what the
+# driver offers (energy counter, power, clocks), the power microbenchmarks (clproj
+# profile-device --power: one class of work each, >= 2 s windows) and their fit into the
+# measured profile's power section (--power-fit), then energy per launch of each kernel of
+# our apps and of the unmodified C apps of each built suite folder given (NVML counter,
+# >= 2 s windows, idle power, clocks and temperature; C apps under the energy-window
+# preload), and the host's package energy through powercap where readable.
+# Every raw reading is written straight under $OUT as it is taken (a run cut short keeps
+# what it measured): commit them under benchmarks/results/energy/.
 # Reads clocks and power limits, never sets them.
-# Usage: scripts/gpu/energy.sh [APPS] [SIZE]   (defaults: benchmarks/energy_run.py's, paper)
+# Usage: scripts/gpu/energy.sh [--skip-power] [--apps LIST] [SUITE_BUILD_DIR ...]
+#   (a suite folder, e.g. .carry/polybench: built here with
+#   ../shared/validation/polybench/build.sh and carried; --apps: a comma list of our apps,
+#   default all; --skip-power: no microbenchmarks, e.g. to finish a cut-short run)
 set -uo pipefail
-. scripts/gpu/setup-env.sh || { echo "setup-env.sh failed" >&2; exit 1; }
+power=1
 apps=()
-[ -n "${1:-}" ] && apps=(--apps "$1")
-size=${2:-paper}
-dest=energy/benchmarks/results/energy
-mkdir -p "$dest"
-date -u +%FT%TZ > "$dest/started.txt"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv > "$dest/nvidia-smi-before.csv" 2>&1
-ls -l /sys/class/powercap/ > "$dest/powercap.txt" 2>&1
-for z in /sys/class/powercap/intel-rapl:*; do
-  [ -e "$z" ] && { echo "$z $(cat "$z/name" 2>&1) $(cat "$z/energy_uj" 2>&1) $(cat "$z/max_energy_range_uj" 2>&1)"; }
-done >> "$dest/powercap.txt" 2>&1
-day=$(date -u +%Y%m%d)
-# ~20 microbenchmarks x ~6 s (idle samples, calibration, a 2.5 s window)
-timeout 170 python3 -m clproj.cli profile-device --power --device NVIDIA \
-  -o "$dest/power-microbench-$day.json" 2>&1 | tee "$dest/power.log" | tail -30
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --skip-power) power=0; shift ;;
+    --apps) apps=(--apps "$2"); shift 2 ;;
+    *) break ;;
+  esac
+done
+. scripts/gpu/setup-env.sh || { echo "setup-env.sh failed" >&2; exit 1; }
+out=${OUT:-out/energy}
+mkdir -p "$out"
+facts=$out/facts.txt
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv 2>&1
+  python3 - <<'EOF' 2>&1
+import pynvml as nv
+nv.nvmlInit(); h = nv.nvmlDeviceGetHandleByIndex(0)
+for name, fn in [("total_energy_mj", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h)),
+                 ("power_mw", lambda: nv.nvmlDeviceGetPowerUsage(h)),
+                 ("power_limit_mw", lambda: nv.nvmlDeviceGetPowerManagementLimit(h)),
+                 ("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))]:
+    try: print(name, fn())
+    except nv.NVMLError as e: print(name, "unsupported:", e)
+EOF
+  echo "powercap:"; ls -l /sys/class/powercap/ 2>&1
+  for z in /sys/class/powercap/intel-rapl:*; do
+    [ -e "$z" ] && echo "$z $(cat "$z/name" 2>&1) $(cat "$z/energy_uj" 2>&1)"
+  done
+  lscpu 2>&1 | grep -E 'Model name|^CPU\(s\)'
+  python3 -m clproj.cli devices 2>&1
+} > "$facts"
+cat "$facts"
+# The preload library carried from the build machine; rebuilt here where it cannot load.
+python3 -c "import ctypes; ctypes.CDLL('devices/libclproj_energy_window.so')" 2>>"$facts" || \
+  gcc -O2 -fPIC -shared -Inative -I/usr/local/cuda/include native/energy_window/energy_window.c \
+    -o devices/libclproj_energy_window.so -L/usr/local/cuda/lib64 -lOpenCL -ldl -lpthread 2>>"$facts"
+
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
   *H200*) base=devices/profiles/measured/nvidia-h200-opencl.json ;;
   *H100*) base=devices/profiles/measured/nvidia-h100-opencl.json ;;
   *) base= ;;
 esac
-[ -n "$base" ] && [ -s "$dest/power-microbench-$day.json" ] && \
-  python3 -m clproj.cli profile-device --power-fit "$dest/power-microbench-$day.json" \
-    --profile "$base" -o "$dest/$(basename "$base")" 2>&1 | tee "$dest/power-fit.log" | tail -30
-timeout 280 python3 -m clproj.benchmarks.energy_run "${apps[@]}" --size "$size" --budget 210 \
-  -o "$dest/energy-$day.json" 2>&1 | tee "$dest/run.log" | tail -40
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$dest/nvidia-smi-after.csv" 2>&1
-tar czf "$OUT/energy.tar.gz" energy
+# ~20 microbenchmarks x ~5.5 s; then our apps and the suites, ~4 s per window (idle samples, calibration, a 2.5 s window)
+[ $power = 1 ] && timeout 150 python3 -m clproj.cli profile-device --power --device NVIDIA \
+  -o "$out/power-microbench.json" > "$out/power.log" 2>&1
+[ $power = 1 ] && [ -n "$base" ] && [ -s "$out/power-microbench.json" ] && \
+  python3 -m clproj.cli profile-device --power-fit "$out/power-microbench.json" \
+    --profile "$base" -o "$out/$(basename "$base")" >> "$out/power.log" 2>&1
+[ $power = 1 ] && tail -25 "$out/power.log"
+
+# Our apps and the C suites see the GPU alone. pyopencl's bundled loader reads
+# OCL_ICD_VENDORS; a C app takes the first platform's device through the system's
+# libOpenCL.so.1, which may not, so the ways to hand it NVIDIA's driver alone are tried in
+# turn until a suite app names the NVIDIA device: OCL_ICD_FILENAMES, the vendors folder
+# holding only NVIDIA's file (restored at the end), pyopencl's loader as libOpenCL.so.1.
+mkdir -p /tmp/icd-nvidia /tmp/ocl-loader
+cp /tmp/icd/nvidia.icd /tmp/icd-nvidia/
+export OCL_ICD_VENDORS=/tmp/icd-nvidia
+vendors=/etc/OpenCL/vendors
+restore_vendors() {
+  [ -d /tmp/vendors-aside ] && { rm -f "$vendors/nvidia.icd"; mv /tmp/vendors-aside/* "$vendors/" 2>/dev/null; rmdir /tmp/vendors-aside; }
+}
+trap restore_vendors EXIT
+if [ $# -gt 0 ]; then
+  probe=$1/jacobi-1d-imper
+  [ -x "$probe/app" ] || probe=$(ls -d "$1"/*/ | head -1)
+  for how in filenames vendors loader; do
+    case $how in
+      filenames) export OCL_ICD_FILENAMES=/usr/local/nvidia/lib64/libnvidia-opencl.so.1 ;;
+      vendors) unset OCL_ICD_FILENAMES; mkdir -p "$vendors" /tmp/vendors-aside
+               mv "$vendors"/*.icd /tmp/vendors-aside/ 2>/dev/null; cp /tmp/icd/nvidia.icd "$vendors/" ;;
+      loader) restore_vendors
+              ln -sf "$(ls /tmp/site/pyopencl/.libs/libOpenCL*.so* | head -1)" /tmp/ocl-loader/libOpenCL.so.1
+              export LD_LIBRARY_PATH=/tmp/ocl-loader ;;
+    esac
+    name=$(cd "$probe" && timeout 30 ./app 2>&1 | grep -a -m1 -i 'device name')
+    echo "suite device with $how: $name" | tee -a "$facts"
+    case "$name" in *NVIDIA*) break ;; esac
+  done
+  case "$name" in *NVIDIA*) ;; *) echo "no way found to run the suites on the GPU: skipped" | tee -a "$facts"; set -- ;; esac
+fi
+suites=()
+for s in "$@"; do suites+=(--suite "$s"); done
+timeout 300 python3 -m clproj.benchmarks.energy_run "${apps[@]}" "${suites[@]}" --size paper --window 2.2 --quiet 1.0 --budget "${ENERGY_BUDGET_S:-250}" -o "$out/energy-apps.json" > "$out/energy.log" 2>&1
+tail -60 "$out/energy.log"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$facts" 2>&1
