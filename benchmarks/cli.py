@@ -38,8 +38,28 @@ def register(subparsers: Any) -> None:
         "With several devices the name must contain {key}.",
     )
     p.add_argument("--list", action="store_true", help="list the apps and exit")
+    p.add_argument(
+        "--energy",
+        action="store_true",
+        help="measure energy per launch instead of times: each launch shape repeated for "
+        ">= 2 s under the NVIDIA GPU's energy counter (clproj.energy-results, every raw "
+        "reading kept; docs/energy.md); -o is then the results file "
+        "(default benchmarks/results/energy-{size}.json)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
+
+
+def _run_energy(args: argparse.Namespace) -> int:
+    """``clproj bench --energy``: the apps' energy windows (benchmarks/energy_run.py)."""
+    from clproj.benchmarks import energy_run
+
+    argv = ["--size", args.size, "-o", args.output or f"benchmarks/results/energy-{args.size}.json"]
+    if args.apps:
+        argv += ["--apps", args.apps]
+    if args.devices:
+        argv += ["--device", args.devices]
+    return energy_run.main(argv)
 
 
 def _select_apps(spec: str | None) -> list[Any]:
@@ -67,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from clproj.console import emit_json, print_table, stderr, track
 
     apps = _select_apps(args.apps)
+    if args.energy and not args.list:
+        return _run_energy(args)
     if args.list:
         rows = [
             (

@@ -246,6 +246,7 @@ def run(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
     dev = nvidia_opencl_device(args.device)
     device = device_facts(nv, handle) | {
         "opencl_name": dev.name.strip(),
+        "platform": dev.platform.name.strip(),
         "index": args.gpu,
         "reader": counter_kind(nv, handle),
     }

@@ -277,6 +277,9 @@ def _norm(s: str | None) -> str:
 def profile_for_device(cl_device: Any) -> DeviceProfile | None:
     """The committed measured profile of this OpenCL device (same name and platform), else None.
 
+    A device known by name alone (an energy-results file names the GPU as NVML does, with
+    no OpenCL platform) matches a profile of that name on any platform.
+
     Among several matches the one with the same driver version wins, then the newest.
     """
     try:
@@ -294,7 +297,7 @@ def profile_for_device(cl_device: Any) -> DeviceProfile | None:
         ident = prof.data["identity"]
         if _norm(ident.get("name")) != name:
             continue
-        if ident.get("platform") and _norm(ident["platform"]) != platform:
+        if ident.get("platform") and platform and _norm(ident["platform"]) != platform:
             continue
         same_driver = int(_norm(ident.get("driver")) == driver)
         matches.append((same_driver, str(prof.data["source"].get("date", "")), prof))

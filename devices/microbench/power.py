@@ -38,8 +38,20 @@ TARGET_LAUNCH_S = 0.02  # one launch long enough to hide launch gaps, short enou
 
 
 def _compute_src(name: str, ctype: str, body: str, ext: str = "") -> str:
-    decl = "".join(f"{ctype} x{c} = ({ctype})(gid + {c + 1});\n" for c in range(CHAINS))
-    step = "".join(body.replace("x", f"x{c}") + ";\n" for c in range(CHAINS))
+    """``CHAINS`` independent chains of ``body`` (a statement on ``X``, with ``T`` a
+    scratch value of the chain) a trip. Float chains start inside (0, 1), where the
+    logistic map keeps them: chaotic, so their bits toggle as real data's do (a chain
+    that settles on a fixed point toggles nothing and draws far less power per
+    operation than any kernel working on data)."""
+    if ctype == "uint":
+        decl = "".join(f"uint x{c} = (uint)(gid + {c + 1});\n" for c in range(CHAINS))
+    else:
+        decl = "".join(
+            f"{ctype} x{c} = ({ctype})(gid % 997 + {c + 1}) * ({ctype})0.0009;\n"
+            for c in range(CHAINS)
+        )
+    decl += "".join(f"{ctype} t{c};\n" for c in range(CHAINS))
+    step = "".join(body.replace("X", f"x{c}").replace("T", f"t{c}") + ";\n" for c in range(CHAINS))
     total = " + ".join(f"x{c}" for c in range(CHAINS))
     return (
         ext
@@ -59,26 +71,31 @@ class Compute:
 
     name: str
     ctype: str
-    body: str  # OpenCL expression assigned to x (x, a, b in scope)
+    body: str  # OpenCL statement(s) on X (the chain) and T (its scratch); a, b in scope
     per_chain: dict[str, int]  # features per chain per trip
     a: float
     b: float
     ext: str = ""
+    per_item: tuple[tuple[str, int], ...] = ()  # features per work-item outside the loop
 
     def source(self) -> str:
-        return _compute_src(self.name, self.ctype, f"x = {self.body}", self.ext)
+        return _compute_src(self.name, self.ctype, self.body, self.ext)
 
     def counts(self, work_items: int, n: int) -> dict[str, float]:
-        """Counts per launch: the body, the loop, the final sum (CHAINS - 1 adds of the
-        chain type) and the one store per work-item."""
+        """Counts per launch: the body, the loop, the chains' start and final sum
+        (CHAINS - 1 adds of the chain type) and the one store per work-item."""
         c: dict[str, float] = {
             f: float(v * CHAINS * n * work_items) for f, v in self.per_chain.items()
         }
         c["int"] = c.get("int", 0.0) + (LOOP_INT * n + 13) * work_items
         kind = "fp64" if self.ctype == "double" else "fp32" if self.ctype == "float" else "int"
         c[kind] = c.get(kind, 0.0) + (CHAINS - 1) * work_items
-        if self.ctype != "uint":  # the chains start from the work-item's id, converted
+        if self.ctype != "uint":  # each chain starts from (gid % 997 + c) x 0.0009
             c["conversion"] = c.get("conversion", 0.0) + CHAINS * work_items
+            c[kind] += CHAINS * work_items
+            c["int"] += work_items  # gid % 997, once
+        for f, v in self.per_item:
+            c[f] = c.get(f, 0.0) + float(v) * work_items
         size = 8 if self.ctype == "double" else 4
         c["l2_byte"] = c.get("l2_byte", 0.0) + size * work_items
         c["dram_byte"] = c.get("dram_byte", 0.0) + size * work_items
@@ -86,12 +103,23 @@ class Compute:
 
 
 FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+# The logistic map x <- a x (1 - x), a = 3.99: a multiply, a negation and a fused
+# multiply-add as the plugin counts them (LLVM's fneg is a floating-point operation).
+LOGISTIC = "T = X * a; X = fma(T, -X, T)"
 COMPUTE = (
-    Compute("pw_fp32", "float", "fma(x, a, b)", {"fp32": 1}, 0.999, 1e-3),
-    Compute("pw_fp64", "double", "fma(x, a, b)", {"fp64": 1}, 0.999, 1e-3, FP64),
-    Compute("pw_int", "uint", "x * a + b", {"int": 2}, 1664525, 1013904223),
-    Compute("pw_special", "float", "sqrt(x) + b", {"special": 1, "fp32": 1}, 0.0, 0.25),
-    Compute("pw_conversion", "float", "(float)((uint)x ^ 1u)", {"conversion": 2, "int": 1}, 0, 0),
+    Compute("pw_fp32", "float", LOGISTIC, {"fp32": 3}, 3.99, 0.0),
+    Compute("pw_fp64", "double", LOGISTIC, {"fp64": 3}, 3.99, 0.0, FP64),
+    Compute("pw_int", "uint", "X = X * a + b", {"int": 2}, 1664525, 1013904223),
+    Compute("pw_special", "float", "X = sqrt(X); " + LOGISTIC, {"special": 1, "fp32": 3}, 3.99, 0),
+    # x -> 24 bits of x, stepped as an LCG, back to a float in [0, 1)
+    Compute(
+        "pw_conversion",
+        "float",
+        "X = (float)(((uint)(X * 16777216.0f) * 1664525u + 1013904223u) >> 8) * b",
+        {"conversion": 2, "int": 3, "fp32": 2},
+        0.0,
+        5.9604645e-8,
+    ),
 )
 
 LOCAL_SRC = """
@@ -194,14 +222,31 @@ class Prepared:
 
 def _widths(dev: Any, part: bool) -> tuple[int, int]:
     """(global, local) size: 2048 work-items per compute unit on a GPU, 64 on a CPU;
-    a quarter of the compute units for ``part``."""
+    for ``part``, one group on each of a quarter of the compute units (a GPU's block
+    scheduler spreads groups over its units first, so fewer groups than units leave
+    the rest idle; on a GPU the groups are of the largest size, so each busy unit
+    still has enough warps to run at its full rate)."""
     cus = int(dev.max_compute_units)
     is_cpu = bool(dev.type & 2)  # CL_DEVICE_TYPE_CPU
     wg = min(256, int(dev.max_work_group_size))
+    if part:
+        wg_part = wg if is_cpu else min(1024, int(dev.max_work_group_size))
+        return max(1, cus // 4) * wg_part, wg_part
     per_cu = 64 if is_cpu else 2048
-    cus_used = max(1, cus // 4) if part else cus
-    groups = max(1, cus_used * per_cu // wg)
+    groups = max(1, cus * per_cu // wg)
     return groups * wg, wg
+
+
+def _fill_random(queue: Any, buf: Any, size: int) -> None:
+    """Fill ``buf`` with uniform random floats in [0, 1): data whose bits toggle as real
+    data's do on the memory bus (a constant fill toggles almost nothing)."""
+    import pyopencl as cl
+
+    block = np.random.default_rng(0).random((min(size, 16 << 20) // 4,), dtype=np.float32)
+    for off in range(0, size - size % 4, block.nbytes):
+        n = min(block.nbytes, size - off) // 4
+        cl.enqueue_copy(queue, buf, block[:n], dst_offset=off)
+    queue.finish()
 
 
 def cache_bytes(dev: Any) -> int:
@@ -335,7 +380,7 @@ def _streams(
     res = []
     for kind, size in (("l2", small), ("dram", big)):
         src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size)
-        cl.enqueue_fill_buffer(queue, src, np.float32(1.0), 0, size).wait()
+        _fill_random(queue, src, size)
         length = size // 16
 
         def run_r(reps: int, src: Any = src, length: int = length) -> Any:

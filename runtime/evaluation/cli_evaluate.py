@@ -39,6 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the learned model is scored leave-one-app-out",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed of the learned model")
+    p.add_argument(
+        "--energy",
+        nargs="+",
+        metavar="RESULTS",
+        help="judge projected power and energy per launch against these measured windows "
+        "(clproj.energy-results files, e.g. benchmarks/results/energy/*/energy-apps-*.json; "
+        "docs/energy.md) instead of times",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_evaluate)
 
@@ -68,6 +76,27 @@ def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
     return 0
 
 
+def _run_energy(args: argparse.Namespace, apps: list[str] | None) -> int:
+    """``evaluate --energy``: our apps' measured windows against their projections on the
+    measured device's committed profile (runtime/evaluation/energy_judge.py)."""
+    from clproj.runtime.evaluation import energy_judge
+
+    judged = []
+    for path in args.energy:
+        doc = energy_judge.load_results(path)
+        device = energy_judge.measured_profile(doc)
+        keep = energy_judge.ours if apps is None else (lambda w: w.suite is None and w.app in apps)
+        judged.append(
+            energy_judge.judge(doc, energy_judge.app_projector(device, mode=args.mode), keep)
+        )
+    out = energy_judge.to_doc(judged)
+    if args.json:
+        emit_json(out)
+        return 0
+    energy_judge.print_rows_and_summary(out)
+    return 0
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from clproj.console import track
     from clproj.runtime.evaluation.app_profiles import emulate_app
@@ -83,6 +112,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
             emulate_app(name, "paper", args.mode)
     if args.models:
         return _run_models(args, apps)
+    if args.energy:
+        return _run_energy(args, apps)
     ev = evaluate(args.results, mode=args.mode, apps=apps)
     if args.report:
         from clproj.runtime.evaluation.report import write_report

@@ -58,6 +58,13 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
         "trained on our own apps' committed bench results (default: bound only)",
     )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument(
+        "--energy",
+        nargs="+",
+        metavar="RESULTS",
+        help="also judge projected power and energy per launch against the suite's measured "
+        "windows in these clproj.energy-results files (scripts/gpu/energy.sh; docs/energy.md)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_validate)
 
@@ -65,10 +72,24 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
 register = register_validate  # clproj/cli.py calls each command module's register()
 
 
+def _output(val: Any, energy_docs: list[Any], as_json: bool) -> None:
+    """The validation's tables or JSON, with the energy judgement where files were given."""
+    from clproj.runtime.evaluation import energy_judge
+    from clproj.runtime.evaluation.validate_energy import judge_suite_energy
+    from clproj.runtime.evaluation.validate_tables import print_validation
+
+    energy = judge_suite_energy(val, energy_docs) if energy_docs else None
+    if as_json:
+        emit_json(val.to_dict() | ({"energy": energy} if energy is not None else {}))
+        return
+    print_validation(val)
+    if energy is not None:
+        energy_judge.print_rows_and_summary(energy)
+
+
 def run_validate(args: argparse.Namespace) -> int:
     from clproj.runtime.evaluation.validate import validate
     from clproj.runtime.evaluation.validate_models import check_model_names
-    from clproj.runtime.evaluation.validate_tables import print_validation
 
     apps = [a.strip() for a in args.apps.split(",") if a.strip()] if args.apps else None
     models = None
@@ -78,6 +99,11 @@ def run_validate(args: argparse.Namespace) -> int:
         raise ClprojError("--timeout must be positive", "e.g. --timeout 1800")
     if args.report:  # a folder that cannot be made fails now, not after minutes of apps
         os.makedirs(args.report, exist_ok=True)
+    energy_docs = []
+    if args.energy:  # read and checked before any app runs
+        from clproj.runtime.evaluation import energy_judge
+
+        energy_docs = [energy_judge.load_results(p) for p in args.energy]
 
     def on_app(run: Any) -> None:
         status = "ok" if run.ok else f"[red]FAILED[/]: {run.error}"
@@ -99,10 +125,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
         path = write_report(val, args.report)
         stderr.print(f"report: {path}")
-    if args.json:
-        emit_json(val.to_dict())
-    else:
-        print_validation(val)
+    _output(val, energy_docs, args.json)
     if not val.kernels:
         raise ClprojError(
             "no kernel could be judged (every app failed or nothing matched the truth)",

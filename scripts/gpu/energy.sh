@@ -9,16 +9,19 @@
 # Every raw reading is written straight under $OUT as it is taken (a run cut short keeps
 # what it measured): commit them under benchmarks/results/energy/.
 # Reads clocks and power limits, never sets them.
-# Usage: scripts/gpu/energy.sh [--skip-power] [--apps LIST] [SUITE_BUILD_DIR ...]
+# Usage: scripts/gpu/energy.sh [--skip-power] [--skip-apps] [--apps LIST] [SUITE_BUILD_DIR ...]
 #   (a suite folder, e.g. .carry/polybench: built here with
 #   ../shared/validation/polybench/build.sh and carried; --apps: a comma list of our apps,
-#   default all; --skip-power: no microbenchmarks, e.g. to finish a cut-short run)
+#   default all; --skip-power: no microbenchmarks, e.g. to finish a cut-short run;
+#   --skip-apps: the microbenchmarks and their fit alone)
 set -uo pipefail
 power=1
+skip_apps=0
 apps=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip-power) power=0; shift ;;
+    --skip-apps) skip_apps=1; shift ;;
     --apps) apps=(--apps "$2"); shift 2 ;;
     *) break ;;
   esac
@@ -66,6 +69,7 @@ esac
     --profile "$base" -o "$out/$(basename "$base")" >> "$out/power.log" 2>&1
 [ $power = 1 ] && tail -25 "$out/power.log"
 
+[ $skip_apps = 1 ] && exit 0
 # Our apps and the C suites see the GPU alone. pyopencl's bundled loader reads
 # OCL_ICD_VENDORS; a C app takes the first platform's device through the system's
 # libOpenCL.so.1, which may not, so the ways to hand it NVIDIA's driver alone are tried in

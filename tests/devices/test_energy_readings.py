@@ -17,7 +17,12 @@ from clproj.devices.power_fit import power_section
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "benchmarks" / "results" / "energy" / "h200-20261127"
-FILES = ["power-microbench.json", "energy-apps-run1.json", "energy-apps-run2.json"]
+FILES = [
+    "power-microbench.json",
+    "power-microbench-settling.json",
+    "energy-apps-run1.json",
+    "energy-apps-run2.json",
+]
 
 
 def window_of(raw: dict) -> Window:
