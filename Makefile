@@ -63,10 +63,16 @@ lint: setup
 # third-party PolyBench/GPU apps (../shared/validation) against their real-device truth.
 VALIDATION := ../shared/validation/polybench
 PUBLISHED := ../shared/validation
+ENERGY := benchmarks/results/energy/h200-20261127
 bench: setup
 	$(BIN)/clproj evaluate
 	POCL_DEVICES=pthread $(BIN)/clproj validate $(VALIDATION) --truth $(VALIDATION)/truth \
 		--models bound,paper,roofline,mwp-cwp,learned --report benchmarks/results/validation-polybench
+	# Power and energy against the measured H200 windows: the spec rule and two microbenchmark
+	# fits side by side on our apps (the PolyBench windows: clproj validate ... --energy)
+	$(BIN)/python -m clproj.benchmarks.energy_accuracy --windows $(ENERGY)/energy-apps-run1.json \
+		$(ENERGY)/energy-apps-run2.json --fits $(ENERGY)/power-microbench-settling.json \
+		$(ENERGY)/power-microbench.json --out benchmarks/results/energy_fits.md
 	# Time from each kernel's first launch to its projection, live and post-app side by side
 	POCL_DEVICES=pthread $(BIN)/python -m clproj.benchmarks.first_projection --out benchmarks/results/first_projection.md
 	# BabelStream and mixbench (../shared/validation) against their authors' published times,

@@ -34,7 +34,10 @@ SECTION_VERSION = 2
 # Features of the energy model: the busy floor (per second) and one energy per unit of
 # each kind the microbenchmarks exercise.
 OP_FEATURES = ("fp32", "fp64", "int", "special", "conversion", "atomic")
-BYTE_FEATURES = ("local_byte", "l2_byte", "dram_byte")
+# ``dram_byte`` prices every byte DRAM moves; ``dram_read_byte`` what a byte read costs on
+# top (reads and writes of the same rate draw different power: an H200 streams reads at
+# 577 W and writes at 473 W).
+BYTE_FEATURES = ("local_byte", "l2_byte", "dram_byte", "dram_read_byte")
 FEATURES = ("static_s", *OP_FEATURES, *BYTE_FEATURES)
 # The plugin's instruction classes priced by each feature (docs/formats.md, section 2).
 # Loop control and selects are integer ALU work; barriers and memory instructions are
@@ -61,6 +64,7 @@ BYTE_FIELDS = {
     "local_byte": "energy_per_local_byte_j",
     "l2_byte": "energy_per_l2_byte_j",
     "dram_byte": "energy_per_dram_byte_j",
+    "dram_read_byte": "energy_per_dram_read_byte_j",
 }
 MIN_ROWS = len(FEATURES) + 2
 
@@ -186,12 +190,17 @@ def rows_from_results(doc: dict[str, Any]) -> list[Row]:
         counts = k.get("counts")
         if not isinstance(counts, dict):
             continue
+        feats = {str(c): float(v) for c, v in counts.items() if c in FEATURES}
+        if "dram_read_byte" not in feats:  # results written before the feature existed
+            from clproj.devices.microbench.power import dram_read_bytes
+
+            feats["dram_read_byte"] = dram_read_bytes(str(k["microbenchmark"]), feats, k)
         rows.append(
             Row(
                 str(k["microbenchmark"]),
                 float(f["time_per_launch_s"]),
                 float(f["energy_per_launch_j"]),
-                {str(c): float(v) for c, v in counts.items() if c in FEATURES},
+                feats,
             )
         )
     return rows
@@ -257,7 +266,11 @@ def power_section(doc: dict[str, Any], results_name: str) -> dict[str, Any]:
 
 
 def features_of(
-    instructions: dict[str, float], local_bytes: float, l2_bytes: float, dram_bytes: float
+    instructions: dict[str, float],
+    local_bytes: float,
+    l2_bytes: float,
+    dram_bytes: float,
+    dram_read_bytes: float = 0.0,
 ) -> dict[str, float]:
     """The fit's features of a launch from its counts per instruction class and its
     bytes: what :func:`fit` prices, and what the power projection prices a kernel by."""
@@ -269,4 +282,5 @@ def features_of(
     out["local_byte"] = float(local_bytes)
     out["l2_byte"] = float(l2_bytes)
     out["dram_byte"] = float(dram_bytes)
+    out["dram_read_byte"] = float(dram_read_bytes)
     return out

@@ -271,11 +271,16 @@ def validate(doc: dict[str, Any]) -> None:  # noqa: C901
 
 # The optional ``power`` section (docs/formats.md section 3): its own version, because
 # measured power parameters add fields that old readers must refuse, not misread.
-# Version 2: energies per local-memory and L2 byte, and the ``fit`` record of a measured
-# section (devices/power_fit.py). Spec-rule sections stay version 1.
+# Version 2: energies per local-memory and L2 byte (and optionally the extra energy of a
+# DRAM byte read), and the ``fit`` record of a measured section (devices/power_fit.py). Spec-rule sections stay version 1.
 POWER_VERSION = 2
 SPEC_POWER_VERSION = 1
-_POWER_BYTE_FIELDS = ("energy_per_dram_byte_j", "energy_per_l2_byte_j", "energy_per_local_byte_j")
+_POWER_BYTE_FIELDS = (
+    "energy_per_dram_byte_j",
+    "energy_per_dram_read_byte_j",
+    "energy_per_l2_byte_j",
+    "energy_per_local_byte_j",
+)
 _POWER_RULES = ("spec", "measured")
 MAX_POWER_W = 1e5  # no single device draws 100 kW; a larger value is a corrupt file
 

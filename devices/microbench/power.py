@@ -192,9 +192,20 @@ def read_counts(gsize: int, length: int, reps: int, resident: bool) -> dict[str,
     return {
         "l2_byte": by + 16.0 * gsize,
         "dram_byte": (16.0 * length if resident else by) + 16.0 * gsize,
+        "dram_read_byte": 16.0 * length if resident else by,
         "fp32": 4.0 * elems,
         "int": 5.0 * elems + (5.0 * reps + 6) * gsize,
     }
+
+
+def dram_read_bytes(name: str, counts: dict[str, float], entry: dict[str, Any]) -> float:
+    """DRAM bytes read per launch of a microbenchmark whose results predate the
+    ``dram_read_byte`` count: the read streams' DRAM bytes less their one float4 store per
+    work-item (:func:`read_counts`); every other kernel only writes to global memory."""
+    if not name.startswith("pw_read_"):
+        return 0.0
+    gsize = float((entry.get("global_size") or [0])[0])
+    return max(0.0, counts.get("dram_byte", 0.0) - 16.0 * gsize)
 
 
 def write_counts(gsize: int, length: int) -> dict[str, float]:

@@ -336,7 +336,7 @@ def global_time(  # noqa: C901
         detail["t_first_load"] = t_first
     if not (footprint_bytes and cache_bytes and cache_bw and moved_total):
         t_dram = dram_time(moved["load"], moved["store"])
-        return t_dram + t_first, detail | {"t_dram": t_dram}
+        return t_dram + t_first, detail | {"t_dram": t_dram, "dram_read_bytes": moved["load"]}
     # Cache hierarchy. A group's distinct sectors are what it brings into its compute
     # unit once (re-reads within the group hit the CU-local cache); they come from the
     # shared last-level cache, and DRAM sees only what that cache cannot keep. A CPU core
@@ -365,7 +365,8 @@ def global_time(  # noqa: C901
     else:  # profiles from before the split: the sectors, shared by moved load/store bytes
         dram_total = 0.0 if resident else dram_bytes(group_bytes, footprint_bytes, cache_bytes)
         share = {d: moved[d] / moved_total for d in moved}
-        t_dram = dram_time(dram_total * share["load"], dram_total * share["store"])
+        dram_read = dram_total * share["load"]
+        t_dram = dram_time(dram_read, dram_total * share["store"])
     t_l2 = l2_traffic / (cache_bw * cu_fraction)
     t_l1 = 0.0
     if unique and device.kind == "GPU":
@@ -380,10 +381,12 @@ def global_time(  # noqa: C901
     return max(t_dram, t_l2, t_l1) + t_first, detail | {
         "l2_bytes": l2_traffic,
         "dram_bytes": dram_total,
+        "dram_read_bytes": dram_read,
         "cache_warm": 1.0 if resident else 0.0,
         "t_dram": t_dram,
         "t_l2": t_l2,
         "t_l1": t_l1,
+        "l1_bytes": t_l1 * device.peak("local") * cu_fraction,
     }
 
 

@@ -102,13 +102,18 @@ def project_power(projection: Any, kernel_profile: dict[str, Any], device: Any) 
         doc = for_device(kernel_profile, device)
         counts = issued_instructions(doc["total"], device)
         compute_j = sum(float(n) * float(per_op.get(cls, 0.0)) for cls, n in counts.items())
-        # local memory is on-chip SRAM beside the ALUs: counted with compute
-        compute_j += float(details.get("local_bytes_moved", 0.0)) * float(
-            section.get("energy_per_local_byte_j") or 0.0
+        # Local memory is on-chip SRAM beside the ALUs: counted with compute. On a GPU
+        # whose L1 and local memory are one SRAM (the time model's ``l1_bytes``: the lines
+        # it serves), global loads and stores cost that SRAM's energy per byte as well.
+        sram = float(details.get("local_bytes_moved", 0.0)) + float(details.get("l1_bytes", 0.0))
+        compute_j += sram * float(section.get("energy_per_local_byte_j") or 0.0)
+        memory_j = (
+            dram * float(section.get("energy_per_dram_byte_j") or 0.0)
+            + float(details.get("dram_read_bytes", 0.0))
+            * float(section.get("energy_per_dram_read_byte_j") or 0.0)
+            + float(details.get("l2_bytes", 0.0))
+            * float(section.get("energy_per_l2_byte_j") or 0.0)
         )
-        memory_j = dram * float(section.get("energy_per_dram_byte_j") or 0.0) + float(
-            details.get("l2_bytes", 0.0)
-        ) * float(section.get("energy_per_l2_byte_j") or 0.0)
         compute_w, memory_w = compute_j / t, memory_j / t
     else:
         budget = max(0.0, tdp - static)
