@@ -217,11 +217,12 @@ TABLE: tuple[Setting, ...] = (
     Setting(
         "CLPROJ_LIVE_EMULATION",
         "choice",
-        "auto",
+        "1",
         "cli",
         "Project mode: `clproj run` emulates and projects each recorded launch while the app "
-        "runs, at nice 19: `auto` whenever a whole core is idle, `1` always (the emulators "
-        "still yield to the app), `0` never (every emulation after the app exits).",
+        "runs, at nice 19 so the app takes its cores back: `1` as soon as it is recorded, "
+        "`auto` only while a whole core is idle, `0` never (every emulation after the app "
+        "exits).",
         ("auto", "1", "0"),
     ),
     # --- route mode and the cluster ---
