@@ -192,9 +192,10 @@ TABLE: tuple[Setting, ...] = (
         "int",
         4 << 30,
         "app",
-        "Stop recording once this process has snapshotted this many bytes of buffers "
-        "(`--verify` counts the outputs too); later launches still run, are counted and "
-        "timed. Recording also stops while the record folder's file system has less than "
+        "Stop recording once this process's records would store more than this many bytes "
+        "of buffer snapshots (`--verify` counts the outputs too; a snapshot identical to "
+        "one stored is stored once and counts once); later launches still run, are counted "
+        "and timed. Recording also stops while the record folder's file system has less than "
         "1 GiB free. `0`: no byte limit.",
         bounds=(0, 2**63 - 1),
     ),

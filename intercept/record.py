@@ -127,6 +127,9 @@ class LaunchRecord:
     # blob key -> scratch file of the store (BlobStore.scratch) that holds that blob's data
     blob_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     path: str | None = field(default=None, repr=False, compare=False)
+    # bytes of blobs the last save() added to its store (the others were stored already):
+    # what the recording process's CLPROJ_RECORD_MAX_BYTES counts
+    stored_bytes: int = field(default=0, repr=False, compare=False)
 
     @property
     def program_hash(self) -> str:
@@ -301,7 +304,10 @@ def save(record: LaunchRecord, directory: str, *, link_blobs: bool = False) -> s
     shas = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
     shas += list((record.outputs or {}).values())
     source = BlobStore(record.store_dir) if link_blobs and record.store_dir else None
+    record.stored_bytes = 0
     for sha in shas:
+        if sha in record.blobs and not store.has(sha):  # stored below, by this save
+            record.stored_bytes += len(record.blobs[sha])
         scratch = record.blob_files.pop(sha, None)
         if scratch is not None:  # read into the store's own file: named, not copied
             if os.path.dirname(os.path.abspath(scratch)) == os.path.abspath(store.path):
