@@ -67,6 +67,7 @@ from clproj.miniemu.counters import (
 from clproj.miniemu.extrapolate import (
     ProbePlan,
     budget_extrapolate,
+    fit_past_gate,
     fit_probes,
     loop_extrapolate,
     plan_probes,
@@ -411,12 +412,15 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
             break
         pending.remove(h)
     raws: list[Any] | str | None = None
+    past: tuple[ProbePlan, list[Any]] | None = None  # probes past a gate, already run
     info: dict[str, Any] = {"scout": "speculative probes", "probe_values": plan.values, **counted}
     if attempt in pending and len(pending) == 1:  # the probes ended first
         raws = wait_probes(runner, probes)
         if not isinstance(raws, str):
-            fitted = fit_probes(rec, plan, raws, scout.loops, args)
-            predicted = _predicted_instructions(plan, raws)
+            fitted, used, used_raws = fit_past_gate(runner, plan, raws, scout.loops, args)
+            if used is not plan:
+                past = used, used_raws
+            predicted = _predicted_instructions(used, used_raws)
             info["predicted_attempt_instructions"] = round(predicted)
             if (
                 isinstance(fitted, tuple)
@@ -450,7 +454,9 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
     info["probes"] = "used"
     if isinstance(raws, str):
         return first, raws, info
-    return first, fit_probes(rec, plan, raws, first.loops, args), info
+    if past is not None:  # the probes past the gate that the same plan leads to
+        return first, fit_probes(rec, *past, first.loops, args), info
+    return first, fit_past_gate(runner, plan, raws, first.loops, args)[0], info
 
 
 def _predicted_instructions(plan: ProbePlan, raws: list[Any]) -> float:

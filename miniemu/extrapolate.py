@@ -182,7 +182,90 @@ def loop_extrapolate(
     if isinstance(plan, str):
         return plan
     raws = runner.run_all([with_scalar(runner.record, plan.knob, v) for v in plan.values])
-    return fit_probes(runner.record, plan, raws, first.loops, args)
+    return fit_past_gate(runner, plan, raws, first.loops, args)[0]
+
+
+def gated_plan(
+    plan: ProbePlan, raws: list[Any], loops: list[dict], args: dict[int, int], budget: Budget
+) -> ProbePlan | None:
+    """Probes above the knob values where the knob gates which work-items reach the loop,
+    or None where the probes' entries do not show such a gate.
+
+    Why: PolyBench's ``if (i < n) for (j = 0; j < n; j++)`` (gemver, atax, bicg, mvt) reads
+    ``n`` as the trip count and as the guard of the work-item's id. The probes (n = 42, 84,
+    127) let only the first n of the 128 emulated work-items in, so their entries differ
+    and the fit is rejected, while at the launch's n = 8192 every emulated work-item runs
+    the loop; the attempt then ran its whole instruction budget for a budget
+    extrapolation. A top-level loop is entered at most once per work-item: where its
+    counted entries grow with the knob and stay below the work-items emulated, the knob
+    value at which they reach them is read off the probes (entries are linear in the knob
+    for an id guard), and the probes move to trip counts from there, within the
+    instruction cap. :func:`fit_probes` checks their entries as any probes': equal, so
+    equal to the work-items emulated, as at the launch.
+    """
+    lp, knob = plan.loop, plan.knob
+    by_id = {x["id"]: x for x in loops}
+    if by_id.get(lp.get("parent", -1)) is not None:
+        return None  # entered once per trip of an outer loop: no per-work-item bound
+    try:
+        entries = [
+            loop_entries(r, lp, loops, knob, {**args, knob: v})
+            for r, v in zip(raws, plan.values, strict=True)
+        ]
+    except NotEvaluable:
+        return None
+    work = min(sum(int(g.work_items) for g in r.groups) for r in raws)
+    if entries != sorted(set(entries)) or entries[-1] >= work:
+        return None  # not growing with the knob, or already at every work-item
+    import numpy as np
+
+    slope, intercept = np.polyfit(plan.values, entries, 1)
+    gate = math.ceil((work - intercept) / slope)
+    if not plan.values[-1] < gate <= signed(args[knob], 64):
+        return None
+    t_gate = trip_count(lp, {**args, knob: gate})
+    d = plan.degree
+    targets = [round(t_gate * (d + 1 + j) / (d + 1)) for j in range(d + 2)]
+    cap = (0.5 * budget.instructions / (plan.lanes * plan.ipi)) ** (1.0 / d)
+    if targets[-1] > cap:
+        return None
+    values = [probe_value(lp, args, knob, t) for t in targets]
+    if any(v is None for v in values) or len(set(values)) < len(values):
+        return None
+    xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
+    return ProbePlan(
+        lp, knob, d, [int(v) for v in values if v is not None], xs, plan.x_actual,
+        cap >= budget.probe_trips, plan.ipi, plan.lanes,
+    )  # fmt: skip
+
+
+def fit_past_gate(
+    runner: Runner, plan: ProbePlan, raws: list[Any], loops: list[dict], args: dict[int, int]
+) -> tuple[tuple[KernelProfile, dict] | str, ProbePlan, list[Any]]:
+    """:func:`fit_probes`, and where the probes' entries show that the knob gates which
+    work-items reach the loop, the fit of probes past that gate (:func:`gated_plan`); with
+    the plan and statistics the result came from."""
+    fitted = fit_probes(runner.record, plan, raws, loops, args)
+    if isinstance(fitted, tuple):
+        return fitted, plan, raws
+    raised = gated_plan(plan, raws, loops, args, runner.budget)
+    if raised is None:
+        return fitted, plan, raws
+    try:
+        again = runner.run_all([with_scalar(runner.record, raised.knob, v) for v in raised.values])
+    except ClprojError as exc:
+        return f"{fitted}; a probe past it failed: {exc.cause[:200]}", plan, raws
+    refitted = fit_probes(runner.record, raised, again, loops, args)
+    if isinstance(refitted, str):
+        return f"{fitted}; past it at {raised.knob} = {raised.values}: {refitted}", raised, again
+    prof, detail = refitted
+    detail["gated_probe_values"] = plan.values
+    prof.emulation["flags"].insert(
+        -1,
+        f"argument {plan.knob} also gates which work-items reach loop {plan.loop['id']} "
+        f"(probes at {plan.values}): probed past the gate, at {raised.values}",
+    )
+    return refitted, raised, again
 
 
 def fit_probes(
