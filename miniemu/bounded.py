@@ -35,7 +35,9 @@ Steps (docs/miniemu.md, "Bounded emulation"):
    knob also changes how many work-items reach the loop (loop entries per probe, counted:
    header executions / trip count, must agree): PolyBench's ``if (i < n) for (j < n)``
    probed at n = 16..48 runs the loop in 16..48 of the 128 sampled work-items, and the
-   fit extrapolated that shrinkage (0.37x the instructions). The probes' trip counts reach
+   fit extrapolated that shrinkage (0.37x the instructions); where the entries of a
+   top-level loop grow with the knob, the probes run again past that gate
+   (:func:`~clproj.miniemu.extrapolate.gated_plan`). The probes' trip counts reach
    ``probe_trips`` (128), so that the smallest is >= 32: a knob that is also a row stride
    (``A[i*n + j]``) then keeps rows of 4-byte elements >= 128 B apart, the largest segment
    counted, and the probes coalesce as the real launch does (at 16..48, PolyBench
