@@ -35,9 +35,7 @@ Steps (docs/miniemu.md, "Bounded emulation"):
    knob also changes how many work-items reach the loop (loop entries per probe, counted:
    header executions / trip count, must agree): PolyBench's ``if (i < n) for (j < n)``
    probed at n = 16..48 runs the loop in 16..48 of the 128 sampled work-items, and the
-   fit extrapolated that shrinkage (0.37x the instructions); where the entries of a
-   top-level loop grow with the knob, the probes run again past that gate
-   (:func:`~clproj.miniemu.extrapolate.gated_plan`). The probes' trip counts reach
+   fit extrapolated that shrinkage (0.37x the instructions). The probes' trip counts reach
    ``probe_trips`` (128), so that the smallest is >= 32: a knob that is also a row stride
    (``A[i*n + j]``) then keeps rows of 4-byte elements >= 128 B apart, the largest segment
    counted, and the probes coalesce as the real launch does (at 16..48, PolyBench
@@ -69,7 +67,6 @@ from clproj.miniemu.counters import (
 from clproj.miniemu.extrapolate import (
     ProbePlan,
     budget_extrapolate,
-    fit_past_gate,
     fit_probes,
     loop_extrapolate,
     plan_probes,
@@ -414,15 +411,12 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
             break
         pending.remove(h)
     raws: list[Any] | str | None = None
-    past: tuple[ProbePlan, list[Any]] | None = None  # probes past a gate, already run
     info: dict[str, Any] = {"scout": "speculative probes", "probe_values": plan.values, **counted}
     if attempt in pending and len(pending) == 1:  # the probes ended first
         raws = wait_probes(runner, probes)
         if not isinstance(raws, str):
-            fitted, used, used_raws = fit_past_gate(runner, plan, raws, scout.loops, args)
-            if used is not plan:
-                past = used, used_raws
-            predicted = _predicted_instructions(used, used_raws)
+            fitted = fit_probes(rec, plan, raws, scout.loops, args)
+            predicted = _predicted_instructions(plan, raws)
             info["predicted_attempt_instructions"] = round(predicted)
             if (
                 isinstance(fitted, tuple)
@@ -456,9 +450,7 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
     info["probes"] = "used"
     if isinstance(raws, str):
         return first, raws, info
-    if past is not None:  # the probes past the gate that the same plan leads to
-        return first, fit_probes(rec, *past, first.loops, args), info
-    return first, fit_past_gate(runner, plan, raws, first.loops, args)[0], info
+    return first, fit_probes(rec, plan, raws, first.loops, args), info
 
 
 def _predicted_instructions(plan: ProbePlan, raws: list[Any]) -> float:

@@ -192,13 +192,10 @@ def test_wall_backstop_marks_the_profile_and_is_not_cached(tmp_path, monkeypatch
     assert not os.listdir(live.cache_dir())  # a load-dependent profile is not cached
 
 
-def test_probes_move_past_a_work_item_gate_on_the_knob():
-    """`if (i < n) for (j < n)`: probing small n also runs the loop in only the first n of
-    the sampled work-items (their fit gave 0.37x the instructions of PolyBench
-    gemver_kernel2); the counted entries grow with n, so the probes move to n past the
-    gate, where every sampled work-item runs the loop as at the launch, and the fit agrees
-    with the whole group. Where the instruction budget has no room for probes there, the
-    entries reject them and the profile is budget-extrapolated."""
+def test_probes_that_change_the_active_work_items_are_rejected():
+    """`if (i < n) for (j < n)`: probing n = 16..48 also runs the loop in only 16..48 of
+    the sampled work-items; the counted loop entries differ, so the probes are not used
+    (their fit gave 0.37x the instructions of PolyBench gemver_kernel2)."""
     n = 1500
     a = np.ones(n * n, np.float32)
     r = from_arrays(
@@ -208,18 +205,13 @@ def test_probes_move_past_a_work_item_gate_on_the_knob():
         [256],
         [256],
     )
+    p = miniemu.emulate(r, mode="bounded", budget="instructions=300000")
+    assert p.emulation["method"] == "budget-extrapolated"
+    assert any("how many work-items reach loop" in f for f in p.emulation["flags"])
     ref = miniemu.emulate(r, mode="single", timeout_s=300)
-    p = miniemu.emulate(r, mode="bounded")
-    assert p.emulation["method"] == "loop-extrapolated", p.emulation["flags"]
-    assert any("gates which work-items reach loop" in f for f in p.emulation["flags"])
-    assert min(p.emulation["loop_extrapolation"]["probe_values"]) >= 128  # sampled ids < 128
     assert abs(instr(p) - instr(ref)) <= 0.02 * instr(ref)
-    assert abs(tx(p) - tx(ref)) <= 0.02 * tx(ref)
-    assert miniemu.emulate(r, mode="bounded").total == p.total
-    small = miniemu.emulate(r, mode="bounded", budget="instructions=300000")
-    assert small.emulation["method"] == "budget-extrapolated"
-    assert any("how many work-items reach loop" in f for f in small.emulation["flags"])
-    assert abs(instr(small) - instr(ref)) <= 0.02 * instr(ref)
+    again = miniemu.emulate(r, mode="bounded", budget="instructions=300000")
+    assert again.total == p.total
 
 
 STRIDED_SRC = """
