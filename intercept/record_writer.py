@@ -41,6 +41,8 @@ class RecordWriter:
         self._busy = False
         self._thread: threading.Thread | None = None
         self._failed = False
+        # each device buffer's last snapshot (record.save ``last``): one writer, in order
+        self.last: dict[int, str] = {}
 
     def submit(
         self, record: LaunchRecord, directory: str, then: Any = None, after: Any = None
@@ -66,7 +68,7 @@ class RecordWriter:
                 record, directory, then, after, size = self._queue.popleft()
                 self._busy = True
             try:
-                save(record, directory)
+                save(record, directory, last=self.last)
                 if then is not None:
                     then(record)
             except ClprojError as exc:  # e.g. a record over the size limit: that one only
@@ -92,6 +94,9 @@ class RecordWriter:
 
 _writer_lock = threading.Lock()
 _writer: RecordWriter | None = None
+# Each device buffer's last snapshot, for the records saved at once (outside project mode).
+# Threads of the app may save side by side: a stale entry only costs a comparison.
+_last: dict[int, str] = {}
 
 
 def save_later(record: LaunchRecord, directory: str, then: Any = None, after: Any = None) -> None:
@@ -106,7 +111,7 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None, after: An
     global _writer
     if settings.get("CLPROJ_MODE") != "project":
         try:
-            save(record, directory)
+            save(record, directory, last=_last)
         except ClprojError as exc:  # not recorded (e.g. over the size limit); the app goes on
             print(f"clproj: {exc.cause}", file=sys.stderr)
             return

@@ -111,8 +111,9 @@ SCRATCH_MIN_BYTES = 1 << 20
 def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
     """Snapshot buffer argument ``index`` into ``rec``; returns its (pending) blob key."""
     mem = L.args[index].mem
+    source = int(ffi.cast("uintptr_t", mem))  # the buffer, to compare with its last snapshot
     if size < SCRATCH_MIN_BYTES:
-        return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
+        return rec.add_blob(_read(ffi, lib, L, mem, size, wait), source=source)
     from clproj.intercept.blobs import BlobStore
 
     path, view = BlobStore(record_dir()).scratch(size)
@@ -122,7 +123,7 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
         view.close()
         os.unlink(path)
         raise
-    return rec.add_blob(view, scratch=path)
+    return rec.add_blob(view, scratch=path, source=source)
 
 
 def _metadata(ffi, L):

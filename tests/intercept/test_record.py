@@ -215,3 +215,39 @@ def test_a_record_over_the_size_limit_is_never_written(tmp_path):
     assert not list(tmp_path.rglob("*.clrec"))
     rec.source = SRC + "//" + "x" * (MAX_RECORD_BYTES - 2**20) + "\n"  # just under: kept
     R.load(R.save(rec, str(tmp_path)))
+
+
+def test_a_buffer_snapshotted_again_unchanged_is_its_last_blob(tmp_path, monkeypatch):
+    """A snapshot of the buffer whose last snapshot is stored is compared with that blob
+    before it is hashed (record.save ``last``): equal bytes are named by it, unhashed, and
+    one byte changed anywhere gets a blob of its own, so the comparison takes nothing on
+    trust."""
+    src = "__kernel void k(__global float *a) { }"
+    data = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
+    last: dict[int, str] = {}
+    hashed: list[int] = []
+    sha256 = R.sha256
+    big = lambda b: len(b) >= data.nbytes  # noqa: E731  (not from_arrays' 4-byte placeholder)
+    monkeypatch.setattr(R, "sha256", lambda b: (big(b) and hashed.append(len(b))) or sha256(b))
+
+    def saved(content: np.ndarray) -> R.LaunchRecord:
+        rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)], 1)
+        rec.args[0].size = content.nbytes
+        rec.args[0].blob = rec.add_blob(bytearray(content.tobytes()), source=0xB0F)
+        R.save(rec, str(tmp_path), last=last)
+        return rec
+
+    first = saved(data)
+    assert last == {0xB0F: first.args[0].blob} and first.stored_bytes == data.nbytes
+    assert hashed == [data.nbytes]
+    again = saved(data)
+    assert again.args[0].blob == first.args[0].blob and again.stored_bytes == 0
+    assert hashed == [data.nbytes]  # compared, not hashed
+    changed = data.copy()
+    changed[-1] += 1
+    other = saved(changed)
+    assert other.args[0].blob == BlobStore(str(tmp_path)).put(changed.tobytes())
+    assert other.args[0].blob != first.args[0].blob and other.stored_bytes == data.nbytes
+    assert last == {0xB0F: other.args[0].blob} and hashed == [data.nbytes] * 2
+    loaded = R.load(R.list_records(str(tmp_path))[0])
+    assert loaded.args[0].blob in (first.args[0].blob, other.args[0].blob)
