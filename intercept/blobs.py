@@ -9,13 +9,11 @@ record format that refers to them.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import mmap
 import os
 import re
 import tempfile
-from typing import Any
 
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
@@ -165,55 +163,3 @@ class BlobStore:
 
     def has(self, sha: str) -> bool:
         return is_blob_key(sha) and os.path.exists(os.path.join(self.path, sha))
-
-    def holds(self, sha: str, data: Any) -> bool:
-        """Whether blob ``sha`` is in the store with exactly the bytes of ``data``.
-
-        Why: a snapshot of a buffer that no launch has written since its last snapshot is
-        that snapshot again (BabelStream at 400 MiB: 6 of its 15 snapshots, 2400 MiB).
-        Comparing it with that blob costs 0.35-0.5 ms per MiB (read + memcmp) and stops in
-        the first differing chunk; hashing it costs 1.0-1.3 ms per MiB (2-core VM, 100 MiB).
-        Equal bytes are that blob, whatever the hash would be: nothing is taken on trust.
-        """
-        import numpy as np
-
-        size = len(data)
-        target = os.path.join(self.path, sha) if is_blob_key(sha) else ""
-        try:
-            st = os.stat(target) if target else None
-        except OSError:
-            return False
-        if st is None or st.st_size != size or not size:
-            return st is not None and st.st_size == size
-        chunk = bytearray(min(size, COMPARE_CHUNK))  # read, not mapped: no page faults
-        theirs = np.frombuffer(chunk, np.uint8).ctypes.data
-        ours = np.frombuffer(data, np.uint8)
-        try:
-            with open(target, "rb") as fh:
-                for at in range(0, size, len(chunk)):
-                    n = fh.readinto(chunk)
-                    if not n or _memcmp(ours[at:].ctypes.data, theirs, n) != 0:
-                        return False
-            return True
-        finally:
-            del ours  # the snapshot's mapping closes only once no array refers to it
-
-
-# Chunk of :meth:`BlobStore.holds`: a differing snapshot is told apart after reading this much.
-COMPARE_CHUNK = 16 << 20
-
-
-@functools.cache
-def _libc_memcmp() -> Any:
-    import ctypes
-
-    fn = ctypes.CDLL(None).memcmp
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-def _memcmp(a: int, b: int, n: int) -> int:
-    """C's memcmp of ``n`` bytes at two addresses: numpy's element-wise comparison builds a
-    result array first and takes twice as long on a 400 MiB snapshot."""
-    return int(_libc_memcmp()(a, b, n))

@@ -127,9 +127,9 @@ class LaunchRecord:
     # blob key -> scratch file of the store (BlobStore.scratch) that holds that blob's data
     blob_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     path: str | None = field(default=None, repr=False, compare=False)
-    # blob key -> the device buffer it was read from (an opaque handle): resolve_blobs
-    # compares a snapshot with that buffer's last one before hashing it
-    blob_sources: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    # blob key -> (device buffer it was read from, its snapshot's sequence number, the
+    # sequence number of the snapshot it equals or None): intercept.last_snapshots
+    blob_sources: dict[str, tuple] = field(default_factory=dict, repr=False, compare=False)
     # bytes of blobs the last save() added to its store (the others were stored already):
     # what the recording process's CLPROJ_RECORD_MAX_BYTES counts
     stored_bytes: int = field(default=0, repr=False, compare=False)
@@ -159,15 +159,16 @@ class LaunchRecord:
             raise ClprojError(f"blob {sha} is not available: the record has no blob store")
         return BlobStore(self.store_dir).get(sha, size)
 
-    def add_blob(self, data: Any, scratch: str | None = None, source: int | None = None) -> str:
+    def add_blob(self, data: Any, scratch: str | None = None, source: tuple | None = None) -> str:
         """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
 
         The key is a placeholder until :func:`save` replaces it by the content's sha256:
         hashing a multi-MiB snapshot is left to the writer thread (:class:`RecordWriter`),
         the app's thread only copies it. ``scratch``: ``data`` is the mapped scratch file
         of the record's store at that path (:meth:`BlobStore.scratch`); saving renames it
-        instead of writing the data again. ``source``: the device buffer read (any handle
-        that tells buffers apart), for :meth:`resolve_blobs`.
+        instead of writing the data again. ``source``: (device buffer, sequence number,
+        sequence number of the snapshot with the same bytes or None), for
+        :meth:`resolve_blobs`.
         """
         key = f"{PENDING_BLOB}{next(_pending_keys)}"
         self.blobs[key] = data
@@ -188,26 +189,22 @@ class LaunchRecord:
                 data.close()
         self.blobs.clear()
 
-    def resolve_blobs(
-        self, store: BlobStore | None = None, last: dict[int, str] | None = None
-    ) -> None:
+    def resolve_blobs(self, last: dict[int, tuple[int, str]] | None = None) -> None:
         """Replace placeholder blob keys (:meth:`add_blob`) by content hashes.
 
-        ``last`` maps a device buffer to the hash of its last snapshot in ``store`` (and
-        is updated): a snapshot with the same bytes as that blob is named by it without
-        being hashed (:meth:`BlobStore.holds`)."""
+        ``last`` maps a device buffer to (sequence number, hash) of its last snapshot
+        hashed (and is updated): a snapshot that the shim found byte-equal to snapshot k
+        of its buffer takes the hash of k when ``last`` holds k, without being hashed
+        (intercept.last_snapshots)."""
         renamed = {}
         for key in [k for k in self.blobs if k.startswith(PENDING_BLOB)]:
             data = self.blobs.pop(key)
-            source = self.blob_sources.pop(key, None)
-            known = last.get(source) if last is not None and source is not None else None
-            if known is not None and store is not None and store.holds(known, data):
-                sha = known
-            else:
-                sha = sha256(data)
-            renamed[key] = sha
+            source, seq, same = self.blob_sources.pop(key, (None, None, None))
+            had = last.get(source) if last is not None else None
+            sha = had[1] if had is not None and same is not None and had[0] == same else None
+            renamed[key] = sha = sha or sha256(data)
             if last is not None and source is not None:
-                last[source] = sha
+                last[source] = (seq, sha)
             self.blobs[sha] = data
             if key in self.blob_files:
                 path = self.blob_files.pop(key)
@@ -315,7 +312,7 @@ def save(
     directory: str,
     *,
     link_blobs: bool = False,
-    last: dict[int, str] | None = None,
+    last: dict[int, tuple[int, str]] | None = None,
 ) -> str:
     """Write the record and its blobs under ``directory``; returns the record file path.
 
@@ -324,11 +321,10 @@ def save(
     partition check make in a temporary folder: copying meant reading, hashing and
     writing every snapshot (2.6 GB for a launch over three 400 MB arrays) before a run
     that touches a few pages. A record meant to travel is saved with its own copies.
-    ``last``: the hash of each device buffer's last snapshot in this store
-    (:meth:`LaunchRecord.resolve_blobs`).
+    ``last``: each device buffer's last snapshot hashed (:meth:`LaunchRecord.resolve_blobs`).
     """
+    record.resolve_blobs(last)
     store = BlobStore(directory)
-    record.resolve_blobs(store, last)
     shas = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
     shas += list((record.outputs or {}).values())
     source = BlobStore(record.store_dir) if link_blobs and record.store_dir else None

@@ -42,7 +42,7 @@ class RecordWriter:
         self._thread: threading.Thread | None = None
         self._failed = False
         # each device buffer's last snapshot (record.save ``last``): one writer, in order
-        self.last: dict[int, str] = {}
+        self.last: dict[int, tuple[int, str]] = {}
 
     def submit(
         self, record: LaunchRecord, directory: str, then: Any = None, after: Any = None
@@ -95,8 +95,8 @@ class RecordWriter:
 _writer_lock = threading.Lock()
 _writer: RecordWriter | None = None
 # Each device buffer's last snapshot, for the records saved at once (outside project mode).
-# Threads of the app may save side by side: a stale entry only costs a comparison.
-_last: dict[int, str] = {}
+# Threads of the app may save side by side: a stale entry only costs a hash.
+_last: dict[int, tuple[int, str]] = {}
 
 
 def save_later(record: LaunchRecord, directory: str, then: Any = None, after: Any = None) -> None:

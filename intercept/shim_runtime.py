@@ -111,19 +111,37 @@ SCRATCH_MIN_BYTES = 1 << 20
 def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
     """Snapshot buffer argument ``index`` into ``rec``; returns its (pending) blob key."""
     mem = L.args[index].mem
-    source = int(ffi.cast("uintptr_t", mem))  # the buffer, to compare with its last snapshot
     if size < SCRATCH_MIN_BYTES:
-        return rec.add_blob(_read(ffi, lib, L, mem, size, wait), source=source)
+        return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
     from clproj.intercept.blobs import BlobStore
+    from clproj.intercept.last_snapshots import LAST, same_bytes
 
-    path, view = BlobStore(record_dir()).scratch(size)
+    source = int(ffi.cast("uintptr_t", mem))
+    previous = LAST.previous(source, size)
+    if previous is None:  # read straight into its file
+        path, view = BlobStore(record_dir()).scratch(size)
+        try:
+            _read(ffi, lib, L, mem, size, wait, into=view)
+        except BaseException:
+            view.close()
+            os.unlink(path)
+            raise
+    else:  # read where it is compared with the buffer's last snapshot (last_snapshots)
+        seq, old = previous
+        with LAST.lock:
+            stage = LAST.staging(size)
+            _read(ffi, lib, L, mem, size, wait, into=stage)
+            if same_bytes(stage, old):
+                return rec.add_blob(memoryview(old), source=(source, seq, seq))
+            path, view = BlobStore(record_dir()).scratch(size)
+            view[:] = stage
     try:
-        _read(ffi, lib, L, mem, size, wait, into=view)
+        seq = LAST.remember(source, path, size)
     except BaseException:
         view.close()
         os.unlink(path)
         raise
-    return rec.add_blob(view, scratch=path, source=source)
+    return rec.add_blob(view, scratch=path, source=(source, seq, None))
 
 
 def _metadata(ffi, L):

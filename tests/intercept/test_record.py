@@ -217,37 +217,59 @@ def test_a_record_over_the_size_limit_is_never_written(tmp_path):
     R.load(R.save(rec, str(tmp_path)))
 
 
-def test_a_buffer_snapshotted_again_unchanged_is_its_last_blob(tmp_path, monkeypatch):
-    """A snapshot of the buffer whose last snapshot is stored is compared with that blob
-    before it is hashed (record.save ``last``): equal bytes are named by it, unhashed, and
-    one byte changed anywhere gets a blob of its own, so the comparison takes nothing on
-    trust."""
+def test_a_snapshot_equal_to_its_buffers_last_takes_its_hash_unhashed(tmp_path, monkeypatch):
+    """The shim found a snapshot byte-equal to snapshot k of its buffer
+    (intercept.last_snapshots): the writer names it by k's hash without hashing it, where
+    k is the buffer's last snapshot hashed (``last``), and hashes it otherwise."""
     src = "__kernel void k(__global float *a) { }"
     data = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
-    last: dict[int, str] = {}
+    last: dict[int, tuple[int, str]] = {}
     hashed: list[int] = []
     sha256 = R.sha256
     big = lambda b: len(b) >= data.nbytes  # noqa: E731  (not from_arrays' 4-byte placeholder)
     monkeypatch.setattr(R, "sha256", lambda b: (big(b) and hashed.append(len(b))) or sha256(b))
 
-    def saved(content: np.ndarray) -> R.LaunchRecord:
+    def saved(content: np.ndarray, seq: int, same: int | None) -> R.LaunchRecord:
         rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)], 1)
         rec.args[0].size = content.nbytes
-        rec.args[0].blob = rec.add_blob(bytearray(content.tobytes()), source=0xB0F)
+        blob = bytearray(content.tobytes())
+        rec.args[0].blob = rec.add_blob(blob, source=(0xB0F, seq, same))
         R.save(rec, str(tmp_path), last=last)
         return rec
 
-    first = saved(data)
-    assert last == {0xB0F: first.args[0].blob} and first.stored_bytes == data.nbytes
-    assert hashed == [data.nbytes]
-    again = saved(data)
+    first = saved(data, 1, None)
+    assert last == {0xB0F: (1, first.args[0].blob)} and first.stored_bytes == data.nbytes
+    assert len(hashed) == 1
+    again = saved(data, 1, 1)
     assert again.args[0].blob == first.args[0].blob and again.stored_bytes == 0
-    assert hashed == [data.nbytes]  # compared, not hashed
+    assert len(hashed) == 1  # not hashed
     changed = data.copy()
     changed[-1] += 1
-    other = saved(changed)
+    other = saved(changed, 2, None)
     assert other.args[0].blob == BlobStore(str(tmp_path)).put(changed.tobytes())
-    assert other.args[0].blob != first.args[0].blob and other.stored_bytes == data.nbytes
-    assert last == {0xB0F: other.args[0].blob} and hashed == [data.nbytes] * 2
-    loaded = R.load(R.list_records(str(tmp_path))[0])
-    assert loaded.args[0].blob in (first.args[0].blob, other.args[0].blob)
+    assert other.args[0].blob != first.args[0].blob and len(hashed) == 2
+    stale = saved(data, 1, 1)  # equal to snapshot 1, but `last` holds snapshot 2: hashed
+    assert stale.args[0].blob == first.args[0].blob and len(hashed) == 3
+
+
+def test_last_snapshots_compare_every_byte(tmp_path):
+    """The shim's comparison with a buffer's last snapshot (a mapping of its file) tells a
+    change in the last byte, and a new snapshot of the buffer replaces the last one."""
+    from clproj.intercept.last_snapshots import LastSnapshots, same_bytes
+
+    data = np.arange(1 << 18, dtype=np.float32).tobytes()
+    path = tmp_path / "snap"
+    path.write_bytes(data)
+    last = LastSnapshots()
+    assert last.previous(7, len(data)) is None
+    seq = last.remember(7, str(path), len(data))
+    path.unlink()  # the writer renamed or removed the file: the mapping stays
+    got, old = last.previous(7, len(data))
+    assert got == seq and last.previous(7, len(data) - 4) is None
+    changed = bytearray(data)
+    changed[-1] ^= 1
+    assert same_bytes(bytearray(data), old) and not same_bytes(changed, old)
+    with last.lock:
+        stage = last.staging(len(data))
+        stage[:] = changed
+        assert not same_bytes(stage, old)
