@@ -11,7 +11,9 @@ costs neither: the record names it by the last snapshot's blob, and the record w
 takes that blob's hash (:meth:`LaunchRecord.resolve_blobs`) only where it is the hash of
 exactly that snapshot (its sequence number), else hashes the bytes. A changed snapshot
 costs one more copy, from the staging buffer into its file. The cost: a staging buffer the
-size of the largest snapshot, and each buffer's last snapshot kept mapped (page cache).
+size of the largest snapshot, and each buffer's last snapshot kept mapped; a mapped file
+that the writer removed (its bytes were stored already) keeps its disk space while mapped,
+so the mappings kept are the most recent ones up to ``CLPROJ_RECORD_MAX_BYTES`` in all.
 """
 
 from __future__ import annotations
@@ -52,9 +54,16 @@ class LastSnapshots:
         (the mapping outlives both)."""
         with open(path, "rb") as fh:
             mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+        from clproj import settings
+
+        limit = int(settings.get("CLPROJ_RECORD_MAX_BYTES"))
         with self._guard:
             seq = next(self._seq)
-            self._last[source] = (seq, mapped)
+            self._last.pop(source, None)
+            self._last[source] = (seq, mapped)  # the newest last: the oldest go first
+            held = sum(len(m) for _, m in self._last.values())
+            while limit and held > limit and len(self._last) > 1:
+                held -= len(self._last.pop(next(iter(self._last)))[1])
         return seq
 
 

@@ -273,3 +273,18 @@ def test_last_snapshots_compare_every_byte(tmp_path):
         stage = last.staging(len(data))
         stage[:] = changed
         assert not same_bytes(stage, old)
+
+
+def test_last_snapshots_kept_are_bounded_by_the_record_limit(tmp_path, monkeypatch):
+    """A kept mapping holds a removed file's disk space: the most recent ones are kept, up
+    to CLPROJ_RECORD_MAX_BYTES in all."""
+    from clproj.intercept.last_snapshots import LastSnapshots
+
+    size = 1 << 20
+    monkeypatch.setenv("CLPROJ_RECORD_MAX_BYTES", str(2 * size))
+    last = LastSnapshots()
+    for source in range(4):
+        path = tmp_path / f"s{source}"
+        path.write_bytes(bytes([source]) * size)
+        last.remember(source, str(path), size)
+    assert [s for s in range(4) if last.previous(s, size)] == [2, 3]
