@@ -6,9 +6,10 @@ natively and twice under ``clproj run --mode project --devices measured --json``
 empty projection cache, interleaved so the three share the machine's load:
 
 * ``live``: the default, ``clproj run`` emulating and projecting each record while the app
-  runs, whenever a core is idle (``CLPROJ_LIVE_EMULATION=auto``, runtime/projection/live_run.py);
-* ``post-app``: the method before it, every emulation after the app
-  (``CLPROJ_LIVE_EMULATION=0``).
+  runs, at nice 19 (``CLPROJ_LIVE_EMULATION=1``, runtime/projection/live_run.py);
+* ``post-app``: every emulation after the app (``CLPROJ_LIVE_EMULATION=0``);
+* ``live-idle`` (``--methods``): while the app runs, only on an idle core
+  (``CLPROJ_LIVE_EMULATION=auto``).
 
 Per kernel (the first recorded launch of each kernel name of each app): the time from that
 launch to its projection (``since_launch_s``), the emulation + projection wall time
@@ -41,10 +42,10 @@ SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 BABELSTREAM_SIZES = (1 << 17, 1 << 20, 1 << 23, 52_428_800)  # doubles per array: 1-400 MiB
 QUICK_BABELSTREAM = (1 << 17, 52_428_800)
 QUICK_POLYBENCH = ("atax", "gemver", "jacobi-1d-imper")
-# CLPROJ_LIVE_EMULATION of each method; "live-always" (`--methods`): at nice 19 beside the
-# app whatever the load, what "live" does once a core is idle
-ALL_METHODS = {"live": "auto", "post-app": "0", "live-always": "1"}
-METHODS = {"live": "auto", "post-app": "0"}
+# CLPROJ_LIVE_EMULATION of each method; "live-idle" (`--methods`): beside the app only while
+# a whole core is idle, what "live" does at nice 19 whatever the load
+ALL_METHODS = {"live": "1", "post-app": "0", "live-idle": "auto"}
+METHODS = {"live": "1", "post-app": "0"}
 TARGET_MEDIAN_S, TARGET_MAX_S, TARGET_RATIO = 1.0, 5.0, 2.0
 
 
@@ -176,10 +177,10 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         f"{' '.join(argv)}` ({os.cpu_count()} cores, load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
-        "*live*: emulated and projected by `clproj run` while the app runs, on idle cores "
-        "(`CLPROJ_LIVE_EMULATION=auto`, the default); *post-app*: every emulation after the "
-        "app (`CLPROJ_LIVE_EMULATION=0`); *live-always*: while the app runs whatever the load, "
-        "at nice 19 (`CLPROJ_LIVE_EMULATION=1`). Interleaved per app (plain, then each method).",
+        "*live*: emulated and projected by `clproj run` while the app runs, at nice 19 "
+        "(`CLPROJ_LIVE_EMULATION=1`, the default); *post-app*: every emulation after the "
+        "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
+        "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",
         "",
         "| method | kernels | projected | first launch to projection, median / max (s) | "
         f"target <= {TARGET_MEDIAN_S:g} / {TARGET_MAX_S:g} s | projected while the app ran |",

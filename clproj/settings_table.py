@@ -192,9 +192,10 @@ TABLE: tuple[Setting, ...] = (
         "int",
         4 << 30,
         "app",
-        "Stop recording once this process has snapshotted this many bytes of buffers "
-        "(`--verify` counts the outputs too); later launches still run, are counted and "
-        "timed. Recording also stops while the record folder's file system has less than "
+        "Stop recording once this process's records would store more than this many bytes "
+        "of buffer snapshots (`--verify` counts the outputs too; a snapshot identical to "
+        "one stored is stored once and counts once); later launches still run, are counted "
+        "and timed. Recording also stops while the record folder's file system has less than "
         "1 GiB free. `0`: no byte limit.",
         bounds=(0, 2**63 - 1),
     ),
@@ -217,11 +218,12 @@ TABLE: tuple[Setting, ...] = (
     Setting(
         "CLPROJ_LIVE_EMULATION",
         "choice",
-        "auto",
+        "1",
         "cli",
         "Project mode: `clproj run` emulates and projects each recorded launch while the app "
-        "runs, at nice 19: `auto` whenever a whole core is idle, `1` always (the emulators "
-        "still yield to the app), `0` never (every emulation after the app exits).",
+        "runs, at nice 19 so the app takes its cores back: `1` as soon as it is recorded, "
+        "`auto` only while a whole core is idle, `0` never (every emulation after the app "
+        "exits).",
         ("auto", "1", "0"),
     ),
     # --- route mode and the cluster ---

@@ -127,6 +127,12 @@ class LaunchRecord:
     # blob key -> scratch file of the store (BlobStore.scratch) that holds that blob's data
     blob_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     path: str | None = field(default=None, repr=False, compare=False)
+    # blob key -> (device buffer it was read from, its snapshot's sequence number, the
+    # sequence number of the snapshot it equals or None): intercept.last_snapshots
+    blob_sources: dict[str, tuple] = field(default_factory=dict, repr=False, compare=False)
+    # bytes of blobs the last save() added to its store (the others were stored already):
+    # what the recording process's CLPROJ_RECORD_MAX_BYTES counts
+    stored_bytes: int = field(default=0, repr=False, compare=False)
 
     @property
     def program_hash(self) -> str:
@@ -153,19 +159,23 @@ class LaunchRecord:
             raise ClprojError(f"blob {sha} is not available: the record has no blob store")
         return BlobStore(self.store_dir).get(sha, size)
 
-    def add_blob(self, data: Any, scratch: str | None = None) -> str:
+    def add_blob(self, data: Any, scratch: str | None = None, source: tuple | None = None) -> str:
         """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
 
         The key is a placeholder until :func:`save` replaces it by the content's sha256:
         hashing a multi-MiB snapshot is left to the writer thread (:class:`RecordWriter`),
         the app's thread only copies it. ``scratch``: ``data`` is the mapped scratch file
         of the record's store at that path (:meth:`BlobStore.scratch`); saving renames it
-        instead of writing the data again.
+        instead of writing the data again. ``source``: (device buffer, sequence number,
+        sequence number of the snapshot with the same bytes or None), for
+        :meth:`resolve_blobs`.
         """
         key = f"{PENDING_BLOB}{next(_pending_keys)}"
         self.blobs[key] = data
         if scratch is not None:
             self.blob_files[key] = scratch
+        if source is not None:
+            self.blob_sources[key] = source
         return key
 
     def drop_blobs(self) -> None:
@@ -179,12 +189,22 @@ class LaunchRecord:
                 data.close()
         self.blobs.clear()
 
-    def resolve_blobs(self) -> None:
-        """Replace placeholder blob keys (:meth:`add_blob`) by content hashes."""
+    def resolve_blobs(self, last: dict[int, tuple[int, str]] | None = None) -> None:
+        """Replace placeholder blob keys (:meth:`add_blob`) by content hashes.
+
+        ``last`` maps a device buffer to (sequence number, hash) of its last snapshot
+        hashed (and is updated): a snapshot that the shim found byte-equal to snapshot k
+        of its buffer takes the hash of k when ``last`` holds k, without being hashed
+        (intercept.last_snapshots)."""
         renamed = {}
         for key in [k for k in self.blobs if k.startswith(PENDING_BLOB)]:
             data = self.blobs.pop(key)
-            renamed[key] = sha = sha256(data)
+            source, seq, same = self.blob_sources.pop(key, (None, None, None))
+            had = last.get(source) if last is not None else None
+            sha = had[1] if had is not None and same is not None and had[0] == same else None
+            renamed[key] = sha = sha or sha256(data)
+            if last is not None and source is not None:
+                last[source] = (seq, sha)
             self.blobs[sha] = data
             if key in self.blob_files:
                 path = self.blob_files.pop(key)
@@ -287,7 +307,13 @@ def new_id(kernel: str, directory: str | None = None) -> str:
     return rid
 
 
-def save(record: LaunchRecord, directory: str, *, link_blobs: bool = False) -> str:
+def save(
+    record: LaunchRecord,
+    directory: str,
+    *,
+    link_blobs: bool = False,
+    last: dict[int, tuple[int, str]] | None = None,
+) -> str:
     """Write the record and its blobs under ``directory``; returns the record file path.
 
     ``link_blobs``: blobs the record reads from another store on disk are linked, not
@@ -295,13 +321,17 @@ def save(record: LaunchRecord, directory: str, *, link_blobs: bool = False) -> s
     partition check make in a temporary folder: copying meant reading, hashing and
     writing every snapshot (2.6 GB for a launch over three 400 MB arrays) before a run
     that touches a few pages. A record meant to travel is saved with its own copies.
+    ``last``: each device buffer's last snapshot hashed (:meth:`LaunchRecord.resolve_blobs`).
     """
-    record.resolve_blobs()
+    record.resolve_blobs(last)
     store = BlobStore(directory)
     shas = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
     shas += list((record.outputs or {}).values())
     source = BlobStore(record.store_dir) if link_blobs and record.store_dir else None
+    record.stored_bytes = 0
     for sha in shas:
+        if sha in record.blobs and not store.has(sha):  # stored below, by this save
+            record.stored_bytes += len(record.blobs[sha])
         scratch = record.blob_files.pop(sha, None)
         if scratch is not None:  # read into the store's own file: named, not copied
             if os.path.dirname(os.path.abspath(scratch)) == os.path.abspath(store.path):

@@ -41,15 +41,19 @@ class RecordWriter:
         self._busy = False
         self._thread: threading.Thread | None = None
         self._failed = False
+        # each device buffer's last snapshot (record.save ``last``): one writer, in order
+        self.last: dict[int, tuple[int, str]] = {}
 
-    def submit(self, record: LaunchRecord, directory: str, then: Any = None) -> None:
+    def submit(
+        self, record: LaunchRecord, directory: str, then: Any = None, after: Any = None
+    ) -> None:
         # Snapshots read into the store's scratch files (BlobStore.scratch) are page cache,
         # which the kernel writes back and bounds itself: only process memory counts.
         size = sum(len(b) for k, b in record.blobs.items() if k not in record.blob_files)
         with self._cond:
             while self._bytes and self._bytes + size > self.max_bytes:
                 self._cond.wait()
-            self._queue.append((record, directory, then, size))
+            self._queue.append((record, directory, then, after, size))
             self._bytes += size
             if self._thread is None:
                 self._thread = background_thread(self._run, "clproj-record-writer")
@@ -61,10 +65,10 @@ class RecordWriter:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                record, directory, then, size = self._queue.popleft()
+                record, directory, then, after, size = self._queue.popleft()
                 self._busy = True
             try:
-                save(record, directory)
+                save(record, directory, last=self.last)
                 if then is not None:
                     then(record)
             except ClprojError as exc:  # e.g. a record over the size limit: that one only
@@ -75,6 +79,8 @@ class RecordWriter:
                     print(f"clproj: writing record {record.id} failed: {exc!r}", file=sys.stderr)
             finally:
                 record.drop_blobs()  # written: the snapshot's memory is not needed here
+                if after is not None:
+                    after(record)
                 with self._cond:
                     self._bytes -= size
                     self._busy = False
@@ -88,10 +94,15 @@ class RecordWriter:
 
 _writer_lock = threading.Lock()
 _writer: RecordWriter | None = None
+# Each device buffer's last snapshot, for the records saved at once (outside project mode).
+# Threads of the app may save side by side: a stale entry only costs a hash.
+_last: dict[int, tuple[int, str]] = {}
 
 
-def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
+def save_later(record: LaunchRecord, directory: str, then: Any = None, after: Any = None) -> None:
     """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit.
+    ``then(record)`` runs once the record is saved, ``after(record)`` once it is saved or
+    failed (``record.stored_bytes``: what it added to the blob store).
 
     Only in project mode (``CLPROJ_MODE=project``), whose launch-heavy apps it is for;
     in the other modes the record is saved and ``then`` called at once, as before (route
@@ -100,10 +111,13 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
     global _writer
     if settings.get("CLPROJ_MODE") != "project":
         try:
-            save(record, directory)
+            save(record, directory, last=_last)
         except ClprojError as exc:  # not recorded (e.g. over the size limit); the app goes on
             print(f"clproj: {exc.cause}", file=sys.stderr)
             return
+        finally:
+            if after is not None:
+                after(record)
         if then is not None:
             then(record)
         return
@@ -111,4 +125,4 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None) -> None:
         if _writer is None:
             _writer = RecordWriter()
             at_exit(_writer.drain)
-    _writer.submit(record, directory, then)
+    _writer.submit(record, directory, then, after)

@@ -235,7 +235,7 @@ static inline const char *clproj_setting_hooks(void) {
 /* CLPROJ_LIVE_EMULATION (choice, cli): see docs/settings.md. */
 static inline const char *clproj_setting_live_emulation(void) {
     static const char *const choices[] = {"auto", "1", "0", 0};
-    return clproj__choice("CLPROJ_LIVE_EMULATION", "auto", choices, "one of auto, 1, 0");
+    return clproj__choice("CLPROJ_LIVE_EMULATION", "1", choices, "one of auto, 1, 0");
 }
 
 /* CLPROJ_BROKER (str, app): see docs/settings.md. */

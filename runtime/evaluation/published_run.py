@@ -176,9 +176,9 @@ def record_run(
     """Run ``binary args`` once under ``clproj run --record`` (or find the finished run).
 
     ``snapshot_limit`` is the run's ``CLPROJ_RECORD_MAX_BYTES`` (0: none), for an app whose
-    snapshots repeat one buffer: mixbench records 66-132 launches of one 256 MB buffer
-    that no launch writes, one blob on disk but 17-34 GB counted against the 4 GiB
-    default, which would stop recording at level 5. ``on_start(tag, command)`` is called
+    one sweep must be recorded whole: mixbench records 66-132 launches of one 256 MB
+    buffer that no launch writes (one blob on disk, counted once), and a sweep cut short
+    by the limit could only be run again from its start. ``on_start(tag, command)`` is called
     when the app is started (not for a finished run found on disk): a run can take minutes.
     """
     folder = os.path.join(work, "runs", tag)

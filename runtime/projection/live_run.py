@@ -1,5 +1,5 @@
 """Project mode while the app runs: ``clproj run`` emulates and projects each recorded
-launch as soon as its record is written, whenever a core is idle.
+launch as soon as its record is written.
 
 Why here, in ``clproj run``, and not inside the app: the app's interpreter holds nothing
 of it (no interpreter lock taken by a projection, no fork in the app, no device profiles
@@ -9,10 +9,15 @@ the run afterwards already holds the finished projections and the reuse cache's 
 
 The app's record writer renames each record into ``records/`` once it is whole; this
 scheduler lists that folder every :data:`POLL_S`, takes new records in launch order, and
-starts one whenever a whole core is idle (:func:`clproj.load.idle_cores`, over 0.25 s of
-``/proc/stat``; our own emulators count as busy, so each idle core gets at most one). An
-emulation started while the app runs runs at nice 19 (its thread and the emulator
-process it starts): the app's threads always take its core back. After the app (:meth:
+starts each at once, one per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation
+started while the app runs runs at nice 19 (its thread and the emulator process it
+starts): the app's threads always take its core back, so starting it whatever the load
+costs the app nothing measurable while the emulation gets every cycle the app leaves
+(benchmarks/results/first_projection.md: 1.4-1.8 s median, 5.3-5.5 s max from launch to
+projection against 2.0 / 7.4-8.1 s when waiting for an idle core). ``auto`` starts one
+only while a whole core is idle (:func:`clproj.load.idle_cores`, over 0.25 s of
+``/proc/stat``; our own emulators count as busy), for a machine whose other users should
+not see even nice-19 work. After the app (:meth:
 `LiveProjector.finish`), the remaining records run one per core at the ordinary emulation
 priority, as :func:`runtime.projection.live.complete_run` does without this scheduler
 (``CLPROJ_LIVE_EMULATION=0``, the post-app method).
@@ -48,7 +53,7 @@ class LiveProjector:
         self.record_dir = record_dir
         self.devices_spec = devices_spec
         self.mode = mode
-        self.policy = policy  # "auto": only on an idle core; "1": always (at nice 19)
+        self.policy = policy  # "1": at once (at nice 19); "auto": only on an idle core
         self.cache = ReuseCache(mode=mode)
         self.done: dict[str, dict[str, Any]] = {}
         self.during_app = 0  # emulations finished while the app ran
@@ -199,7 +204,7 @@ class LiveProjector:
 
 
 def policy() -> str:
-    """``CLPROJ_LIVE_EMULATION``: ``auto`` (on idle cores), ``1`` (always), ``0`` (after the app)."""
+    """``CLPROJ_LIVE_EMULATION``: ``1`` (at once), ``auto`` (on idle cores), ``0`` (after the app)."""
     return str(settings.get("CLPROJ_LIVE_EMULATION"))
 
 

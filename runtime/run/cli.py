@@ -228,7 +228,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             from clproj.runtime.projection.live import emulation_mode
             from clproj.runtime.projection.live_run import maybe_start
 
-            # emulates and projects each record as soon as it is written (idle cores)
+            # emulates and projects each record as soon as it is written (at nice 19)
             live = maybe_start(run.record_dir, run.devices_spec or "local", emulation_mode())
         # --json: the document alone on stdout; the app's own output goes to stderr
         rc = run_app(cmd, run.env, stdout=sys.stderr.fileno() if args.json else None)

@@ -337,24 +337,29 @@ def test_ctypes_app_through_dlopen_dlsym_is_intercepted(mode):
 
 def test_record_budget_stops_recording_not_the_app(c_app, tmp_path, monkeypatch):
     """A launch-heavy app must not fill the disk with snapshots: past
-    CLPROJ_RECORD_MAX_BYTES no more launches are recorded, but every one still runs and
-    is counted, and the app's output is unchanged."""
+    CLPROJ_RECORD_MAX_BYTES of stored snapshots (a blob already stored counts once) no more
+    launches are recorded, but every one still runs and is counted, and the app's output
+    is unchanged."""
     app = c_app("app_basic")
     plain, _ = run([app, "6", "2"], tmp_path, shim=False)
     full, rows_full = run([app, "6", "2"], tmp_path, record=str(tmp_path / "all"), which="all")
-    recs = sorted((R.load(x) for x in R.list_records(str(tmp_path / "all"))), key=lambda r: r.id)
-    sizes = [sum(a.size for a in r.args if a.kind == "buffer") for r in recs]
-    assert len(recs) > 4 and all(sizes)
-    limit = sum(sizes[:3])
+    recs = sorted(
+        (R.load(x) for x in R.list_records(str(tmp_path / "all"))), key=lambda r: (r.created, r.id)
+    )
+    snapshots = [[(a.blob, a.size) for a in r.args if a.kind == "buffer"] for r in recs]
+    assert len(recs) > 4 and all(snapshots)
+    limit = sum(n for s in snapshots[:3] for _, n in s)
     monkeypatch.setenv("CLPROJ_RECORD_MAX_BYTES", str(limit))
     cut, rows_cut = run([app, "6", "2"], tmp_path, record=str(tmp_path / "cut"), which="all")
     assert plain.returncode == full.returncode == cut.returncode == 0, cut.stderr
     assert sorted(cut.stdout.splitlines()) == sorted(plain.stdout.splitlines())
     kept = R.list_records(str(tmp_path / "cut"))
-    expect, total = 0, 0
-    for s in sizes:  # the budget admits a record while the running total stays within it
-        if total + s <= limit:
-            total, expect = total + s, expect + 1
+    expect, total, stored = 0, 0, set()
+    for snaps in snapshots:  # admitted while the stored bytes plus all its snapshots fit
+        if total + sum(n for _, n in snaps) <= limit:
+            total += sum(n for sha, n in dict(snaps).items() if sha not in stored)
+            stored |= {sha for sha, _ in snaps}
+            expect += 1
     assert 3 <= len(kept) == expect < len(recs)
     assert "recording stopped" in cut.stderr and "CLPROJ_RECORD_MAX_BYTES" in cut.stderr
     launches = lambda rows: {r["kernel"]: r["launches"] for r in rows}  # noqa: E731

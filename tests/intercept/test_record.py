@@ -215,3 +215,76 @@ def test_a_record_over_the_size_limit_is_never_written(tmp_path):
     assert not list(tmp_path.rglob("*.clrec"))
     rec.source = SRC + "//" + "x" * (MAX_RECORD_BYTES - 2**20) + "\n"  # just under: kept
     R.load(R.save(rec, str(tmp_path)))
+
+
+def test_a_snapshot_equal_to_its_buffers_last_takes_its_hash_unhashed(tmp_path, monkeypatch):
+    """The shim found a snapshot byte-equal to snapshot k of its buffer
+    (intercept.last_snapshots): the writer names it by k's hash without hashing it, where
+    k is the buffer's last snapshot hashed (``last``), and hashes it otherwise."""
+    src = "__kernel void k(__global float *a) { }"
+    data = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
+    last: dict[int, tuple[int, str]] = {}
+    hashed: list[int] = []
+    sha256 = R.sha256
+    big = lambda b: len(b) >= data.nbytes  # noqa: E731  (not from_arrays' 4-byte placeholder)
+    monkeypatch.setattr(R, "sha256", lambda b: (big(b) and hashed.append(len(b))) or sha256(b))
+
+    def saved(content: np.ndarray, seq: int, same: int | None) -> R.LaunchRecord:
+        rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)], 1)
+        rec.args[0].size = content.nbytes
+        blob = bytearray(content.tobytes())
+        rec.args[0].blob = rec.add_blob(blob, source=(0xB0F, seq, same))
+        R.save(rec, str(tmp_path), last=last)
+        return rec
+
+    first = saved(data, 1, None)
+    assert last == {0xB0F: (1, first.args[0].blob)} and first.stored_bytes == data.nbytes
+    assert len(hashed) == 1
+    again = saved(data, 1, 1)
+    assert again.args[0].blob == first.args[0].blob and again.stored_bytes == 0
+    assert len(hashed) == 1  # not hashed
+    changed = data.copy()
+    changed[-1] += 1
+    other = saved(changed, 2, None)
+    assert other.args[0].blob == BlobStore(str(tmp_path)).put(changed.tobytes())
+    assert other.args[0].blob != first.args[0].blob and len(hashed) == 2
+    stale = saved(data, 1, 1)  # equal to snapshot 1, but `last` holds snapshot 2: hashed
+    assert stale.args[0].blob == first.args[0].blob and len(hashed) == 3
+
+
+def test_last_snapshots_compare_every_byte(tmp_path):
+    """The shim's comparison with a buffer's last snapshot (a mapping of its file) tells a
+    change in the last byte, and a new snapshot of the buffer replaces the last one."""
+    from clproj.intercept.last_snapshots import LastSnapshots, same_bytes
+
+    data = np.arange(1 << 18, dtype=np.float32).tobytes()
+    path = tmp_path / "snap"
+    path.write_bytes(data)
+    last = LastSnapshots()
+    assert last.previous(7, len(data)) is None
+    seq = last.remember(7, str(path), len(data))
+    path.unlink()  # the writer renamed or removed the file: the mapping stays
+    got, old = last.previous(7, len(data))
+    assert got == seq and last.previous(7, len(data) - 4) is None
+    changed = bytearray(data)
+    changed[-1] ^= 1
+    assert same_bytes(bytearray(data), old) and not same_bytes(changed, old)
+    with last.lock:
+        stage = last.staging(len(data))
+        stage[:] = changed
+        assert not same_bytes(stage, old)
+
+
+def test_last_snapshots_kept_are_bounded_by_the_record_limit(tmp_path, monkeypatch):
+    """A kept mapping holds a removed file's disk space: the most recent ones are kept, up
+    to CLPROJ_RECORD_MAX_BYTES in all."""
+    from clproj.intercept.last_snapshots import LastSnapshots
+
+    size = 1 << 20
+    monkeypatch.setenv("CLPROJ_RECORD_MAX_BYTES", str(2 * size))
+    last = LastSnapshots()
+    for source in range(4):
+        path = tmp_path / f"s{source}"
+        path.write_bytes(bytes([source]) * size)
+        last.remember(source, str(path), size)
+    assert [s for s in range(4) if last.previous(s, size)] == [2, 3]

@@ -36,9 +36,11 @@ def _clproj_run(tmp_path, app: list[str]) -> list[str]:
 
 
 def test_a_projection_exists_before_the_app_ends(tmp_path):
-    """The app waits (idle) after its one launch until a projection of it is on disk; with
-    the post-app method it never sees one (and gives up after 60 s)."""
-    env = _env(tmp_path, CLPROJ_LIVE_EMULATION="1")
+    """The app waits (idle) after its one launch until a projection of it is on disk: the
+    default ``CLPROJ_LIVE_EMULATION``; with the post-app method (``0``) it never sees one
+    (and gives up after 60 s)."""
+    env = _env(tmp_path)
+    env.pop("CLPROJ_LIVE_EMULATION", None)
     out = subprocess.run(
         _clproj_run(tmp_path, [sys.executable, APP, "wait"]),
         capture_output=True,

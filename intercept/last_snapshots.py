@@ -1,0 +1,91 @@
+"""A device buffer snapshotted again with the bytes of its last snapshot is that snapshot.
+
+Why: an app launches kernels over the same buffers, and a buffer that no launch wrote
+since its last snapshot is read again for the next recorded launch (BabelStream at 400 MiB:
+6 of its 15 snapshots, 2400 MiB). Reading a snapshot into a new file of the blob store
+costs 1.2-3 ms per MiB on the 2-core VM (page faults of a new file, dirty-page throttling
+past a few GiB), hashing it 1.0-1.3 ms per MiB. Read into a staging buffer kept for the
+process (0.1-0.2 ms per MiB once its pages exist) and compared with the last snapshot of
+the same buffer (memcmp, stopping at the first differing byte), an unchanged snapshot
+costs neither: the record names it by the last snapshot's blob, and the record writer
+takes that blob's hash (:meth:`LaunchRecord.resolve_blobs`) only where it is the hash of
+exactly that snapshot (its sequence number), else hashes the bytes. A changed snapshot
+costs one more copy, from the staging buffer into its file. The cost: a staging buffer the
+size of the largest snapshot, and each buffer's last snapshot kept mapped; a mapped file
+that the writer removed (its bytes were stored already) keeps its disk space while mapped,
+so the mappings kept are the most recent ones up to ``CLPROJ_RECORD_MAX_BYTES`` in all.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import mmap
+import threading
+from typing import Any
+
+
+class LastSnapshots:
+    """Each device buffer's last snapshot (a read-only mapping of its file) and the
+    staging buffer snapshots are compared in; thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # held while the staging buffer is in use
+        self._last: dict[int, tuple[int, mmap.mmap]] = {}
+        self._stage = bytearray()
+        self._seq = itertools.count(1)
+        self._guard = threading.Lock()
+
+    def previous(self, source: int, size: int) -> tuple[int, mmap.mmap] | None:
+        """(sequence number, mapping) of ``source``'s last snapshot when it had ``size`` bytes."""
+        with self._guard:
+            last = self._last.get(source)
+        return last if last is not None and len(last[1]) == size else None
+
+    def staging(self, size: int) -> memoryview:
+        """``size`` bytes of the staging buffer (the caller holds :attr:`lock`)."""
+        if len(self._stage) < size:
+            self._stage = bytearray(size)
+        return memoryview(self._stage)[:size]
+
+    def remember(self, source: int, path: str, size: int) -> int:
+        """Make the snapshot in file ``path`` ``source``'s last one; its sequence number.
+        Mapped from the path now, before the record writer renames or removes the file
+        (the mapping outlives both)."""
+        with open(path, "rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+        from clproj import settings
+
+        limit = int(settings.get("CLPROJ_RECORD_MAX_BYTES"))
+        with self._guard:
+            seq = next(self._seq)
+            self._last.pop(source, None)
+            self._last[source] = (seq, mapped)  # the newest last: the oldest go first
+            held = sum(len(m) for _, m in self._last.values())
+            while limit and held > limit and len(self._last) > 1:
+                held -= len(self._last.pop(next(iter(self._last)))[1])
+        return seq
+
+
+def same_bytes(a: Any, b: Any) -> bool:
+    """Whether two buffers of one size hold the same bytes (C's memcmp)."""
+    import numpy as np
+
+    x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+    try:
+        return len(x) == len(y) and _memcmp()(x.ctypes.data, y.ctypes.data, len(x)) == 0
+    finally:
+        del x, y  # a mapping closes only once no array refers to it
+
+
+@functools.cache
+def _memcmp() -> Any:
+    import ctypes
+
+    fn = ctypes.CDLL(None).memcmp
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+LAST = LastSnapshots()
