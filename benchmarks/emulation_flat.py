@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from clproj.console import publish
 from clproj.intercept.record import from_arrays, load, save
 
 COPY = """
@@ -194,10 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             app = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
             emit(side_by_side(record.kernel, f"record ({app})", record, False))
     text = "\n".join(lines) + "\n"
-    sys.stdout.write(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    publish(text, args.out)
     return 0
 
 

@@ -22,6 +22,7 @@ import os
 import sys
 from typing import Any
 
+from clproj.console import publish
 from clproj.errors import ClprojError
 
 
@@ -88,10 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc.cause}\n  fix: {exc.fix}\n")
         return 2
     text = markdown(rows, argv)
-    sys.stdout.write(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    publish(text, args.out)
     return 0
 
 

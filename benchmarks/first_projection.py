@@ -36,6 +36,7 @@ import tempfile
 import time
 from typing import Any
 
+from clproj.console import publish
 from clproj.runtime.evaluation.validate_suite import ensure_built, parse_run_output
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared")
@@ -271,10 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return 0
     text = report(rows, argv)
-    sys.stdout.write(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    publish(text, args.out)
     return 0
 
 

@@ -30,6 +30,7 @@ import sys
 from typing import Any
 
 from clproj import paths
+from clproj.console import publish
 from clproj.devices.profile import DeviceProfile, load_profile
 from clproj.devices.spec_sheets import SPECS
 from clproj.devices.specs import EFFICIENCY_FROM, build
@@ -181,10 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             *table("Our 32 apps (per app, vs committed bench results)", result["our_apps"], "apps"),
         ]
     )
-    sys.stdout.write(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    publish(text, args.out)
     return 0
 
 

@@ -99,3 +99,12 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         for item in items:
             yield item
             progress.advance(task)
+
+
+def publish(text: str, out: str | None = None) -> None:
+    """A benchmark's report: on stdout, and into ``out`` (markdown) when given, the same
+    text both times so the committed file is what the command printed."""
+    sys.stdout.write(text)
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(text)

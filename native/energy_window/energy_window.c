@@ -151,26 +151,26 @@ static kernel_args *args_of(cl_kernel k, int create) {
     return ka;
 }
 
-cl_mem clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size, void *host,
-                      cl_int *err) {
-    static create_buffer_fn f;
-    if (f == NULL) f = (create_buffer_fn)real("clCreateBuffer");
-    cl_mem m = f(ctx, flags, size, host, err);
+/* A buffer the app just created, remembered (under the lock) and handed back. */
+static cl_mem created(cl_mem m) {
     pthread_mutex_lock(&lock);
     if (on()) remember_buffer(m);
     pthread_mutex_unlock(&lock);
     return m;
 }
 
+cl_mem clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size, void *host,
+                      cl_int *err) {
+    static create_buffer_fn f;
+    if (f == NULL) f = (create_buffer_fn)real("clCreateBuffer");
+    return created(f(ctx, flags, size, host, err));
+}
+
 cl_mem clCreateSubBuffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type,
                          const void *info, cl_int *err) {
     static create_sub_fn f;
     if (f == NULL) f = (create_sub_fn)real("clCreateSubBuffer");
-    cl_mem m = f(parent, flags, type, info, err);
-    pthread_mutex_lock(&lock);
-    if (on()) remember_buffer(m);
-    pthread_mutex_unlock(&lock);
-    return m;
+    return created(f(parent, flags, type, info, err));
 }
 
 cl_int clSetKernelArg(cl_kernel k, cl_uint index, size_t size, const void *value) {
