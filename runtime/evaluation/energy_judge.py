@@ -289,41 +289,52 @@ TABLE_HEADER = [
 ]
 
 
-def app_projector(device: Any, size: str = "paper", mode: str = "single") -> Projector:
-    """Projects a window of one of our apps from its committed kernel profiles
-    (``benchmarks/results/kernel-profiles``) onto ``device``: the group of the window's
-    shape, time and energy weighted over its variants as ``clproj evaluate`` weights time
-    (a shape's launches differ in their scalars; the window repeated the first of them)."""
+def app_group(
+    w: Window, docs: dict[str, Any], size: str = "paper", mode: str = "single"
+) -> dict[str, Any] | None:
+    """The launch group of one of our apps' committed kernel profiles
+    (``benchmarks/results/kernel-profiles``) with a window's shape, or None; ``docs``
+    caches the profile files by app."""
     from clproj.runtime.evaluation.app_profiles import load_cached
+
+    if w.app not in docs:
+        docs[w.app] = load_cached(w.app, size, mode)
+    for g in (docs[w.app] or {}).get("groups") or []:
+        if g["kernel"] != w.kernel or not g["variants"]:
+            continue
+        if shape_key(g["kernel"], g["global"], g.get("local")) == w.key:
+            return dict(g)
+    return None
+
+
+def app_projector(device: Any, size: str = "paper", mode: str = "single") -> Projector:
+    """Projects a window of one of our apps from its committed kernel profiles onto
+    ``device``: the group of the window's shape (:func:`app_group`), time and energy
+    weighted over its variants as ``clproj evaluate`` weights time (a shape's launches
+    differ in their scalars; the window repeated the first of them)."""
     from clproj.runtime.projection.model import project
     from clproj.runtime.projection.power import project_power
 
     docs: dict[str, Any] = {}
 
     def one(w: Window) -> tuple[float, float, str] | None:
-        if w.app not in docs:
-            docs[w.app] = load_cached(w.app, size, mode)
-        doc = docs[w.app]
-        for g in (doc or {}).get("groups") or []:
-            if g["kernel"] != w.kernel or not g["variants"]:
-                continue
-            if shape_key(g["kernel"], g["global"], g.get("local")) != w.key:
-                continue
-            weight = sum(float(v["weight"]) for v in g["variants"])
-            t = joules = 0.0
-            confidence = "normal"
-            for v in g["variants"]:
-                p = project(v["profile"], device, g.get("footprint_bytes"))
-                pw = project_power(p, v["profile"], device)
-                if pw.energy_j is None:
-                    return None
-                share = float(v["weight"]) / weight
-                t += p.time_s * share
-                joules += pw.energy_j * share
-                if pw.confidence == "low":
-                    confidence = "low"
-            return t, joules, confidence
-        return None
+        g = app_group(w, docs, size, mode)
+        if g is None:
+            return None
+        weight = sum(float(v["weight"]) for v in g["variants"])
+        t = joules = 0.0
+        confidence = "normal"
+        for v in g["variants"]:
+            p = project(v["profile"], device, g.get("footprint_bytes"))
+            pw = project_power(p, v["profile"], device)
+            if pw.energy_j is None:
+                return None
+            share = float(v["weight"]) / weight
+            t += p.time_s * share
+            joules += pw.energy_j * share
+            if pw.confidence == "low":
+                confidence = "low"
+        return t, joules, confidence
 
     return one
 
