@@ -1,0 +1,74 @@
+"""The learned power model beside the fitted one, on the committed H200 windows of our
+apps and our apps' committed kernel profiles (real NVML readings, nothing generated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clproj.errors import ClprojError
+from clproj.runtime.evaluation import energy_judge as J
+from clproj.runtime.evaluation import energy_models as M
+
+REPO = Path(__file__).resolve().parents[2]
+RUN = REPO / "benchmarks" / "results" / "energy" / "h200-20261127"
+FILES = [RUN / "energy-apps-run1.json", RUN / "energy-apps-run2.json"]
+HELD_OUT = {"nbody", "aes", "matmul_gmem"}
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict]:
+    return [J.load_results(str(p)) for p in FILES]
+
+
+@pytest.fixture(scope="module")
+def ours(docs) -> list:
+    return M.our_windows(docs)
+
+
+def test_every_window_of_our_apps_becomes_a_training_row(ours) -> None:
+    assert len(ours) == 36 and len({r.app for _, r, _ in ours}) == 32
+    for w, row, t in ours:
+        assert row.device_key == "nvidia-h200-nvidia" and row.app == w.app
+        assert row.power_w == float(w.figures["average_power_w"]) and t > 0
+        assert len({len(f) for _, f in row.variants}) == 1
+
+
+def test_leave_one_app_out_never_sees_the_held_out_app(docs, ours) -> None:
+    loao = M.LeaveOneAppOut(ours)
+    judged = [J.judge(d, loao, lambda w: J.ours(w) and w.app in HELD_OUT) for d in docs]
+    rows = [r for j in judged for r in j["rows"]]
+    assert {r.app for r in rows} == HELD_OUT and not any(j["unmatched"] for j in judged)
+    everyone = {r.app for _, r, _ in ours}
+    assert set(loao.models) == HELD_OUT
+    for app, model in loao.models.items():
+        assert model.trained_apps == everyone - {app}
+        assert model.chosen["nvidia-h200-nvidia"]["windows"] == sum(
+            1 for _, r, _ in ours if r.app != app
+        )
+    fitted = {
+        (r.app, r.kernel, str(r.global_size)): r
+        for d in docs
+        for r in J.judge(d, J.app_projector(J.measured_profile(d)))["rows"]
+    }
+    trained = [r.power_w for _, r, _ in ours]
+    for r in rows:
+        # the same projected time as the fitted power: the two differ by power alone
+        assert r.projected_s == pytest.approx(
+            fitted[(r.app, r.kernel, str(r.global_size))].projected_s
+        )
+        assert r.confidence == "learned"
+        # a tree ensemble stays within the measured powers it was trained on
+        assert min(trained) <= r.projected_w <= max(trained)
+
+
+def test_the_model_refuses_a_device_it_has_no_windows_for(ours) -> None:
+    model = M.trained_on_our_apps(ours)
+    _, row, _ = ours[0]
+    assert model.predict_w(row.variants, "nvidia-h200-nvidia") > 100.0
+    with pytest.raises(ClprojError) as err:
+        model.predict_w(row.variants, "nvidia-h100-nvidia")
+    assert str(err.value.cause) == (
+        "learned power model has no training windows for device nvidia-h100-nvidia"
+    )
