@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--models",
         help="compare models side by side, e.g. bound,mwp-cwp,learned (docs/models.md); "
-        "the learned model is scored leave-one-app-out",
+        "the learned model is scored leave-one-app-out; with --energy, learned adds the "
+        "learned power model beside the fitted one (docs/energy.md)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed of the learned model")
     p.add_argument(
@@ -78,14 +79,29 @@ def _run_models(args: argparse.Namespace, apps: list[str] | None) -> int:
 
 def _run_energy(args: argparse.Namespace, apps: list[str] | None) -> int:
     """``evaluate --energy``: our apps' measured windows against their projections on the
-    measured device's committed profile (runtime/evaluation/energy_judge.py)."""
+    measured device's committed profile (runtime/evaluation/energy_judge.py); with
+    ``--models`` naming ``learned``, the learned power model leave-one-app-out beside the
+    fitted power (runtime/evaluation/energy_models.py)."""
     from clproj.runtime.evaluation import energy_judge
 
+    def keep(w: energy_judge.Window) -> bool:
+        return energy_judge.ours(w) and (apps is None or w.app in apps)
+
+    docs = [energy_judge.load_results(path) for path in args.energy]
+    names = [m.strip() for m in (args.models or "").split(",") if m.strip()]
+    if "learned" in names:
+        from clproj.runtime.evaluation.energy_models import print_side_by_side, side_by_side
+
+        with stderr.status("learned power, leave-one-app-out..."):
+            both = side_by_side(docs, seed=args.seed, which=keep)
+        if args.json:
+            emit_json(both)
+            return 0
+        print_side_by_side(both)
+        return 0
     judged = []
-    for path in args.energy:
-        doc = energy_judge.load_results(path)
+    for doc in docs:
         device = energy_judge.measured_profile(doc)
-        keep = energy_judge.ours if apps is None else (lambda w: w.suite is None and w.app in apps)
         judged.append(
             energy_judge.judge(doc, energy_judge.app_projector(device, mode=args.mode), keep)
         )
@@ -110,10 +126,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
         for name in track(apps or list(APPS), "mini-emulating apps"):
             emulate_app(name, "paper", args.mode)
-    if args.models:
-        return _run_models(args, apps)
     if args.energy:
         return _run_energy(args, apps)
+    if args.models:
+        return _run_models(args, apps)
     ev = evaluate(args.results, mode=args.mode, apps=apps)
     if args.report:
         from clproj.runtime.evaluation.report import write_report

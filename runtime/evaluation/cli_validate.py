@@ -55,7 +55,8 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAMES",
         help="also judge these models side by side, e.g. bound,paper,roofline,mwp-cwp,learned: "
         "each re-projects the run's kernel profiles onto the same devices; learned is first "
-        "trained on our own apps' committed bench results (default: bound only)",
+        "trained on our own apps' committed bench results (default: bound only); with "
+        "--energy, learned also puts the learned power model beside the fitted power",
     )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
     p.add_argument(
@@ -72,19 +73,32 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
 register = register_validate  # clproj/cli.py calls each command module's register()
 
 
-def _output(val: Any, energy_docs: list[Any], as_json: bool) -> None:
-    """The validation's tables or JSON, with the energy judgement where files were given."""
+def _output(val: Any, energy_docs: list[Any], as_json: bool, learned: bool = False) -> None:
+    """The validation's tables or JSON, with the energy judgement where files were given
+    and, where ``--models`` names ``learned``, the learned power model beside it."""
     from clproj.runtime.evaluation import energy_judge
     from clproj.runtime.evaluation.validate_energy import judge_suite_energy
     from clproj.runtime.evaluation.validate_tables import print_validation
 
     energy = judge_suite_energy(val, energy_docs) if energy_docs else None
+    both = None
+    if energy_docs and learned:
+        from clproj.runtime.evaluation.energy_models import side_by_side
+
+        both = side_by_side(energy_docs, val, ours=False)
     if as_json:
-        emit_json(val.to_dict() | ({"energy": energy} if energy is not None else {}))
+        extra = {"energy": energy} if energy is not None else {}
+        if both is not None:
+            extra["energy_learned"] = both["suite"]["learned"]
+        emit_json(val.to_dict() | extra)
         return
     print_validation(val)
     if energy is not None:
         energy_judge.print_rows_and_summary(energy)
+    if both is not None:
+        from clproj.runtime.evaluation.energy_models import print_side_by_side
+
+        print_side_by_side(both)
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -125,7 +139,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
         path = write_report(val, args.report)
         stderr.print(f"report: {path}")
-    _output(val, energy_docs, args.json)
+    _output(val, energy_docs, args.json, learned="learned" in (models or []))
     if not val.kernels:
         raise ClprojError(
             "no kernel could be judged (every app failed or nothing matched the truth)",

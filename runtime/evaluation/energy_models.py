@@ -13,7 +13,7 @@ the two differ only by their power. ``docs/energy.md``, ``docs/models.md``.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from clproj.intercept.identity import ShapeKey, shape_key
@@ -150,23 +150,32 @@ def suite_times(runs: Sequence[Any], device_name: str) -> dict[tuple[str, ShapeK
     return out
 
 
-def side_by_side(docs: Sequence[Mapping[str, Any]], val: Any = None, seed: int = 0) -> dict:
+def side_by_side(
+    docs: Sequence[Mapping[str, Any]],
+    val: Any = None,
+    seed: int = 0,
+    which: Callable[[J.Window], bool] = J.ours,
+    ours: bool = True,
+) -> dict[str, Any]:
     """Fitted and learned judgements (:func:`energy_judge.to_doc`) of our apps' windows
-    in ``docs`` (learned: leave-one-app-out) and, with a validation ``val`` of the suite
-    the docs' suite windows come from, of those (learned: trained on all our apps)."""
-    ours = our_windows(docs)
-    loao = LeaveOneAppOut(ours, seed)
+    in ``docs`` that ``which`` selects (learned: leave-one-app-out; ``ours=False``: none)
+    and, with a validation ``val`` of the suite the docs' suite windows come from, of
+    those (learned: trained on all of our apps' windows)."""
+    mine = our_windows(docs)
     out: dict[str, Any] = {
-        "ours": {
-            "fitted": J.to_doc([J.judge(d, J.app_projector(J.measured_profile(d))) for d in docs]),
-            "learned": J.to_doc([J.judge(d, loao) for d in docs]),
-        },
-        "trained_on": {"apps": len({r.app for _, r, _ in ours}), "windows": len(ours)},
+        "trained_on": {"apps": len({r.app for _, r, _ in mine}), "windows": len(mine)}
     }
+    if ours:
+        loao = LeaveOneAppOut(mine, seed)
+        fitted = [J.judge(d, J.app_projector(J.measured_profile(d)), which) for d in docs]
+        out["ours"] = {
+            "fitted": J.to_doc(fitted),
+            "learned": J.to_doc([J.judge(d, loao, which) for d in docs]),
+        }
     if val is not None:
         from clproj.runtime.evaluation.validate_energy import judge_suite_energy
 
-        model = trained_on_our_apps(ours, seed)
+        model = trained_on_our_apps(mine, seed)
         launches = suite_launches(val.runs)
         judged = []
         for d in docs:
@@ -176,6 +185,34 @@ def side_by_side(docs: Sequence[Mapping[str, Any]], val: Any = None, seed: int =
             judged.append(J.judge(d, project, J.of_suite))
         out["suite"] = {"fitted": judge_suite_energy(val, docs), "learned": J.to_doc(judged)}
     return out
+
+
+def print_side_by_side(out: Mapping[str, Any]) -> None:
+    """One row per (windows, power model) of a :func:`side_by_side` result."""
+    from clproj.console import print_table
+
+    body = []
+    for key, label in (("suite", "suite (held out)"), ("ours", "our apps (LOAO)")):
+        for model in ("fitted", "learned") if key in out else ():
+            f = figures(out[key][model])
+            if f["windows"]:
+                body.append(
+                    [
+                        label,
+                        model,
+                        str(f["windows"]),
+                        f"{f['power_mape']:.1f}%",
+                        f"{f['energy_mape']:.1f}%",
+                        f"{f['time_mape']:.1f}%",
+                        f"{f['power_within_10pct']:.0%}",
+                    ]
+                )
+    t = out["trained_on"]
+    print_table(
+        ["windows", "power", "n", "power MAPE", "energy MAPE", "time MAPE", "P within 10%"],
+        body,
+        title=f"power models side by side (learned: {t['windows']} windows of {t['apps']} apps)",
+    )
 
 
 def figures(judged: Mapping[str, Any]) -> dict[str, float | int | None]:
