@@ -3,6 +3,9 @@ apps and our apps' committed kernel profiles (real NVML readings, nothing genera
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +75,18 @@ def test_the_model_refuses_a_device_it_has_no_windows_for(ours) -> None:
     assert str(err.value.cause) == (
         "learned power model has no training windows for device nvidia-h100-nvidia"
     )
+
+
+def test_cli_evaluate_energy_with_the_learned_model_json() -> None:
+    """``clproj evaluate --energy FILES --models learned``: both power models on the same
+    windows and the same projected times."""
+    cmd = [sys.executable, "-m", "clproj.cli", "evaluate", "--energy", *map(str, FILES)]
+    cmd += ["--models", "bound,learned", "--apps", "nbody,reduction", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["trained_on"] == {"apps": 32, "windows": 36}
+    fitted, learned = doc["ours"]["fitted"]["rows"], doc["ours"]["learned"]["rows"]
+    assert len(fitted) == len(learned) == 3  # nbody one shape, reduction two
+    assert [r["measured_w"] for r in fitted] == [r["measured_w"] for r in learned]
+    assert [r["projected_s"] for r in fitted] == pytest.approx([r["projected_s"] for r in learned])
