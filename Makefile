@@ -73,6 +73,10 @@ bench: setup
 	$(BIN)/python -m clproj.benchmarks.energy_accuracy --windows $(ENERGY)/energy-apps-run1.json \
 		$(ENERGY)/energy-apps-run2.json --fits $(ENERGY)/power-microbench-settling.json \
 		$(ENERGY)/power-microbench.json --out benchmarks/results/energy_fits.md
+	# The fitted power beside Braun et al.'s learned power (our apps leave-one-app-out, PolyBench held out)
+	$(BIN)/python -m clproj.benchmarks.power_models --windows $(ENERGY)/energy-apps-run1.json \
+		$(ENERGY)/energy-apps-run2.json --suite $(VALIDATION) --truth $(VALIDATION)/truth \
+		--out benchmarks/results/power_models.md
 	# Time from each kernel's first launch to its projection, live and post-app side by side
 	POCL_DEVICES=pthread $(BIN)/python -m clproj.benchmarks.first_projection --out benchmarks/results/first_projection.md
 	# BabelStream and mixbench (../shared/validation) against their authors' published times,
