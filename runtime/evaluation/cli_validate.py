@@ -56,7 +56,8 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
         help="also judge these models side by side, e.g. bound,paper,roofline,mwp-cwp,learned: "
         "each re-projects the run's kernel profiles onto the same devices; learned is first "
         "trained on our own apps' committed bench results (default: bound only); with "
-        "--energy, learned also puts the learned power model beside the fitted power",
+        "--energy, learned also puts the learned power model beside the fitted power, "
+        "trained on our apps' windows in the --energy files",
     )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
     p.add_argument(

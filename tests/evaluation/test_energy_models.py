@@ -90,3 +90,37 @@ def test_cli_evaluate_energy_with_the_learned_model_json() -> None:
     assert len(fitted) == len(learned) == 3  # nbody one shape, reduction two
     assert [r["measured_w"] for r in fitted] == [r["measured_w"] for r in learned]
     assert [r["projected_s"] for r in fitted] == pytest.approx([r["projected_s"] for r in learned])
+
+
+def test_a_suite_window_takes_learned_power_times_the_runs_time(docs, ours) -> None:
+    """``validate --energy --models learned``: a suite window's learned row is the model
+    trained on all of our apps, times the time the run projected for the window's shape
+    (the fitted row's time too). The run here is one project-mode launch doc of syrk's
+    measured shape carrying a committed kernel profile of ours in place of syrk's."""
+    from types import SimpleNamespace
+
+    from clproj.runtime.evaluation.app_profiles import load_cached
+    from clproj.runtime.evaluation.validate_suite import AppRun
+
+    profile = load_cached("matmul_gmem", "paper", "single")["groups"][0]["variants"][0]["profile"]
+    launch = {
+        "kernel": "syrk_kernel",
+        "signature": "syrk-0",
+        "global_size": [2048, 2048],
+        "local_size": [32, 8],
+        "profile": profile,
+        "projections": [{"name": "NVIDIA H200", "time_s": 0.04, "energy_j": 10.0, "bound": "C"}],
+    }
+    val = SimpleNamespace(runs=[AppRun("syrk", True, doc={"projections": [launch]})])
+    out = M.side_by_side(docs, val, ours=False)  # every file with windows of our apps
+    assert "ours" not in out and out["trained_on"] == {"apps": 32, "windows": 36}
+    fitted, learned = out["suite"]["fitted"]["rows"], out["suite"]["learned"]["rows"]
+    assert len(fitted) == len(learned) == 1 and len(out["suite"]["learned"]["unmatched"]) == 17
+    row = learned[0]
+    assert (row["app"], row["projected_s"]) == ("syrk", 0.04) and fitted[0]["projected_s"] == 0.04
+    expected = M.trained_on_our_apps(ours).predict_w(
+        M.launch_variants([(1.0, profile, None)], J.measured_profile(docs[1]))[0],
+        "nvidia-h200-nvidia",
+    )
+    assert row["projected_w"] == pytest.approx(expected)
+    assert row["projected_j"] == pytest.approx(expected * 0.04)
