@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
-import json
 import mmap
 import os
 import re
@@ -30,7 +29,7 @@ import msgpack
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 from clproj.intercept import identity
-from clproj.intercept.blobs import BlobStore, sha256
+from clproj.intercept.blobs import BlobStore, sha256, zeros_sha256
 from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map
 from clproj.untrusted import BadField, is_int, read_regular_file, short
 
@@ -130,6 +129,8 @@ class LaunchRecord:
     # blob key -> (device buffer it was read from, its snapshot's sequence number, the
     # sequence number of the snapshot it equals or None): intercept.last_snapshots
     blob_sources: dict[str, tuple] = field(default_factory=dict, repr=False, compare=False)
+    # keys of blobs the shim found to be all zeros (add_blob ``zeros``)
+    zero_blobs: set[str] = field(default_factory=set, repr=False, compare=False)
     # bytes of blobs the last save() added to its store (the others were stored already):
     # what the recording process's CLPROJ_RECORD_MAX_BYTES counts
     stored_bytes: int = field(default=0, repr=False, compare=False)
@@ -159,7 +160,13 @@ class LaunchRecord:
             raise ClprojError(f"blob {sha} is not available: the record has no blob store")
         return BlobStore(self.store_dir).get(sha, size)
 
-    def add_blob(self, data: Any, scratch: str | None = None, source: tuple | None = None) -> str:
+    def add_blob(
+        self,
+        data: Any,
+        scratch: str | None = None,
+        source: tuple | None = None,
+        zeros: bool = False,
+    ) -> str:
         """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
 
         The key is a placeholder until :func:`save` replaces it by the content's sha256:
@@ -168,7 +175,8 @@ class LaunchRecord:
         of the record's store at that path (:meth:`BlobStore.scratch`); saving renames it
         instead of writing the data again. ``source``: (device buffer, sequence number,
         sequence number of the snapshot with the same bytes or None), for
-        :meth:`resolve_blobs`.
+        :meth:`resolve_blobs`. ``zeros``: every byte of ``data`` is zero (the shim checked):
+        named without hashing, stored as a sparse file (intercept.last_snapshots).
         """
         key = f"{PENDING_BLOB}{next(_pending_keys)}"
         self.blobs[key] = data
@@ -176,6 +184,8 @@ class LaunchRecord:
             self.blob_files[key] = scratch
         if source is not None:
             self.blob_sources[key] = source
+        if zeros:
+            self.zero_blobs.add(key)
         return key
 
     def drop_blobs(self) -> None:
@@ -202,7 +212,7 @@ class LaunchRecord:
             source, seq, same = self.blob_sources.pop(key, (None, None, None))
             had = last.get(source) if last is not None else None
             sha = had[1] if had is not None and same is not None and had[0] == same else None
-            renamed[key] = sha = sha or sha256(data)
+            renamed[key] = sha = sha or self._hash(key, data)
             if last is not None and source is not None:
                 last[source] = (seq, sha)
             self.blobs[sha] = data
@@ -220,6 +230,16 @@ class LaunchRecord:
                 a.blob = renamed[a.blob]
         if self.outputs:
             self.outputs = {i: renamed.get(s, s) for i, s in self.outputs.items()}
+
+    def _hash(self, key: str, data: Any) -> str:
+        """The content hash of pending blob ``key``: of its bytes, or where the shim found
+        them all zero, of that many zeros (hashed once per size)."""
+        if key not in self.zero_blobs:
+            return sha256(data)
+        self.zero_blobs.discard(key)
+        sha = zeros_sha256(len(data))
+        self.zero_blobs.add(sha)
+        return sha
 
     def arg(self, index: int) -> ArgRecord:
         for a in self.args:
@@ -338,12 +358,8 @@ def save(
                 store.adopt(scratch, sha)
                 continue
             record.blob_files[sha] = scratch  # another store's: removed by drop_blobs
-        if store.has(sha):
-            continue
-        if source is not None and sha not in record.blobs and source.has(sha):
-            store.link(sha, source)
-        else:
-            store.put(record.blob(sha), sha if sha in record.blobs else None)
+        if not store.has(sha):
+            _store(record, store, source, sha)
     if not record.id:
         record.id = new_id(record.kernel, directory)
     if not record.created:
@@ -363,6 +379,17 @@ def save(
     record.store_dir = directory
     record.path = path
     return path
+
+
+def _store(record: LaunchRecord, store: BlobStore, source: BlobStore | None, sha: str) -> None:
+    """Put blob ``sha`` of ``record`` into ``store``: sparse where it is zeros, linked
+    from ``source`` where only that store has it (``save``'s ``link_blobs``), else copied."""
+    if sha in record.zero_blobs and sha in record.blobs:
+        store.put_zeros(len(record.blobs[sha]), sha)
+    elif source is not None and sha not in record.blobs and source.has(sha):
+        store.link(sha, source)
+    else:
+        store.put(record.blob(sha), sha if sha in record.blobs else None)
 
 
 def _bad(path: str, what: str) -> ClprojError:
@@ -509,84 +536,3 @@ def device_info(device) -> dict:
         "type": cl.device_type.to_string(device.type),
         "driver": device.driver_version.strip(),
     }
-
-
-# ---- a launch without its buffers, one JSON line (docs/formats.md, "Deferred launches") ----
-LAUNCH_LINE_VERSION = 1
-
-
-def launch_line(record: LaunchRecord) -> str:
-    """``record`` without buffers or program text, as one JSON line: what a launch the
-    reuse cache answers leaves behind in the app (its program is that of the recorded
-    launch with the same hash). Written per launch, so it carries nothing the projection
-    after the app does not need."""
-    return (
-        json.dumps(
-            {
-                "v": LAUNCH_LINE_VERSION,
-                "kernel": record.kernel,
-                "program_hash": record.program_hash,
-                "work_dim": record.work_dim,
-                "global_size": record.global_size,
-                "local_size": record.local_size,
-                "global_offset": record.global_offset,
-                "args": [
-                    {
-                        "index": a.index,
-                        "kind": a.kind,
-                        "size": a.size,
-                        "data": a.data.hex() if a.data else None,
-                    }
-                    for a in record.args
-                ],
-            }
-        )
-        + "\n"
-    )
-
-
-def read_launch_lines(
-    path: str | None, programs: dict[str, tuple[str | None, str]]
-) -> list[LaunchRecord]:
-    """The buffer-less records of a file of :func:`launch_line` lines, each given the
-    program (source, options) of ``programs[program_hash]``. The file was written by the
-    app while it ran: a torn last line, a line of another version or one whose fields are
-    not a launch's is skipped, and launches of a program not in ``programs`` too."""
-    if not path or not os.path.exists(path):
-        return []
-    out: list[LaunchRecord] = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                m = json.loads(line)
-                if m.get("v") != LAUNCH_LINE_VERSION or m["program_hash"] not in programs:
-                    continue
-                source, options = programs[m["program_hash"]]
-                args = [
-                    ArgRecord(
-                        int(a["index"]),
-                        str(a["kind"]),
-                        size=None if a["size"] is None else int(a["size"]),
-                        data=bytes.fromhex(a["data"]) if a["data"] else None,
-                    )
-                    for a in m["args"]
-                ]
-                out.append(
-                    LaunchRecord(
-                        kernel=str(m["kernel"]),
-                        source=source,
-                        options=options,
-                        args=args,
-                        work_dim=int(m["work_dim"]),
-                        global_size=[int(g) for g in m["global_size"]],
-                        local_size=None
-                        if m["local_size"] is None
-                        else [int(x) for x in m["local_size"]],
-                        global_offset=None
-                        if m["global_offset"] is None
-                        else [int(x) for x in m["global_offset"]],
-                    )
-                )
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue
-    return out

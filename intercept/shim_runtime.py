@@ -87,8 +87,8 @@ def _device_info(ffi, lib, device) -> dict:
 
 def _read(ffi, lib, L, mem, size: int, wait: bool, into=None):
     """Read ``size`` bytes of ``mem`` straight into the snapshot's own memory (no zero
-    fill by ffi.new, no second copy into bytes: a multi-MiB snapshot is touched once):
-    ``into`` (a mapped scratch file of the blob store), else a new bytearray."""
+    fill by ffi.new, no second copy into bytes): ``into`` (the staging buffer of
+    intercept.last_snapshots), else a new bytearray."""
     data = bytearray(max(1, size)) if into is None else into
     err = lib.clproj_read_mem(
         L.queue,
@@ -103,8 +103,10 @@ def _read(ffi, lib, L, mem, size: int, wait: bool, into=None):
     return data if size else bytearray()
 
 
-# Snapshots from this size on are read into a file of the blob store (BlobStore.scratch);
-# smaller ones into memory (a file costs a create, a map and a rename: ~50 us).
+# Snapshots from this size on are read into the staging buffer and, unless they equal the
+# buffer's last snapshot or are zeros (intercept.last_snapshots), copied into a file of the
+# blob store (BlobStore.scratch); smaller ones into memory (a file costs a create, a map and
+# a rename: ~50 us).
 SCRATCH_MIN_BYTES = 1 << 20
 
 
@@ -114,27 +116,22 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
     if size < SCRATCH_MIN_BYTES:
         return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
     from clproj.intercept.blobs import BlobStore
-    from clproj.intercept.last_snapshots import LAST, same_bytes
+    from clproj.intercept.last_snapshots import LAST, all_zero, same_bytes
 
     source = int(ffi.cast("uintptr_t", mem))
     previous = LAST.previous(source, size)
-    if previous is None:  # read straight into its file
+    # read where it is compared with the buffer's last snapshot and with zeros
+    # (last_snapshots); only a snapshot that is neither is copied into a file of its own
+    with LAST.lock:
+        stage = LAST.staging(size)
+        _read(ffi, lib, L, mem, size, wait, into=stage)
+        if previous is not None and same_bytes(stage, previous[1]):
+            return rec.add_blob(memoryview(previous[1]), source=(source, previous[0], previous[0]))
+        if all_zero(stage):
+            seq, zeros = LAST.remember_zeros(source, size)
+            return rec.add_blob(memoryview(zeros), source=(source, seq, None), zeros=True)
         path, view = BlobStore(record_dir()).scratch(size)
-        try:
-            _read(ffi, lib, L, mem, size, wait, into=view)
-        except BaseException:
-            view.close()
-            os.unlink(path)
-            raise
-    else:  # read where it is compared with the buffer's last snapshot (last_snapshots)
-        seq, old = previous
-        with LAST.lock:
-            stage = LAST.staging(size)
-            _read(ffi, lib, L, mem, size, wait, into=stage)
-            if same_bytes(stage, old):
-                return rec.add_blob(memoryview(old), source=(source, seq, seq))
-            path, view = BlobStore(record_dir()).scratch(size)
-            view[:] = stage
+        view[:] = stage
     try:
         seq = LAST.remember(source, path, size)
     except BaseException:

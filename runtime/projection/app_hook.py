@@ -157,7 +157,7 @@ def admit(record: Any) -> bool:
     # (runtime.projection.live.complete_run), from these lines, so the app never waits.
     out = settings.get("CLPROJ_DEFERRED_FILE")
     if out:
-        from clproj.intercept.record import launch_line
+        from clproj.intercept.launch_lines import launch_line
 
         line = launch_line(record)
         with _lock:

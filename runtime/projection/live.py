@@ -341,7 +341,7 @@ def complete_run(
     records = sorted((load(p) for p in paths), key=lambda r: (r.created, r.id))
     missing = [r for r in records if r.signature not in done]
     programs = {r.program_hash: (r.source, r.options) for r in records}
-    from clproj.intercept.record import read_launch_lines
+    from clproj.intercept.launch_lines import read_launch_lines
 
     deferred = [r for r in read_launch_lines(deferred_file, programs) if r.signature not in done]
     after = live.after_app if live is not None else 0

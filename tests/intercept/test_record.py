@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from clproj.errors import ClprojError
+from clproj.intercept import launch_lines as L
 from clproj.intercept import record as R
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record_writer import RecordWriter
@@ -184,7 +186,7 @@ def test_launch_lines_round_trip_and_skip_what_is_not_a_launch(tmp_path):
     lines an app that died mid-write or another version left are skipped."""
     rec = _rec()
     path = tmp_path / "deferred.jsonl"
-    good = R.launch_line(rec)
+    good = L.launch_line(rec)
     path.write_text(
         good
         + '{"v": 2, "kernel": "axpy"}\n'
@@ -195,11 +197,11 @@ def test_launch_lines_round_trip_and_skip_what_is_not_a_launch(tmp_path):
         + good[: len(good) // 2]
     )
     programs = {rec.program_hash: (rec.source, rec.options)}
-    back = R.read_launch_lines(str(path), programs)
+    back = L.read_launch_lines(str(path), programs)
     assert len(back) == 1
     assert back[0].signature == rec.signature and back[0].args[0].data == rec.args[0].data
-    assert R.read_launch_lines(str(path), {}) == []
-    assert R.read_launch_lines(str(tmp_path / "missing.jsonl"), programs) == []
+    assert L.read_launch_lines(str(path), {}) == []
+    assert L.read_launch_lines(str(tmp_path / "missing.jsonl"), programs) == []
 
 
 def test_a_record_over_the_size_limit_is_never_written(tmp_path):
@@ -288,3 +290,44 @@ def test_last_snapshots_kept_are_bounded_by_the_record_limit(tmp_path, monkeypat
         path.write_bytes(bytes([source]) * size)
         last.remember(source, str(path), size)
     assert [s for s in range(4) if last.previous(s, size)] == [2, 3]
+
+
+def test_a_snapshot_of_zeros_is_stored_sparse_and_hashed_once_per_size(tmp_path, monkeypatch):
+    """A snapshot the shim found to be all zeros (a buffer no launch wrote yet) is named
+    by the hash of that many zeros, computed once per size, and stored as a sparse file
+    that reads back as zeros; the store's other blobs are hashed as before."""
+    from clproj.intercept import blobs
+    from clproj.intercept.last_snapshots import LastSnapshots, all_zero, same_bytes
+
+    size = 4 << 20
+    last = LastSnapshots()
+    seq, zeros = last.remember_zeros(0xA, size)
+    assert len(zeros) == size and all_zero(zeros) and last.previous(0xA, size)[0] == seq
+    assert same_bytes(bytearray(size), zeros)
+    src = "__kernel void k(__global float *a, __global float *b) { }"
+    rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)] * 2, 1)
+    hashed: list[int] = []
+    sha256 = R.sha256
+    monkeypatch.setattr(R, "sha256", lambda b: hashed.append(len(b)) or sha256(b))
+    blobs.zeros_sha256.cache_clear()
+    for i, a in enumerate(rec.args):
+        a.size = size
+        a.blob = rec.add_blob(memoryview(zeros), source=(0xA + i, seq, None), zeros=True)
+    R.save(rec, str(tmp_path), last={})
+    want = hashlib.sha256(bytes(size)).hexdigest()
+    assert rec.args[0].blob == rec.args[1].blob == want and rec.stored_bytes == size
+    assert hashed == [] and blobs.zeros_sha256.cache_info().misses == 1  # one hash
+    blob = tmp_path / "blobs" / want
+    assert blob.stat().st_size == size and blob.stat().st_blocks == 0  # sparse
+    assert R.load(rec.path).buffer_bytes(0) == bytes(size)  # content hash checked
+    assert not [n for n in os.listdir(tmp_path / "blobs") if n.startswith(".")]
+
+
+def test_all_zero_tells_any_set_byte():
+    from clproj.intercept.last_snapshots import all_zero
+
+    assert all_zero(bytearray(0)) and all_zero(bytearray(1 << 20))
+    for where in (0, 1, (1 << 20) - 1):
+        data = bytearray(1 << 20)
+        data[where] = 1
+        assert not all_zero(data)
