@@ -87,8 +87,8 @@ def test_a_wedged_node_is_dropped_in_seconds_and_its_work_fails_over(
         out = np.empty_like(a0)
         plat.enqueue_read(A, out)
         assert plat.default_device == "wedged/0"
-        for _ in range(3):
-            plat.enqueue_launch(k, [a0.size])
+        for _ in range(3):  # pinned: a placement by projection may pick the survivor
+            plat.enqueue_launch(k, [a0.size], device="wedged/0")
         t0 = time.monotonic()
         plat.enqueue_read(A, out)  # the node wedged: dropped, replayed on the survivor
         took = time.monotonic() - t0
