@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import sys
 from typing import Any
 
 from clproj.console import publish
+from clproj.devices.energy import read_results
 from clproj.errors import ClprojError
 
 
@@ -35,8 +35,7 @@ def variants(base: Any, fits: list[str]) -> list[tuple[str, Any]]:
     data.pop("power", None)
     out = [("spec rule (no microbenchmarks)", DeviceProfile(data))]
     for path in fits:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = read_results(path)
         fitted = copy.deepcopy(base.data)
         fitted["power"] = power_section(doc, os.path.basename(path))
         out.append((f"fit of {os.path.basename(path)}", DeviceProfile(fitted)))
@@ -47,7 +46,7 @@ def run(windows: list[str], fits: list[str]) -> list[dict[str, Any]]:
     """One summary per power section, over every window of our apps in ``windows``."""
     from clproj.runtime.evaluation import energy_judge as J
 
-    docs = [J.load_results(p) for p in windows]
+    docs = [read_results(p) for p in windows]
     base = J.measured_profile(docs[0])
     out = []
     for label, profile in variants(base, fits):

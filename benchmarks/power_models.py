@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clproj.console import publish
+from clproj.devices.energy import read_results
 from clproj.errors import ClprojError
 
 
@@ -32,7 +33,7 @@ def run(windows: list[str], suite: str | None, truth: str | None, seed: int = 0)
     from clproj.runtime.evaluation import energy_judge as J
     from clproj.runtime.evaluation.energy_models import side_by_side
 
-    docs = [J.load_results(p) for p in windows]
+    docs = [read_results(p) for p in windows]
     val = None
     if suite:
         from clproj.runtime.evaluation.validate import validate

@@ -128,16 +128,11 @@ def measure_power(
 def fit_into_profile(results_path: str, profile: str, output: str) -> dict[str, Any]:
     """The profile ``profile`` with its ``power`` section fitted from ``results_path``,
     validated as any profile is (the file came off another machine) and saved."""
+    from clproj.devices.energy import read_results
     from clproj.devices.power_fit import power_section
     from clproj.devices.profile import DeviceProfile, load_profile
 
-    try:
-        with open(results_path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise ClprojError(
-            f"cannot read power results {results_path}: {exc}", "pass the file --power wrote"
-        ) from None
+    doc = read_results(results_path)
     base = load_profile(profile)
     data = json.loads(json.dumps(base.data))
     data["power"] = power_section(doc, os.path.basename(results_path))

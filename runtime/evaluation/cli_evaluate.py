@@ -82,12 +82,13 @@ def _run_energy(args: argparse.Namespace, apps: list[str] | None) -> int:
     measured device's committed profile (runtime/evaluation/energy_judge.py); with
     ``--models`` naming ``learned``, the learned power model leave-one-app-out beside the
     fitted power (runtime/evaluation/energy_models.py)."""
+    from clproj.devices.energy import read_results
     from clproj.runtime.evaluation import energy_judge
 
     def keep(w: energy_judge.Window) -> bool:
         return energy_judge.ours(w) and (apps is None or w.app in apps)
 
-    docs = [energy_judge.load_results(path) for path in args.energy]
+    docs = [read_results(path) for path in args.energy]
     names = [m.strip() for m in (args.models or "").split(",") if m.strip()]
     if "learned" in names:
         from clproj.runtime.evaluation.energy_models import print_side_by_side, side_by_side

@@ -116,9 +116,9 @@ def run_validate(args: argparse.Namespace) -> int:
         os.makedirs(args.report, exist_ok=True)
     energy_docs = []
     if args.energy:  # read and checked before any app runs
-        from clproj.runtime.evaluation import energy_judge
+        from clproj.devices.energy import read_results
 
-        energy_docs = [energy_judge.load_results(p) for p in args.energy]
+        energy_docs = [read_results(p) for p in args.energy]
 
     def on_app(run: Any) -> None:
         status = "ok" if run.ok else f"[red]FAILED[/]: {run.error}"

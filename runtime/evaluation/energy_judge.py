@@ -71,20 +71,11 @@ class Window:
     figures: Mapping[str, Any]
 
 
-def load_results(path: str) -> dict[str, Any]:
-    """A ``clproj.energy-results`` file, read and checked as untrusted input."""
-    import json
-
-    from clproj.devices.energy import validate_results
-    from clproj.errors import ClprojError
-    from clproj.untrusted import read_regular_file
-
-    fix = "pass a file written by clproj profile-device --power or benchmarks/energy_run.py"
-    try:
-        doc = json.loads(read_regular_file(path, "energy results", 256 << 20, fix))
-    except ValueError as exc:
-        raise ClprojError(f"energy results {path}: not JSON ({exc})", fix) from None
-    return validate_results(doc)
+def device_name(doc: Mapping[str, Any]) -> str:
+    """The OpenCL name of the device an energy-results file was measured on (NVML's name
+    in files that do not record it): the name projections carry for that device."""
+    dev = doc.get("device") or {}
+    return str(dev.get("opencl_name") or dev.get("name") or "")
 
 
 def measured_profile(doc: Mapping[str, Any]) -> Any:
@@ -96,7 +87,7 @@ def measured_profile(doc: Mapping[str, Any]) -> Any:
     from clproj.errors import ClprojError
 
     dev = doc.get("device") or {}
-    name = str(dev.get("opencl_name") or dev.get("name") or "")
+    name = device_name(doc)
     found = profile_for_device(
         SimpleNamespace(
             name=name,

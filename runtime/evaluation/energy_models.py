@@ -179,8 +179,7 @@ def side_by_side(
         launches = suite_launches(val.runs)
         judged = []
         for d in docs:
-            name = str((d.get("device") or {}).get("opencl_name") or d["device"].get("name"))
-            times = suite_times(val.runs, name)
+            times = suite_times(val.runs, J.device_name(d))
             project = suite_projector(model, launches, J.measured_profile(d), times)
             judged.append(J.judge(d, project, J.of_suite))
         out["suite"] = {"fitted": judge_suite_energy(val, docs), "learned": J.to_doc(judged)}

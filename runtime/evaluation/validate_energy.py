@@ -25,13 +25,12 @@ def judge_suite_energy(val: Any, docs: Sequence[Mapping[str, Any]]) -> dict[str,
     }
     judged = []
     for doc in docs:
-        device = str((doc.get("device") or {}).get("opencl_name") or doc["device"].get("name"))
+        device = energy_judge.device_name(doc)
+        by_app = {app: energy_judge.shape_projector(s, device) for app, s in shapes.items()}
 
-        def project(w: energy_judge.Window, device: str = device) -> Any:
-            app = shapes.get(w.app)
-            if app is None:
-                return None
-            return energy_judge.shape_projector(app, device)(w)
+        def project(w: energy_judge.Window, by_app: dict[str, Any] = by_app) -> Any:
+            one = by_app.get(w.app)
+            return None if one is None else one(w)
 
         judged.append(energy_judge.judge(doc, project, energy_judge.of_suite))
     return energy_judge.to_doc(judged)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from clproj.devices.energy import read_results
 from clproj.errors import ClprojError
 from clproj.runtime.evaluation import energy_judge as J
 from clproj.runtime.evaluation.validate_match import project_shapes
@@ -25,7 +26,7 @@ FILES = [RUN / "energy-apps-run1.json", RUN / "energy-apps-run2.json"]
 def judged() -> list[dict]:
     out = []
     for path in FILES:
-        doc = J.load_results(str(path))
+        doc = read_results(str(path))
         out.append(J.judge(doc, J.app_projector(J.measured_profile(doc))))
     return out
 
@@ -65,7 +66,7 @@ def test_summary_is_the_rows_arithmetic(judged) -> None:
 def test_suite_windows_are_projected_from_the_runs_shapes() -> None:
     """``validate --energy``: a suite window takes the time and joules that the app's
     project-mode run gave its shape on the measured device, and nothing else."""
-    doc = J.load_results(str(FILES[1]))
+    doc = read_results(str(FILES[1]))
     launch = {
         "kernel": "syrk_kernel",
         "global_size": [2048, 2048],
@@ -88,11 +89,11 @@ def test_untrusted_results_are_one_clear_line(tmp_path: Path) -> None:
     bad = tmp_path / "e.json"
     bad.write_text('{"format": "clproj.energy-results", "version": 9}')
     with pytest.raises(ClprojError) as exc:
-        J.load_results(str(bad))
+        read_results(str(bad))
     assert "\n" not in exc.value.cause
     bad.write_text("{not json")
     with pytest.raises(ClprojError, match="not JSON"):
-        J.load_results(str(bad))
+        read_results(str(bad))
 
 
 def test_cli_evaluate_energy_json() -> None:

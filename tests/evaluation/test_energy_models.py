@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clproj.devices.energy import read_results
 from clproj.errors import ClprojError
 from clproj.runtime.evaluation import energy_judge as J
 from clproj.runtime.evaluation import energy_models as M
@@ -22,7 +23,7 @@ HELD_OUT = {"nbody", "aes", "matmul_gmem"}
 
 @pytest.fixture(scope="module")
 def docs() -> list[dict]:
-    return [J.load_results(str(p)) for p in FILES]
+    return [read_results(str(p)) for p in FILES]
 
 
 @pytest.fixture(scope="module")
