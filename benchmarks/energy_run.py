@@ -23,10 +23,10 @@ import sys
 import time
 from typing import Any
 
+from clproj.devices.energy import MIN_WINDOW_S
+from clproj.devices.energy_app import SHAPES_PER_KERNEL
+from clproj.devices.energy_nvml import IDLE_QUIET_S, WINDOW_S
 from clproj.errors import ClprojError
-
-MIN_WINDOW_S = 2.0
-SHAPES_PER_KERNEL = 2
 
 
 def window_seconds(text: str) -> float:
@@ -84,11 +84,11 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="OpenCL device (clproj devices order); default: first NVIDIA GPU",
     )
-    p.add_argument("--window", type=window_seconds, default=2.5, help="seconds per kernel")
+    p.add_argument("--window", type=window_seconds, default=WINDOW_S, help="seconds per kernel")
     p.add_argument(
         "--quiet",
         type=float,
-        default=1.5,
+        default=IDLE_QUIET_S,
         help="seconds the GPU is left quiet before each window's idle samples (its power "
         "reading is a 1 s average)",
     )

@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from clproj.devices.energy import kernel_entry
+from clproj.devices.energy_nvml import IDLE_QUIET_S, IDLE_S, WINDOW_S
 from clproj.errors import ClprojError
+from clproj.settings import setting
 from clproj.untrusted import BadField, field_at, is_finite_number
 
 LIBRARY = Path(__file__).with_name("libclproj_energy_window.so")
+# How many distinct launch shapes of a kernel are measured (the library's default too).
+SHAPES_PER_KERNEL = int(setting("CLPROJ_ENERGY_SHAPES").default)
 WINDOW_FIELDS = ("kernel", "global_size", "local_size", "idle", "start", "end", "launches")
 WINDOW_FIELDS += ("saved_buffers", "error")
 WINDOW_TYPES: dict[str, Any] = {
@@ -88,10 +92,10 @@ def measure_app(
     command: Sequence[str],
     cwd: str | None = None,
     *,
-    window_s: float = 2.5,
-    quiet_s: float = 1.5,
-    idle_s: float = 1.0,
-    shapes: int = 2,
+    window_s: float = WINDOW_S,
+    quiet_s: float = IDLE_QUIET_S,
+    idle_s: float = IDLE_S,
+    shapes: int = SHAPES_PER_KERNEL,
     timeout_s: float = 600.0,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(``clproj.energy-results`` kernel entries, the run's facts) of ``command`` run in

@@ -16,16 +16,21 @@ from collections.abc import Callable
 from typing import Any
 
 from clproj.background_thread import background_thread
-from clproj.devices.energy import MIN_WINDOW_S, CounterReading, Window
+from clproj.devices.energy import CounterReading, Window
 from clproj.errors import ClprojError
+from clproj.settings import setting
 
 NO_NVML_FIX = "run on a machine with an NVIDIA driver (Volta or later) and pynvml installed"
 # Poll the energy counter every 2 ms (far below its 20-100 ms step), clocks and
-# temperature every 100 ms; idle power from 5 samples 0.2 s apart after 1.5 s quiet
-# (nvmlDeviceGetPowerUsage is a 1 s average on H100-class parts).
+# temperature every 100 ms; idle power from 5 samples over 1 s after 1.5 s quiet
+# (nvmlDeviceGetPowerUsage is a 1 s average on H100-class parts). The window, quiet and
+# idle lengths are the settings table's defaults, which the energy-window preload library
+# (C) reads too: one definition for apps measured either way.
 POLL_S = 0.002
 SAMPLE_S = 0.1
-IDLE_QUIET_S = 1.5
+WINDOW_S = float(setting("CLPROJ_ENERGY_WINDOW_S").default)
+IDLE_QUIET_S = float(setting("CLPROJ_ENERGY_QUIET_S").default)
+IDLE_S = float(setting("CLPROJ_ENERGY_IDLE_S").default)
 IDLE_SAMPLES = 5
 
 
@@ -187,7 +192,7 @@ def idle_power(
     out = []
     for _ in range(samples):
         out.append(nv.nvmlDeviceGetPowerUsage(handle) / 1000.0)
-        time.sleep(0.2)
+        time.sleep(IDLE_S / IDLE_SAMPLES)
     return out
 
 
@@ -211,7 +216,7 @@ def measure(
     kernel: str,
     launch: Callable[[], Any],
     finish: Callable[[], None],
-    window_s: float = MIN_WINDOW_S + 0.5,
+    window_s: float = WINDOW_S,
     quiet_s: float = IDLE_QUIET_S,
 ) -> Window:
     """Launch ``kernel`` for at least ``window_s`` with the queue never empty, polling

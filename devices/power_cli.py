@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from clproj.background_thread import background_thread
-from clproj.devices.energy import MIN_WINDOW_S, CounterReading, Window
+from clproj.devices.energy import CounterReading, Window
+from clproj.devices.energy_nvml import WINDOW_S
 from clproj.errors import ClprojError
 
 
@@ -98,9 +99,7 @@ def reader_for(dev: Any, window_s: float) -> tuple[dict[str, Any], Callable[...,
     return facts, lambda name, launch, finish: measure(nv, handle, name, launch, finish, window_s)
 
 
-def measure_power(
-    dev: Any, output: str, quick: bool, window_s: float = MIN_WINDOW_S + 0.5
-) -> dict[str, Any]:
+def measure_power(dev: Any, output: str, quick: bool, window_s: float = WINDOW_S) -> dict[str, Any]:
     """Run the power microbenchmarks on ``dev`` and write every reading to ``output``."""
     from clproj.atomic import write_atomic
     from clproj.console import stderr
