@@ -368,7 +368,7 @@ def global_time(  # noqa: C901
         dram_read = dram_total * share["load"]
         t_dram = dram_time(dram_read, dram_total * share["store"])
     t_l2 = l2_traffic / (cache_bw * cu_fraction)
-    t_l1 = 0.0
+    t_l1 = l1_bytes = 0.0
     if unique and device.kind == "GPU":
         # NVIDIA GPUs since Volta build L1 and local memory from one SRAM per SM, which
         # serves one cache line (a "wavefront") per cycle: the measured local-memory peak
@@ -386,7 +386,7 @@ def global_time(  # noqa: C901
         "t_dram": t_dram,
         "t_l2": t_l2,
         "t_l1": t_l1,
-        "l1_bytes": t_l1 * device.peak("local") * cu_fraction,
+        "l1_bytes": l1_bytes,
     }
 
 
