@@ -17,16 +17,19 @@ handlers (OpenBLAS hangs, see clproj.lifeline).
 of the same launch (attempt, scout, loop probes) and each started Python, numpy and
 pyopencl again: 0.3-0.45 s of imports per run on the 2-core VM against 0.02-0.1 s of
 emulation in a probe, so the probes cost more than the kernel. The server reads one JSON
-request a line on stdin (``{"id": n, "record": path, "dir": folder, "env": {...}}`` or
-``{"signal": "kill"|"stop"|"cont", "to": n}``), forks a child that sets ``env`` (the plugin and Oclgrind's logger read
-it when the child creates its OpenCL context: nothing of Oclgrind is created before the
-fork), sends its stdout/stderr to ``dir`` and runs the record as the one-shot worker
-does; the server writes ``{"id": n, "status": s}`` when the child has exited (``s`` as
-``Popen.returncode``). The server itself is single-threaded (a fork copies only the
-forking thread) and runs with ``OPENBLAS_NUM_THREADS=1`` (no BLAS thread pool to fork
-beside) and ``PYOPENCL_NO_CACHE=1`` (pyopencl's compiler cache takes a lock file that a
-paused or killed child would hold: the others waited 60 s, then failed); it ends its
-children and itself when stdin closes.
+request a line on stdin (``{"id": n, "record": path, "dir": folder, "env": {...},
+"nice": k}`` or ``{"signal": "kill"|"stop"|"cont", "to": n}``) and forks a child that
+sets ``env`` (the plugin and Oclgrind's logger read it when the child creates its OpenCL
+context: nothing of Oclgrind is created before the fork), lowers its own priority to nice
+``k`` where that is below the server's (a server shared by a whole ``clproj run`` serves
+threads that yield to the app and threads that run after it), sends its stdout/stderr to
+``dir`` and runs the record as the one-shot worker does. The server writes
+``{"id": n, "status": s}`` when the child has exited (``s`` as ``Popen.returncode``).
+The server itself is single-threaded (a fork copies only the forking thread) and runs
+with ``OPENBLAS_NUM_THREADS=1`` (no BLAS thread pool to fork beside) and
+``PYOPENCL_NO_CACHE=1`` (pyopencl's compiler cache takes a lock file that a paused or
+killed child would hold: the others waited 60 s, then failed); it ends its children and
+itself when stdin closes.
 """
 
 from __future__ import annotations
@@ -147,6 +150,9 @@ def _child(req: dict, server: int) -> None:
         from clproj.lifeline import die_with_starter
 
         die_with_starter(server)
+        nice = int(req.get("nice", 0))
+        if nice > os.getpriority(os.PRIO_PROCESS, 0):  # never raise priority
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
         os.environ.update({str(k): str(v) for k, v in req.get("env", {}).items()})
         for fd, name in ((1, "stdout"), (2, "stderr")):
             out = os.open(os.path.join(req["dir"], name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)

@@ -36,6 +36,22 @@ def clproj_project(*options: str) -> list[str]:
 
 def emulators_of(pid: int) -> list[int]:
     """Emulator processes (``clproj.miniemu.worker``) whose parent is ``pid``."""
+    return [p for p, _ in _workers_of(pid)]
+
+
+def emulations_of(pid: int) -> list[int]:
+    """The emulator processes started by ``pid`` that run a record: its one-shot workers
+    and the forks of its fork servers (``--serve``), not the idle servers themselves."""
+    out = []
+    for child, argv in _workers_of(pid):
+        if b"--serve" in argv:
+            out += [p for p, _ in _workers_of(child)]
+        else:
+            out.append(child)
+    return out
+
+
+def _workers_of(pid: int) -> list[tuple[int, bytes]]:
     out = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -46,7 +62,7 @@ def emulators_of(pid: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
         if ppid == pid and b"clproj.miniemu.worker" in argv:
-            out.append(int(entry))
+            out.append((int(entry), argv))
     return out
 
 

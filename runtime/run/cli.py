@@ -9,6 +9,7 @@ mode's live emulation and projections (runtime.projection), route mode's cluster
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
@@ -221,13 +222,17 @@ def run_cmd(args: argparse.Namespace) -> int:
     from clproj.intercept.app_process import run_app
 
     cmd = _command(args)
-    with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp, contextlib.ExitStack() as hold:
         run = _prepare(args, tmp)
         live = None
         if args.mode == "project":
+            from clproj.miniemu.oclgrind import shared_server
             from clproj.runtime.projection.live import emulation_mode
             from clproj.runtime.projection.live_run import maybe_start
 
+            # one emulator fork server for every projection of the run, started now: its
+            # imports overlap the app's start instead of delaying each kernel's projection
+            hold.enter_context(shared_server())
             # emulates and projects each record as soon as it is written (at nice 19)
             live = maybe_start(run.record_dir, run.devices_spec or "local", emulation_mode())
         # --json: the document alone on stdout; the app's own output goes to stderr

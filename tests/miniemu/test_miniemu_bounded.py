@@ -296,3 +296,62 @@ def test_triangular_nest_is_budget_extrapolated_to_the_whole_launch():
     fmas = p.total["instructions"]["fp32_fma"] + p.total["instructions"].get("fp32_mul", 0)
     exact = n * m * (m + 1) // 2  # one multiply-add per inner trip
     assert 0.8 * exact <= fmas <= 1.25 * exact, (fmas, exact)
+
+
+def test_emulations_in_a_shared_server_block_fork_from_one_server_and_match():
+    """``clproj run`` holds one fork server for all its emulations (miniemu.oclgrind.
+    shared_server): emulations from two threads at once fork from it, each ends its own
+    scout and probes, the profiles are those of a server of their own, and the server
+    ends with the block."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from clproj.miniemu.oclgrind import shared_server
+    from tests.conftest import emulations_of, emulators_of, running
+
+    def bounded(n: int):
+        return miniemu.emulate(rec(n), mode="bounded", budget="instructions=300000")
+
+    alone = [bounded(n) for n in (20, 2000)]
+    assert not emulators_of(os.getpid())
+    with shared_server():
+        (server,) = emulators_of(os.getpid())
+        with ThreadPoolExecutor(2) as pool:
+            shared = list(pool.map(bounded, (20, 2000)))
+        assert emulators_of(os.getpid()) == [server]  # no server of their own
+        assert not emulations_of(os.getpid())  # no scout or probe left running
+    assert not running(server)
+    for a, b in zip(alone, shared, strict=True):
+        assert a.emulation["method"] == b.emulation["method"]
+        assert a.total == b.total
+
+
+def test_a_shared_servers_run_yields_as_the_thread_that_asked_for_it():
+    """Live emulation beside an app asks at nice 19 (runtime.projection.live_run); the
+    shared server was started at the caller's priority, so the run lowers its own."""
+    import threading
+    import time
+
+    from clproj.miniemu.oclgrind import shared_server
+    from tests.conftest import emulations_of
+
+    seeds = np.full(256, 8, np.uint32)  # spins until the 2 s wall backstop
+    r = from_arrays(SRC, "spin", [seeds, np.zeros(256, np.uint32)], [256], [256])
+
+    def low_priority() -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        miniemu.emulate(r, mode="bounded", budget="wall=2,instructions=1e12")
+
+    with shared_server():
+        thread = threading.Thread(target=low_priority)
+        thread.start()
+        nices = set()
+        while thread.is_alive():
+            for pid in emulations_of(os.getpid()):
+                try:
+                    with open(f"/proc/{pid}/stat") as fh:
+                        nices.add(int(fh.read().rsplit(")", 1)[1].split()[16]))
+                except OSError:
+                    pass  # it ended meanwhile
+            time.sleep(0.05)
+        thread.join()
+    assert nices == {19}

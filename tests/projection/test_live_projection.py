@@ -16,7 +16,7 @@ import numpy as np
 
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record import from_arrays, load, save
-from tests.conftest import clproj_project, emulators_of, running
+from tests.conftest import clproj_project, emulations_of, emulators_of, running
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_app.py")
@@ -78,13 +78,15 @@ def test_killing_clproj_run_during_a_live_emulation_leaves_no_emulator(tmp_path)
     )
     try:
         deadline = time.monotonic() + 120
-        while not (emulators := emulators_of(proc.pid)) and time.monotonic() < deadline:
+        while not (emulations := emulations_of(proc.pid)) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.1)
-        assert emulators, "no emulation started while the app ran"
-        with open(f"/proc/{emulators[0]}/stat") as fh:
+        assert emulations, "no emulation started while the app ran"
+        with open(f"/proc/{emulations[0]}/stat") as fh:
             nice = int(fh.read().rsplit(")", 1)[1].split()[16])
         assert nice == 19  # it yields to the app
+        # the run's fork server too: it dies with clproj run
+        emulators = emulators_of(proc.pid) + emulations
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         deadline = time.monotonic() + 10
