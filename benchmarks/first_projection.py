@@ -2,11 +2,15 @@
 
 Routing can only use a projection that exists: a short app finishes before the
 projections of its kernels do and never benefits. This benchmark runs unmodified apps
-natively and twice under ``clproj run --mode project --devices measured --json`` from an
-empty projection cache, interleaved so the three share the machine's load:
+natively and under ``clproj run --mode project --devices measured --json`` once per method
+from an empty projection cache, interleaved so they share the machine's load:
 
 * ``live``: the default, ``clproj run`` emulating and projecting each record while the app
-  runs, at nice 19 (``CLPROJ_LIVE_EMULATION=1``, runtime/projection/live_run.py);
+  runs, at nice 19 (``CLPROJ_LIVE_EMULATION=1``, runtime/projection/live_run.py), every
+  emulation forking its runs from one server held for the whole run
+  (``CLPROJ_EMULATOR_SERVER=run``, miniemu.oclgrind.shared_server);
+* ``live-own-server``: the same, each emulation starting a server of its own
+  (``CLPROJ_EMULATOR_SERVER=emulation``);
 * ``post-app``: every emulation after the app (``CLPROJ_LIVE_EMULATION=0``);
 * ``live-idle`` (``--methods``): while the app runs, only on an idle core
   (``CLPROJ_LIVE_EMULATION=auto``).
@@ -43,10 +47,17 @@ SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 BABELSTREAM_SIZES = (1 << 17, 1 << 20, 1 << 23, 52_428_800)  # doubles per array: 1-400 MiB
 QUICK_BABELSTREAM = (1 << 17, 52_428_800)
 QUICK_POLYBENCH = ("atax", "gemver", "jacobi-1d-imper")
-# CLPROJ_LIVE_EMULATION of each method; "live-idle" (`--methods`): beside the app only while
-# a whole core is idle, what "live" does at nice 19 whatever the load
-ALL_METHODS = {"live": "1", "post-app": "0", "live-idle": "auto"}
-METHODS = {"live": "1", "post-app": "0"}
+# The settings of each method; "live-idle" (`--methods`): beside the app only while a whole
+# core is idle, what "live" does at nice 19 whatever the load; "live-own-server": live, with
+# a fork server started by each emulation (CLPROJ_EMULATOR_SERVER=emulation) instead of one
+# for the whole run
+ALL_METHODS = {
+    "live": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "run"},
+    "live-own-server": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "emulation"},
+    "post-app": {"CLPROJ_LIVE_EMULATION": "0", "CLPROJ_EMULATOR_SERVER": "run"},
+    "live-idle": {"CLPROJ_LIVE_EMULATION": "auto", "CLPROJ_EMULATOR_SERVER": "run"},
+}
+METHODS: dict[str, dict[str, str]] = {}
 TARGET_MEDIAN_S, TARGET_MAX_S, TARGET_RATIO = 1.0, 5.0, 2.0
 
 
@@ -87,7 +98,7 @@ def kernels_of(record_dir: str, docs: list[dict[str, Any]]) -> list[dict[str, An
 def project(app: list[str], cwd: str, env: dict[str, str], work: str, method: str) -> dict:
     """One project-mode run of ``app`` from an empty projection cache."""
     run = tempfile.mkdtemp(prefix=f"{method}-", dir=work)
-    env = dict(env, CLPROJ_CACHE=os.path.join(run, "cache"), CLPROJ_LIVE_EMULATION=METHODS[method])
+    env = dict(env, CLPROJ_CACHE=os.path.join(run, "cache"), **METHODS[method])
     cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--devices"]
     cmd += ["measured", "--json", "--record", os.path.join(run, "rec"), "--", *app]
     wall, out, rc = timed(cmd, cwd, env)
@@ -179,7 +190,10 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
         "*live*: emulated and projected by `clproj run` while the app runs, at nice 19 "
-        "(`CLPROJ_LIVE_EMULATION=1`, the default); *post-app*: every emulation after the "
+        "(`CLPROJ_LIVE_EMULATION=1`, the default), every emulation forking its runs from one "
+        "server for the whole run (`CLPROJ_EMULATOR_SERVER=run`, the default); "
+        "*live-own-server*: the same with a server started by each emulation "
+        "(`CLPROJ_EMULATOR_SERVER=emulation`); *post-app*: every emulation after the "
         "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
         "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",
         "",
@@ -254,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suites", default="apps,polybench,babelstream")
     ap.add_argument("--quick", action="store_true", help="a subset of each suite")
     ap.add_argument("--out", help="also write the report (Markdown) here")
-    ap.add_argument("--methods", default="live,post-app", help=f"of {', '.join(ALL_METHODS)}")
+    ap.add_argument("--methods", default="live,live-own-server,post-app", help=f"of {', '.join(ALL_METHODS)}")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     METHODS.clear()

@@ -226,6 +226,17 @@ TABLE: tuple[Setting, ...] = (
         "exits).",
         ("auto", "1", "0"),
     ),
+    Setting(
+        "CLPROJ_EMULATOR_SERVER",
+        "choice",
+        "run",
+        "both",
+        "Where bounded emulations fork their emulator runs from: `run`, one server for the "
+        "whole `clproj run` (project mode) or app (route mode); `emulation`, a server of "
+        "each emulation's own, which imports Python, numpy and pyopencl again for every "
+        "kernel (0.4-0.5 s on a 2-core machine; kept to measure the difference).",
+        ("run", "emulation"),
+    ),
     # --- route mode and the cluster ---
     Setting(
         "CLPROJ_BROKER",

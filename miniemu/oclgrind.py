@@ -415,11 +415,14 @@ def shared_server() -> Iterator[None]:
     one for the whole run. Enter it from a thread that outlives the block: the server dies
     with the thread that started it (``miniemu.worker --parent-pid``). Nested blocks share
     the first one's server; the last to leave closes it. Where Oclgrind cannot run, the
-    block holds nothing and each emulation reports why, as before.
+    block holds nothing and each emulation reports why, as before; with
+    ``CLPROJ_EMULATOR_SERVER=emulation`` it holds nothing either (each emulation starts a
+    server of its own: the benchmarks' comparison).
     """
     backend = OclgrindBackend()
+    wanted = settings.get("CLPROJ_EMULATOR_SERVER") == "run"
     with _SHARED.lock:
-        if _SHARED.holders == 0 and backend.unavailable() is None:
+        if wanted and _SHARED.holders == 0 and backend.unavailable() is None:
             _SHARED.server = WorkerServer(backend, "bounded")
         _SHARED.holders += 1
     try:

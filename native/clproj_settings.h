@@ -238,6 +238,12 @@ static inline const char *clproj_setting_live_emulation(void) {
     return clproj__choice("CLPROJ_LIVE_EMULATION", "1", choices, "one of auto, 1, 0");
 }
 
+/* CLPROJ_EMULATOR_SERVER (choice, both): see docs/settings.md. */
+static inline const char *clproj_setting_emulator_server(void) {
+    static const char *const choices[] = {"run", "emulation", 0};
+    return clproj__choice("CLPROJ_EMULATOR_SERVER", "run", choices, "one of run, emulation");
+}
+
 /* CLPROJ_BROKER (str, app): see docs/settings.md. */
 static inline const char *clproj_setting_broker(void) {
     static char buf[CLPROJ_SETTING_TEXT_MAX];

@@ -214,6 +214,17 @@ def _project(record: Any, reused: bool = False) -> dict[str, Any] | None:
 
 
 def _work() -> None:
+    from clproj.miniemu.oclgrind import shared_server
+
+    # One emulator fork server for the rest of the app's run (miniemu.oclgrind.
+    # shared_server): each new kernel's projection forks its runs from it instead of
+    # importing Python, numpy and pyopencl again. It dies with this thread, which lives as
+    # long as the app.
+    with shared_server():
+        _serve_queue()
+
+
+def _serve_queue() -> None:
     from clproj.errors import ClprojError
 
     while True:
