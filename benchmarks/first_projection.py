@@ -268,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suites", default="apps,polybench,babelstream")
     ap.add_argument("--quick", action="store_true", help="a subset of each suite")
     ap.add_argument("--out", help="also write the report (Markdown) here")
-    ap.add_argument("--methods", default="live,live-own-server,post-app", help=f"of {', '.join(ALL_METHODS)}")
+    ap.add_argument(
+        "--methods", default="live,live-own-server,post-app", help=f"of {', '.join(ALL_METHODS)}"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     METHODS.clear()
