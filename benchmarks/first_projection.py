@@ -11,6 +11,9 @@ from an empty projection cache, interleaved so they share the machine's load:
   (``CLPROJ_EMULATOR_SERVER=run``, miniemu.oclgrind.shared_server);
 * ``live-own-server``: the same, each emulation starting a server of its own
   (``CLPROJ_EMULATOR_SERVER=emulation``);
+* ``live-writer-hash``: the same as ``live``, each large snapshot hashed by the app's
+  record writer after it was copied (``CLPROJ_SNAPSHOT_HASH=writer``), not while it is
+  copied (intercept.snapshot_hash);
 * ``post-app``: every emulation after the app (``CLPROJ_LIVE_EMULATION=0``);
 * ``live-idle`` (``--methods``): while the app runs, only on an idle core
   (``CLPROJ_LIVE_EMULATION=auto``).
@@ -50,12 +53,14 @@ QUICK_POLYBENCH = ("atax", "gemver", "jacobi-1d-imper")
 # The settings of each method; "live-idle" (`--methods`): beside the app only while a whole
 # core is idle, what "live" does at nice 19 whatever the load; "live-own-server": live, with
 # a fork server started by each emulation (CLPROJ_EMULATOR_SERVER=emulation) instead of one
-# for the whole run
+# for the whole run; "live-writer-hash": live, large snapshots hashed by the record writer
+# after their copy (CLPROJ_SNAPSHOT_HASH=writer) instead of while they are copied
 ALL_METHODS = {
-    "live": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "run"},
+    "live": {"CLPROJ_LIVE_EMULATION": "1"},
     "live-own-server": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "emulation"},
-    "post-app": {"CLPROJ_LIVE_EMULATION": "0", "CLPROJ_EMULATOR_SERVER": "run"},
-    "live-idle": {"CLPROJ_LIVE_EMULATION": "auto", "CLPROJ_EMULATOR_SERVER": "run"},
+    "live-writer-hash": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_HASH": "writer"},
+    "post-app": {"CLPROJ_LIVE_EMULATION": "0"},
+    "live-idle": {"CLPROJ_LIVE_EMULATION": "auto"},
 }
 METHODS: dict[str, dict[str, str]] = {}
 TARGET_MEDIAN_S, TARGET_MAX_S, TARGET_RATIO = 1.0, 5.0, 2.0
@@ -193,7 +198,9 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "(`CLPROJ_LIVE_EMULATION=1`, the default), every emulation forking its runs from one "
         "server for the whole run (`CLPROJ_EMULATOR_SERVER=run`, the default); "
         "*live-own-server*: the same with a server started by each emulation "
-        "(`CLPROJ_EMULATOR_SERVER=emulation`); *post-app*: every emulation after the "
+        "(`CLPROJ_EMULATOR_SERVER=emulation`); *live-writer-hash*: as *live*, each large "
+        "snapshot hashed after its copy by the record writer (`CLPROJ_SNAPSHOT_HASH=writer`) "
+        "instead of while it is copied; *post-app*: every emulation after the "
         "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
         "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",
         "",
@@ -269,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a subset of each suite")
     ap.add_argument("--out", help="also write the report (Markdown) here")
     ap.add_argument(
-        "--methods", default="live,live-own-server,post-app", help=f"of {', '.join(ALL_METHODS)}"
+        "--methods",
+        default="live,live-own-server,live-writer-hash,post-app",
+        help=f"of {', '.join(ALL_METHODS)}",
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

@@ -237,6 +237,17 @@ TABLE: tuple[Setting, ...] = (
         "kernel (0.4-0.5 s on a 2-core machine; kept to measure the difference).",
         ("run", "emulation"),
     ),
+    Setting(
+        "CLPROJ_SNAPSHOT_HASH",
+        "choice",
+        "streamed",
+        "app",
+        "When a changed buffer snapshot of 1 MiB or more is hashed: `streamed`, on a thread "
+        "of its own while the app's thread copies it, chunk by chunk "
+        "(intercept.snapshot_hash); `writer`, after the copy, on the record writer's "
+        "thread (the record is whole later; kept to measure the difference).",
+        ("streamed", "writer"),
+    ),
     # --- route mode and the cluster ---
     Setting(
         "CLPROJ_BROKER",

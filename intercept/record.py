@@ -131,6 +131,8 @@ class LaunchRecord:
     blob_sources: dict[str, tuple] = field(default_factory=dict, repr=False, compare=False)
     # keys of blobs the shim found to be all zeros (add_blob ``zeros``)
     zero_blobs: set[str] = field(default_factory=set, repr=False, compare=False)
+    # blob key -> its content hash under way (intercept.snapshot_hash), for resolve_blobs
+    blob_digests: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # bytes of blobs the last save() added to its store (the others were stored already):
     # what the recording process's CLPROJ_RECORD_MAX_BYTES counts
     stored_bytes: int = field(default=0, repr=False, compare=False)
@@ -166,6 +168,7 @@ class LaunchRecord:
         scratch: str | None = None,
         source: tuple | None = None,
         zeros: bool = False,
+        digest: Any = None,
     ) -> str:
         """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
 
@@ -177,6 +180,8 @@ class LaunchRecord:
         sequence number of the snapshot with the same bytes or None), for
         :meth:`resolve_blobs`. ``zeros``: every byte of ``data`` is zero (the shim checked):
         named without hashing, stored as a sparse file (intercept.last_snapshots).
+        ``digest``: the content hash under way (an :class:`intercept.snapshot_hash.
+        StreamHash`), taken instead of hashing ``data`` again.
         """
         key = f"{PENDING_BLOB}{next(_pending_keys)}"
         self.blobs[key] = data
@@ -186,10 +191,15 @@ class LaunchRecord:
             self.blob_sources[key] = source
         if zeros:
             self.zero_blobs.add(key)
+        if digest is not None:
+            self.blob_digests[key] = digest
         return key
 
     def drop_blobs(self) -> None:
         """Forget the in-memory blobs, and remove scratch files no blob took (a failed save)."""
+        for digest in self.blob_digests.values():
+            digest.cancel()  # before the mapping it reads is closed
+        self.blob_digests.clear()
         for path in self.blob_files.values():
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -212,7 +222,7 @@ class LaunchRecord:
             source, seq, same = self.blob_sources.pop(key, (None, None, None))
             had = last.get(source) if last is not None else None
             sha = had[1] if had is not None and same is not None and had[0] == same else None
-            renamed[key] = sha = sha or self._hash(key, data)
+            renamed[key] = sha = self._content_hash(key, data, sha)
             if last is not None and source is not None:
                 last[source] = (seq, sha)
             self.blobs[sha] = data
@@ -230,6 +240,16 @@ class LaunchRecord:
                 a.blob = renamed[a.blob]
         if self.outputs:
             self.outputs = {i: renamed.get(s, s) for i, s in self.outputs.items()}
+
+    def _content_hash(self, key: str, data: Any, known: str | None) -> str:
+        """Pending blob ``key``'s hash: ``known`` (its equal's), the hash computed while it
+        was copied (``add_blob`` ``digest``), or :meth:`_hash` of its bytes."""
+        digest = self.blob_digests.pop(key, None)
+        if known is not None:
+            if digest is not None:
+                digest.cancel()
+            return known
+        return digest.result() if digest is not None else self._hash(key, data)
 
     def _hash(self, key: str, data: Any) -> str:
         """The content hash of pending blob ``key``: of its bytes, or where the shim found

@@ -117,6 +117,7 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
         return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
     from clproj.intercept.blobs import BlobStore
     from clproj.intercept.last_snapshots import LAST, all_zero, same_bytes
+    from clproj.intercept.snapshot_hash import copy_and_hash
 
     source = int(ffi.cast("uintptr_t", mem))
     previous = LAST.previous(source, size)
@@ -131,14 +132,26 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
             seq, zeros = LAST.remember_zeros(source, size)
             return rec.add_blob(memoryview(zeros), source=(source, seq, None), zeros=True)
         path, view = BlobStore(record_dir()).scratch(size)
-        view[:] = stage
+        try:
+            digest = None
+            if settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed":
+                # hashed as it is copied: the record is whole about when the copy ends
+                digest = copy_and_hash(view, stage, size)
+            else:  # hashed by the record writer, after the copy
+                view[:] = stage
+        except BaseException:
+            view.close()
+            os.unlink(path)
+            raise
     try:
         seq = LAST.remember(source, path, size)
     except BaseException:
+        if digest is not None:
+            digest.cancel()
         view.close()
         os.unlink(path)
         raise
-    return rec.add_blob(view, scratch=path, source=(source, seq, None))
+    return rec.add_blob(view, scratch=path, source=(source, seq, None), digest=digest)
 
 
 def _metadata(ffi, L):

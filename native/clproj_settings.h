@@ -244,6 +244,12 @@ static inline const char *clproj_setting_emulator_server(void) {
     return clproj__choice("CLPROJ_EMULATOR_SERVER", "run", choices, "one of run, emulation");
 }
 
+/* CLPROJ_SNAPSHOT_HASH (choice, app): see docs/settings.md. */
+static inline const char *clproj_setting_snapshot_hash(void) {
+    static const char *const choices[] = {"streamed", "writer", 0};
+    return clproj__choice("CLPROJ_SNAPSHOT_HASH", "streamed", choices, "one of streamed, writer");
+}
+
 /* CLPROJ_BROKER (str, app): see docs/settings.md. */
 static inline const char *clproj_setting_broker(void) {
     static char buf[CLPROJ_SETTING_TEXT_MAX];

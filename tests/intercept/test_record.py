@@ -331,3 +331,52 @@ def test_all_zero_tells_any_set_byte():
         data = bytearray(1 << 20)
         data[where] = 1
         assert not all_zero(data)
+
+
+def test_a_snapshot_hashed_while_copied_is_named_by_its_content(tmp_path, monkeypatch):
+    """The shim copies a changed snapshot into its scratch file chunk by chunk while a
+    thread hashes each copied chunk (intercept.snapshot_hash): the writer takes that hash
+    without hashing the blob again, and it is the sha256 of the content, also for a size
+    that is not a whole number of chunks."""
+    from clproj.intercept import snapshot_hash as S
+
+    monkeypatch.setattr(S, "CHUNK_BYTES", 1 << 16)
+    src = "__kernel void k(__global float *a) { }"
+    data = np.random.default_rng(5).random((1 << 18) + 3, np.float32)  # 4 chunks and a bit
+    hashed: list[int] = []
+    sha256 = R.sha256
+    monkeypatch.setattr(R, "sha256", lambda b: (len(b) > 8 and hashed.append(len(b))) or sha256(b))
+    path, view = BlobStore(str(tmp_path)).scratch(data.nbytes)
+    digest = S.copy_and_hash(view, memoryview(data.tobytes()), data.nbytes)
+    rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)], 1)
+    rec.args[0].size = data.nbytes
+    rec.args[0].blob = rec.add_blob(view, scratch=path, digest=digest)
+    R.save(rec, str(tmp_path))
+    assert rec.args[0].blob == hashlib.sha256(data.tobytes()).hexdigest()
+    assert not hashed  # the writer hashed nothing
+    assert not os.path.exists(path)  # the scratch file became the blob
+    assert BlobStore(str(tmp_path)).get(rec.args[0].blob, data.nbytes) == data.tobytes()
+
+
+def test_a_failed_copy_stops_its_hash_and_a_dropped_record_its_hasher():
+    """A copy that fails part way cancels its hasher (the caller then closes the mapping
+    it read); a record dropped before it was saved (the launch failed) cancels the hashes
+    of its snapshots, so no thread reads a closed mapping."""
+    import mmap
+
+    from clproj.intercept.snapshot_hash import StreamHash, copy_and_hash
+
+    target = mmap.mmap(-1, 1 << 20)
+    with pytest.raises(IndexError):
+        copy_and_hash(target, memoryview(bytes(1 << 19)), 1 << 20)  # the source is short
+    target.close()  # no view of it is left to the hasher
+
+    rec = R.from_arrays("__kernel void k(__global float *a) { }", "k", [np.zeros(1, np.float32)], 1)
+    view = mmap.mmap(-1, 1 << 20)
+    half = StreamHash(view, 1 << 20)
+    half.filled(1 << 19)  # the copy never ends
+    rec.args[0].blob = rec.add_blob(view, digest=half)
+    rec.drop_blobs()  # cancels, then closes the mapping
+    assert view.closed
+    with pytest.raises(RuntimeError, match="cancelled"):
+        half.result()
