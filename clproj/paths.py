@@ -28,6 +28,18 @@ def scratch_parent() -> str | None:
     return run_dir if run_dir and os.path.isdir(run_dir) else None
 
 
+def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder under :func:`scratch_parent` whose removal never raises. Why:
+    emulations run on daemon threads inside an app (route mode's projections, split
+    decisions); when the app exits while one is under way, Python's exit removes the
+    folder (the ``TemporaryDirectory`` finalizer) while the thread may still write to it,
+    and the removal's ``FileNotFoundError`` printed a traceback into the app's stderr.
+    ``clproj run`` removes the run's folder with whatever is left in it."""
+    return tempfile.TemporaryDirectory(
+        prefix=prefix, dir=scratch_parent(), ignore_cleanup_errors=True
+    )
+
+
 # A Unix socket's path fits in 107 bytes (sun_path); the names clproj binds inside a socket
 # folder ("broker", "direct", "local") are short, this leaves them room.
 SOCKET_PATH_MAX = 107

@@ -8,12 +8,11 @@ is the command. The emulator always runs in a subprocess with a time budget (see
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import TYPE_CHECKING
 
 from clproj.miniemu.backend import MODES, get_backend
 from clproj.miniemu.profile import KernelProfile, build_profile
-from clproj.paths import scratch_parent
+from clproj.paths import scratch_dir
 
 if TYPE_CHECKING:
     from clproj.intercept.record import LaunchRecord
@@ -60,7 +59,7 @@ def emulate(
         b = Budget.parse(budget)
         b.wall_s = min(b.wall_s, timeout_s)
         return emulate_bounded(record, b, engine)
-    with tempfile.TemporaryDirectory(prefix="clproj-rec-", dir=scratch_parent()) as tmp:
+    with scratch_dir("clproj-rec-") as tmp:
         path = record.path if record.path and os.path.exists(record.path) else None
         if path is None:
             # An in-memory record: the worker subprocess needs it on disk.

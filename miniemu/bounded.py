@@ -78,7 +78,7 @@ from clproj.miniemu.profile import KernelProfile, scale_stats
 from clproj.miniemu.scev import (
     scalar_args,
 )
-from clproj.paths import scratch_parent
+from clproj.paths import scratch_dir
 
 if TYPE_CHECKING:
     from clproj.intercept.record import LaunchRecord
@@ -270,7 +270,7 @@ def emulate_bounded(
     backend = backend or get_backend("oclgrind")
     server = backend.server() if speculate and hasattr(backend, "server") else None
     with (
-        tempfile.TemporaryDirectory(prefix="clproj-bounded-", dir=scratch_parent()) as tmp,
+        scratch_dir("clproj-bounded-") as tmp,
         server or contextlib.nullcontext(),
     ):
         runner = Runner(record, budget, backend, tmp, server)

@@ -30,7 +30,7 @@ from clproj import pyenv, settings
 from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
 from clproj.miniemu.backend import GroupStats, RawEmulation
-from clproj.paths import scratch_parent
+from clproj.paths import scratch_dir, scratch_parent
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"
 VERSION = "oclgrind 21.10"
@@ -101,7 +101,7 @@ class OclgrindBackend:
         reason = self.unavailable()
         if reason:
             raise ClprojError(f"Oclgrind cannot run here: {reason}", "run `make setup`")
-        with tempfile.TemporaryDirectory(prefix="clproj-emu-", dir=scratch_parent()) as tmp:
+        with scratch_dir("clproj-emu-") as tmp:
             out_path = os.path.join(tmp, "stats.jsonl")
             log_path = os.path.join(tmp, "oclgrind.log")
             env = self.environment(mode, out_path, log_path, threads)

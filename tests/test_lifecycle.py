@@ -220,8 +220,8 @@ def test_killing_clproj_run_kills_the_app_and_its_cluster(app):
     )
     assert proc.stdout is not None
     pid = app_pid(proc.stdout.readline())
-    helpers = helpers_of(pid)
-    assert len(helpers) == 2  # the embedded broker and node
+    assert len(helpers_of(pid, "broker")) == len(helpers_of(pid, "node")) == 1  # embedded
+    helpers = helpers_of(pid)  # and the emulator server once a kernel is projected
     proc.kill()
     proc.wait(10)
     assert wait_gone([pid, *helpers]) == []

@@ -25,14 +25,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
 from clproj.intercept.record import LaunchRecord
-from clproj.paths import scratch_parent
+from clproj.paths import scratch_dir
 
 
 @dataclass
@@ -124,7 +123,7 @@ def emulate_store_ranges(record: LaunchRecord, timeout_s: float = 120.0) -> list
     why = backend.unavailable()
     if why:
         raise ClprojError(f"Oclgrind cannot run here: {why}", "run `make setup`")
-    with tempfile.TemporaryDirectory(prefix="clproj-split-", dir=scratch_parent()) as tmp:
+    with scratch_dir("clproj-split-") as tmp:
         path = save(copy.copy(record), tmp, link_blobs=True)
         out, log = os.path.join(tmp, "stats.jsonl"), os.path.join(tmp, "oclgrind.log")
         env = backend.environment("quick", out, log)
