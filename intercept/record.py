@@ -29,7 +29,7 @@ import msgpack
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 from clproj.intercept import identity
-from clproj.intercept.blobs import BlobStore, sha256, zeros_sha256
+from clproj.intercept.blobs import BlobStore, prepared_zeros_sha256, sha256
 from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map
 from clproj.untrusted import BadField, is_int, read_regular_file, short
 
@@ -257,7 +257,7 @@ class LaunchRecord:
         if key not in self.zero_blobs:
             return sha256(data)
         self.zero_blobs.discard(key)
-        sha = zeros_sha256(len(data))
+        sha = prepared_zeros_sha256(len(data))
         self.zero_blobs.add(sha)
         return sha
 

@@ -115,7 +115,7 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
     mem = L.args[index].mem
     if size < SCRATCH_MIN_BYTES:
         return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
-    from clproj.intercept.blobs import BlobStore
+    from clproj.intercept.blobs import BlobStore, prepare_zeros_sha256
     from clproj.intercept.last_snapshots import LAST, all_zero, same_bytes
     from clproj.intercept.snapshot_hash import copy_and_hash
 
@@ -129,6 +129,7 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
         if previous is not None and same_bytes(stage, previous[1]):
             return rec.add_blob(memoryview(previous[1]), source=(source, previous[0], previous[0]))
         if all_zero(stage):
+            prepare_zeros_sha256(size)  # named while the launch runs
             seq, zeros = LAST.remember_zeros(source, size)
             return rec.add_blob(memoryview(zeros), source=(source, seq, None), zeros=True)
         path, view = BlobStore(record_dir()).scratch(size)

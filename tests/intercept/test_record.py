@@ -380,3 +380,16 @@ def test_a_failed_copy_stops_its_hash_and_a_dropped_record_its_hasher():
     assert view.closed
     with pytest.raises(RuntimeError, match="cancelled"):
         half.result()
+
+
+def test_a_zeros_hash_started_at_the_snapshot_is_computed_once():
+    """The shim starts the hash of a zeros snapshot's size when it finds one (before the
+    launch runs); the writer then waits for that hash instead of computing it again."""
+    from clproj.intercept import blobs
+
+    size = (3 << 20) + 5
+    blobs.zeros_sha256.cache_clear()
+    blobs.prepare_zeros_sha256(size)
+    blobs.prepare_zeros_sha256(size)  # once per size
+    assert blobs.prepared_zeros_sha256(size) == hashlib.sha256(bytes(size)).hexdigest()
+    assert blobs.zeros_sha256.cache_info().misses == 1
