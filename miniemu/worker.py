@@ -147,12 +147,12 @@ def _child(req: dict, server: int) -> None:
     """A forked run: its own environment and output files, then the record; exits."""
     rc = 1
     try:
+        nice = int(req.get("nice", 0))  # first: the asking thread may be yielding to an app
+        if nice > os.getpriority(os.PRIO_PROCESS, 0):  # never raise priority
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
         from clproj.lifeline import die_with_starter
 
         die_with_starter(server)
-        nice = int(req.get("nice", 0))
-        if nice > os.getpriority(os.PRIO_PROCESS, 0):  # never raise priority
-            os.setpriority(os.PRIO_PROCESS, 0, nice)
         os.environ.update({str(k): str(v) for k, v in req.get("env", {}).items()})
         for fd, name in ((1, "stdout"), (2, "stderr")):
             out = os.open(os.path.join(req["dir"], name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
