@@ -151,7 +151,8 @@ class OclgrindBackend:
         if reason:
             raise ClprojError(f"Oclgrind cannot run here: {reason}", "run `make setup`")
         with _SHARED.lock:
-            held = _SHARED.server
+            # not in a fork of the holder: the server's pipes are the holder's
+            held = _SHARED.server if _SHARED.pid == os.getpid() else None
         if mode == "bounded" and held is not None and not held.gone:
             return ServerSession(held)
         return WorkerServer(self, mode)
@@ -398,6 +399,7 @@ class _Shared:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.server: WorkerServer | None = None
+        self.pid = 0  # the process that started it
         self.holders = 0
 
 
@@ -423,7 +425,7 @@ def shared_server() -> Iterator[None]:
     wanted = settings.get("CLPROJ_EMULATOR_SERVER") == "run"
     with _SHARED.lock:
         if wanted and _SHARED.holders == 0 and backend.unavailable() is None:
-            _SHARED.server = WorkerServer(backend, "bounded")
+            _SHARED.server, _SHARED.pid = WorkerServer(backend, "bounded"), os.getpid()
         _SHARED.holders += 1
     try:
         yield
