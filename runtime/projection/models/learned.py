@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,36 @@ def row_features(row: TrainingRow, footprint_bytes: float | None = None) -> list
     return list((w[:, None] * x).sum(0) / w.sum())
 
 
+def select_by_app_folds(
+    make: Any,
+    grid: Sequence[dict[str, Any]],
+    folds: int,
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    error: Any,
+) -> dict[str, Any]:
+    """The point of ``grid`` whose regressor (``make(params)``), trained without each inner
+    fold's apps (``groups``), sums the least ``error(predicted, actual)`` over the apps it
+    did not see; the first point with fewer than 3 apps or a single point. One piece for
+    the learned time and power models, which differ only in their error."""
+    from sklearn.model_selection import GroupKFold
+
+    n_groups = len(set(groups))
+    if n_groups < 3 or len(grid) == 1:
+        return dict(grid[0])
+    splits = list(GroupKFold(n_splits=min(folds, n_groups)).split(x, y, groups))
+    best, best_err = grid[0], math.inf
+    for params in grid:
+        err = 0.0
+        for tr, va in splits:
+            m = make(params).fit(x[tr], y[tr])
+            err += float(error(m.predict(x[va]), y[va]).sum())
+        if err < best_err:
+            best, best_err = params, err
+    return dict(best)
+
+
 class LearnedModel:
     """One ExtraTreesRegressor per device key on log time; hyper-parameters by grouped CV."""
 
@@ -122,21 +153,9 @@ class LearnedModel:
 
     def _select(self, x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, Any]:
         """Inner CV over apps: the grid point with the lowest mean squared log error."""
-        from sklearn.model_selection import GroupKFold
-
-        n_groups = len(set(groups))
-        if n_groups < 3 or len(self.grid) == 1:
-            return dict(self.grid[0])
-        folds = list(GroupKFold(n_splits=min(self.inner_folds, n_groups)).split(x, y, groups))
-        best, best_err = self.grid[0], math.inf
-        for params in self.grid:
-            err = 0.0
-            for tr, va in folds:
-                m = self._regressor(params).fit(x[tr], y[tr])
-                err += float(((m.predict(x[va]) - y[va]) ** 2).sum())
-            if err < best_err:
-                best, best_err = params, err
-        return dict(best)
+        return select_by_app_folds(
+            self._regressor, self.grid, self.inner_folds, x, y, groups, lambda p, a: (p - a) ** 2
+        )
 
     def fit(self, rows: list[TrainingRow]) -> LearnedModel:
         """Train one model per device on ``rows`` (replacing any earlier training)."""

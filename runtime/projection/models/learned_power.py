@@ -34,6 +34,7 @@ import numpy as np
 
 from clproj.devices.profile import INSTRUCTION_CLASSES
 from clproj.errors import ClprojError
+from clproj.runtime.projection.models.learned import select_by_app_folds
 
 # Small grid and few trees: the training sets are tens of windows (docs/models.md).
 GRID = tuple({"max_features": f, "min_samples_leaf": m} for f in (0.5, 1.0) for m in (1, 3))
@@ -114,21 +115,9 @@ class LearnedPowerModel:
 
     def _select(self, x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, Any]:
         """Inner CV over apps: the grid point with the lowest squared relative error."""
-        from sklearn.model_selection import GroupKFold
-
-        n_groups = len(set(groups))
-        if n_groups < 3:
-            return dict(GRID[0])
-        folds = list(GroupKFold(n_splits=min(INNER_FOLDS, n_groups)).split(x, y, groups))
-        best, best_err = GRID[0], math.inf
-        for params in GRID:
-            err = 0.0
-            for tr, va in folds:
-                m = self._regressor(params).fit(x[tr], y[tr])
-                err += float((((m.predict(x[va]) - y[va]) / y[va]) ** 2).sum())
-            if err < best_err:
-                best, best_err = params, err
-        return dict(best)
+        return select_by_app_folds(
+            self._regressor, GRID, INNER_FOLDS, x, y, groups, lambda p, a: ((p - a) / a) ** 2
+        )
 
     def fit(self, rows: Sequence[PowerRow]) -> LearnedPowerModel:
         """Train one regressor per device on ``rows`` (replacing any earlier training)."""
