@@ -19,12 +19,14 @@ from clproj.errors import ClprojError
 from clproj.miniemu.counters import flatten_stats, lower_confidence, rebuild_stats, relative_error
 from clproj.miniemu.profile import KernelProfile, build_profile, instructions_total, scale_stats
 from clproj.miniemu.scev import (
+    Launch,
     NotEvaluable,
     mean_nest_trips,
     scev_args,
     scev_ids,
     signed,
     trip_count,
+    uniform_trips,
 )
 
 if TYPE_CHECKING:
@@ -62,12 +64,13 @@ def dependent_depth(loops: list[dict], loop: dict, knob: int) -> int:
 def choose_knob(raw: Any, args: dict[int, int]) -> tuple[dict, int, int] | None:
     """(heaviest loop, knob argument, polynomial degree), or None when no loop qualifies."""
     best = None
+    launch = Launch.of(raw)
     for lp in raw.loops:
         used = scev_args(lp.get("exact")) & set(args)
         if not used:
             continue
         try:
-            t = trip_count(lp, args)
+            t = uniform_trips(lp, args, launch)
         except NotEvaluable:
             continue
         if best is None or t > best[0]:
@@ -79,14 +82,19 @@ def choose_knob(raw: Any, args: dict[int, int]) -> tuple[dict, int, int] | None:
     return lp, knob, dependent_depth(raw.loops, lp, knob)
 
 
-def probe_value(lp: dict, args: dict[int, int], knob: int, target: int) -> int | None:
+def probe_value(
+    lp: dict, args: dict[int, int], knob: int, target: int, launch: Launch
+) -> int | None:
     """Smallest knob value in [0, actual] whose trip count reaches ``target`` (bisection)."""
     actual = signed(args[knob], 64)
     if actual <= 0:
         return None
 
-    def trips(v: int) -> int:
-        return signed(trip_count(lp, {**args, knob: v}) - 1, 64) + 1
+    def trips(v: int) -> float:
+        at = {**args, knob: v}
+        if scev_ids(lp.get("exact")):  # a grid-stride loop: the mean over the launch's ids
+            return mean_nest_trips([lp], at, "exact", list(launch.global_size), None, launch)
+        return signed(trip_count(lp, at, launch=launch) - 1, 64) + 1
 
     lo, hi = 0, actual
     if trips(hi) < target:
@@ -104,10 +112,12 @@ def loop_entries(raw: Any, lp: dict, loops: list[dict], knob: int, args: dict[in
     """Entries into ``lp`` in a run, counted: its header executions over the trips per entry
     that the knob sets (the product over ``lp`` and its ancestors whose trip count reads it)."""
     by_id = {x["id"]: x for x in loops}
-    per_entry, cur = 1, lp
+    launch = Launch.of(raw)
+    per_entry: float = 1
+    cur = lp
     while cur is not None:
         if knob in scev_args(cur.get("exact")):
-            per_entry *= trip_count(cur, args)
+            per_entry *= uniform_trips(cur, args, launch)
         cur = by_id.get(cur.get("parent", -1))
     h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in raw.groups)
     return h / max(1, per_entry)
@@ -148,11 +158,15 @@ def plan_probes(first: Any, args: dict[int, int], budget: Budget) -> ProbePlan |
     targets = sorted({max(2, round(t_max * (j + 1) / (degree + 2))) for j in range(degree + 2)})
     if len(targets) < degree + 2:
         return f"too few distinct probe trip counts for loop {lp['id']}"
-    values = [probe_value(lp, args, knob, t) for t in targets]
+    launch = Launch.of(first)
+    values = [probe_value(lp, args, knob, t, launch) for t in targets]
     if any(v is None for v in values) or len(set(values)) < len(values):
         return f"argument {knob} cannot set loop {lp['id']} to {targets} trips"
-    xs = [float(trip_count(lp, {**args, knob: v})) for v in values]
-    x_actual = float(trip_count(lp, args))
+    try:
+        xs = [uniform_trips(lp, {**args, knob: v}, launch) for v in values if v is not None]
+        x_actual = uniform_trips(lp, args, launch)
+    except NotEvaluable as exc:
+        return f"loop {lp['id']} at the probes: {exc}"
     return ProbePlan(
         lp, knob, degree, [int(v) for v in values if v is not None], xs, x_actual,
         cap >= budget.probe_trips, ipi, lanes,
@@ -285,7 +299,12 @@ def budget_extrapolate(
             for key, label in (("exact", "exact"), ("max", "symbolic maximum")):
                 try:
                     expected = mean_nest_trips(
-                        chain, args, key, record.global_size, record.global_offset
+                        chain,
+                        args,
+                        key,
+                        record.global_size,
+                        record.global_offset,
+                        Launch.of(first),
                     )
                     if any(scev_ids(c.get(key)) for c in chain):
                         label += ", mean over the launch's work-item ids"
