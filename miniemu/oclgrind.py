@@ -127,7 +127,7 @@ class OclgrindBackend:
                 proc.communicate()
                 raise ClprojError(
                     f"emulation ({mode}) exceeded its time budget of {timeout_s:g} s and was killed",
-                    "raise --timeout"
+                    "use --mode bounded (budgeted, as project mode emulates) or raise --timeout"
                     if mode == "single"
                     else "use --mode single (one work-group) or raise --timeout",
                 ) from None

@@ -10,7 +10,7 @@ from typing import Any
 from clproj.argtypes import positive_seconds
 from clproj.console import emit_json, fmt_time, print_table, stderr
 from clproj.errors import ClprojError
-from clproj.miniemu.backend import GROUP_MODES
+from clproj.miniemu.backend import MODES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--mode",
         default="single",
-        choices=list(GROUP_MODES),
-        help="emulation mode when TARGET is a record (default: single)",
+        choices=list(MODES),
+        help="emulation mode when TARGET is a record (default: single; bounded: within an "
+        "instruction budget, as project mode emulates)",
     )
     p.add_argument(
         "--timeout", type=positive_seconds, default=120.0, help="emulation time budget in seconds"

@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _sweep_after_app() -> None:
     """Remove the shared-memory files of route-mode clients that died (a crashed app)."""
-    from clproj.runtime.cluster.client.platform import sweep_orphan_shm
+    from clproj.runtime.cluster.client.shm import sweep_orphan_shm
 
     sweep_orphan_shm()
 

@@ -439,3 +439,29 @@ def test_a_trip_count_of_unknown_shape_is_not_evaluable() -> None:
     for expr in ({"shape": 1}, {"op": "add"}, {"gsize": 3, "bits": 64}, "text"):
         with pytest.raises(NotEvaluable):
             eval_scev(expr, {}, launch=None)  # type: ignore[arg-type]
+
+
+def test_clproj_project_emulates_a_record_bounded_as_project_mode_does(tmp_path) -> None:
+    """`clproj project RECORD` emulated one whole work-group (single) and nothing else: a
+    reduction over 16 M elements ran into its time limit. ``--mode bounded`` is project
+    mode's emulation."""
+    import json
+    import subprocess
+    import sys
+
+    from clproj.intercept.record import save
+
+    n = 1 << 24
+    x, out = np.ones(n, np.float32), np.zeros(64, np.float32)
+    path = save(from_arrays(STRIDE, "grid_sum", [x, out, np.int64(n)], [64], [32]), str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-m", "clproj.cli", "project", path, "--mode", "bounded", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)  # single mode: 64 x 262,144 trips, minutes in Oclgrind
+    assert doc["kernel"] == "grid_sum" and doc["recommended"]
+    assert doc["projections"] and all(p["time_s"] > 0 for p in doc["projections"])
