@@ -9,6 +9,8 @@ drain at exit are one job, apart from the record format (intercept.record).
 from __future__ import annotations
 
 import collections
+import contextlib
+import os
 import sys
 import threading
 from typing import Any
@@ -45,15 +47,23 @@ class RecordWriter:
         self.last: dict[int, tuple[int, str]] = {}
 
     def submit(
-        self, record: LaunchRecord, directory: str, then: Any = None, after: Any = None
+        self,
+        record: LaunchRecord,
+        directory: str,
+        then: Any = None,
+        after: Any = None,
+        kind: str = "save",
     ) -> None:
+        """Queue ``record``: ``kind`` ``save`` writes it; ``update`` writes it again (a
+        field changed since, e.g. its measured time) and ``withdraw`` removes its file, each
+        only where its ``save`` wrote it."""
         # Snapshots read into the store's scratch files (BlobStore.scratch) are page cache,
         # which the kernel writes back and bounds itself: only process memory counts.
         size = sum(len(b) for k, b in record.blobs.items() if k not in record.blob_files)
         with self._cond:
             while self._bytes and self._bytes + size > self.max_bytes:
                 self._cond.wait()
-            self._queue.append((record, directory, then, after, size))
+            self._queue.append((kind, record, directory, then, after, size))
             self._bytes += size
             if self._thread is None:
                 self._thread = background_thread(self._run, "clproj-record-writer")
@@ -65,10 +75,10 @@ class RecordWriter:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                record, directory, then, after, size = self._queue.popleft()
+                kind, record, directory, then, after, size = self._queue.popleft()
                 self._busy = True
             try:
-                save(record, directory, last=self.last)
+                self._write(kind, record, directory)
                 if then is not None:
                     then(record)
             except ClprojError as exc:  # e.g. a record over the size limit: that one only
@@ -86,6 +96,17 @@ class RecordWriter:
                     self._busy = False
                     self._cond.notify_all()
 
+    def _write(self, kind: str, record: LaunchRecord, directory: str) -> None:
+        if kind == "save":
+            save(record, directory, last=self.last)
+        elif record.path is None:
+            return  # its save failed (reported): nothing to update or remove
+        elif kind == "update":
+            save(record, directory, last=self.last)  # the blobs are stored: the map only
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(record.path)
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every submitted record is written; False on timeout."""
         with self._cond:
@@ -97,6 +118,16 @@ _writer: RecordWriter | None = None
 # Each device buffer's last snapshot, for the records saved at once (outside project mode).
 # Threads of the app may save side by side: a stale entry only costs a hash.
 _last: dict[int, tuple[int, str]] = {}
+
+
+def revise_later(record: LaunchRecord, directory: str, withdraw: bool = False) -> None:
+    """Project mode: after :func:`save_later` of ``record``, write its file again (a field
+    changed: the launch's measured time) or, with ``withdraw``, remove it (the launch
+    failed), in order behind that save on the same writer."""
+    with _writer_lock:
+        writer = _writer
+    if writer is not None:
+        writer.submit(record, directory, kind="withdraw" if withdraw else "update")
 
 
 def save_later(record: LaunchRecord, directory: str, then: Any = None, after: Any = None) -> None:

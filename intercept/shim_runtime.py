@@ -295,9 +295,21 @@ def pre_launch(ffi, lib, L):
         rec.drop_blobs()  # the launch passes through unrecorded: no scratch file stays
         settle(need, 0)
         raise
+    # Project mode publishes the record now, before the launch runs: its snapshots are
+    # copies already, and the emulation of a kernel that runs for seconds (PolyBench 2mm:
+    # 25 s a launch on the 2-core VM) starts at its launch instead of after it.
+    # post_launch then adds the measured time (or withdraws the record of a failed launch).
+    early = settings.get("CLPROJ_MODE") == "project" and not L.verify
     with _lock:
         handle = next(_handles)
-        _pending[handle] = (rec, need)
+        _pending[handle] = (rec, need, early)
+    if early:
+        from clproj.intercept import hooks
+        from clproj.intercept.record_writer import save_later
+
+        save_later(
+            rec, record_dir(), then=hooks.notify, after=lambda r: settle(need, r.stored_bytes)
+        )
     return handle
 
 
@@ -308,8 +320,15 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
     from clproj.intercept.record_writer import save_later
 
     with _lock:
-        rec, need = _pending.pop(handle, (None, 0))
+        rec, need, early = _pending.pop(handle, (None, 0, False))
     if rec is None:
+        return
+    if early:  # published at the launch (pre_launch): its time, or its withdrawal
+        from clproj.intercept.record_writer import revise_later
+
+        if err == 0:
+            rec.measured_time_ns = None if time_ns < 0 else int(time_ns)
+        revise_later(rec, record_dir(), withdraw=err != 0)
         return
     if err != 0:  # the launch failed: not recorded
         rec.drop_blobs()

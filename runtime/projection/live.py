@@ -339,6 +339,7 @@ def complete_run(
     except ClprojError:
         paths = []
     records = sorted((load(p) for p in paths), key=lambda r: (r.created, r.id))
+    _settle_published(done, records)
     missing = [r for r in records if r.signature not in done]
     programs = {r.program_hash: (r.source, r.options) for r in records}
     from clproj.intercept.launch_lines import read_launch_lines
@@ -355,6 +356,19 @@ def complete_run(
         print("clproj: interrupted; showing the launches projected so far", file=sys.stderr)
     _summary(done, during, after + len(missing), time.perf_counter() - start)
     return choose(list(done.values()), objective)
+
+
+def _settle_published(done: dict[str, dict[str, Any]], records: list[Any]) -> None:
+    """Project mode publishes a record at its launch and writes it again with the launch's
+    measured time (intercept.shim_runtime.pre_launch); the live projection read the first
+    file. Its document takes the time from the file as the app left it, and a launch whose
+    record the app withdrew (the launch failed) loses its document."""
+    final = {r.signature: r for r in records}
+    for signature in [s for s in done if s not in final]:
+        del done[signature]
+    for signature, doc in done.items():
+        if doc.get("measured_time_ns") is None:
+            doc["measured_time_ns"] = final[signature].measured_time_ns
 
 
 def choose(docs: list[dict[str, Any]], objective: str) -> list[dict[str, Any]]:

@@ -60,6 +60,7 @@ class LiveProjector:
         self.after_app = 0
         self._devices: list[Any] | None = None
         self._seen: set[str] = set()
+        self._found: dict[str, float] = {}  # record id -> when a scan found its file
         self._queue: list[Any] = []
         self._later: list[Any] = []  # starved while the app ran: again after it
         self._running = 0
@@ -102,6 +103,7 @@ class LiveProjector:
                     fresh.append(load(os.path.join(folder, name)))
                 except ClprojError:
                     continue  # complete_run reports a bad record
+                self._found[fresh[-1].id] = time.time()
             if fresh:
                 with self._cond:
                     self._queue += fresh
@@ -161,6 +163,8 @@ class LiveProjector:
         doc["live"] = "during app" if during else "after app"
         if doc.get("projections"):  # a cached projection too: this run's latency
             doc["since_launch_s"] = round(time.time() - record.created, 4)
+        if record.id in self._found:  # how much of that the record took to appear
+            doc["record_found_s"] = round(self._found[record.id] - record.created, 4)
         with self._cond:
             self.done[record.signature] = doc
             self._running -= 1

@@ -4,7 +4,9 @@
 scratch files), then it waits until a projection appears in ``$CLPROJ_CACHE/projections``
 (at most 60 s) and prints whether it saw one; ``live_app.py once``: that launch alone.
 ``live_app.py loop N``: one launch of a kernel
-whose single work-item loops N times (long to emulate), then it sleeps 120 s.
+whose single work-item loops N times (long to emulate), then it sleeps 120 s;
+``live_app.py long N``: one launch of a chain of N dependent steps in one work-item (long
+to run on a CPU, a loop of one argument to emulate), and it exits.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ __kernel void scale(__global const float *a, __global float *b) {
 __kernel void spin(__global int *a, int n) {
     int s = 0;
     for (int i = 0; i < n; i++) s += i ^ a[0];
+    a[1] = s;
+}
+__kernel void chain(__global uint *a, int n) {
+    uint s = a[0];
+    for (int i = 0; i < n; i++) s = s * 1664525u + ((uint)i ^ 1013904223u);
     a[1] = s;
 }
 """
@@ -54,6 +61,12 @@ def main() -> int:
         print("no projection while running")
         return 0
     a = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(2, np.int32))
+    if sys.argv[1] == "long":  # one work-item's chain of N dependent steps: seconds on a CPU
+        start = time.monotonic()
+        prog.chain(queue, (1,), (1,), a, np.int32(int(sys.argv[2])))
+        queue.finish()
+        print(f"launch ran {time.monotonic() - start:.2f} s", flush=True)
+        return 0
     prog.spin(queue, (1,), (1,), a, np.int32(int(sys.argv[2])))
     queue.finish()
     print("launched", flush=True)
