@@ -26,7 +26,7 @@ from clproj import settings
 
 _reported: set[str] = set()
 _lock = threading.Lock()
-_pending: dict[int, tuple[object, int]] = {}  # handle -> (record, bytes it reserved)
+_pending: dict[int, tuple[object, int, bool]] = {}  # handle -> (record, bytes reserved, published)
 _handles = itertools.count(1)
 # What CLPROJ_RECORD_MAX_BYTES counts: the bytes this process's records added to their blob
 # store (content-addressed: a snapshot identical to one stored is not stored again), plus
