@@ -342,8 +342,10 @@ def test_cli_power_fit_writes_a_valid_profile(suite_rows, tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert "static-active" in proc.stdout
+    assert "global" in proc.stdout  # the load energy the width-varied reads were run for
     prof = load_profile(str(out))
     assert prof.data["power"]["rule"] == "measured"
+    assert prof.data["power"]["version"] == LOAD_SECTION_VERSION
 
 
 def test_cli_power_without_a_reader_is_one_line() -> None:
