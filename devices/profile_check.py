@@ -273,7 +273,9 @@ def validate(doc: dict[str, Any]) -> None:  # noqa: C901
 # measured power parameters add fields that old readers must refuse, not misread.
 # Version 2: energies per local-memory and L2 byte (and optionally the extra energy of a
 # DRAM byte read), and the ``fit`` record of a measured section (devices/power_fit.py). Spec-rule sections stay version 1.
-POWER_VERSION = 2
+# Version 3: the energy of a global load instruction (``energy_per_global_load_j``), fitted
+# only from windows of several load widths; sections without it stay version 2.
+POWER_VERSION = 3
 SPEC_POWER_VERSION = 1
 _POWER_BYTE_FIELDS = (
     "energy_per_dram_byte_j",
@@ -281,6 +283,7 @@ _POWER_BYTE_FIELDS = (
     "energy_per_l2_byte_j",
     "energy_per_local_byte_j",
 )
+_POWER_LOAD_FIELD = "energy_per_global_load_j"
 _POWER_RULES = ("spec", "measured")
 MAX_POWER_W = 1e5  # no single device draws 100 kW; a larger value is a corrupt file
 
@@ -322,6 +325,10 @@ def _validate_power(doc: dict[str, Any]) -> None:  # noqa: C901
             if field != "energy_per_dram_byte_j" and version < 2:
                 _fail(f"power.{field}", "needs power.version 2")
             _num(doc, f"power.{field}", strict=False, maximum=1.0)
+    if power.get(_POWER_LOAD_FIELD) is not None:
+        if version < 3:
+            _fail(f"power.{_POWER_LOAD_FIELD}", "needs power.version 3")
+        _num(doc, f"power.{_POWER_LOAD_FIELD}", strict=False, maximum=1.0)
     if "fit" in power:
         _validate_power_fit(doc, power["fit"])
     if rule == "measured" and per_op is None:

@@ -204,6 +204,13 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901
     return 0
 
 
+def _load_energy(section: dict[str, Any]) -> str:
+    """The fitted energy of a global load instruction, for the fit's title: the figure the
+    width-varied reads were run for (docs/energy.md), absent where they were not."""
+    joules = section.get("energy_per_global_load_j")
+    return "" if joules is None else f", {joules * 1e12:.2f} pJ a global load (per work-item)"
+
+
 def power(args: argparse.Namespace) -> int:
     """``--power`` (measure) or ``--power-fit`` (fit into a profile)."""
     if not args.output:
@@ -230,7 +237,8 @@ def power(args: argparse.Namespace) -> int:
                 for r in fit["microbenchmarks"]
             ],
             title=f"power fit: static-active {section['static_active_w']:.1f} W, "
-            f"idle {section['idle_w']:.1f} W, rms error {100 * fit['rms_relative_error']:.1f}%",
+            f"idle {section['idle_w']:.1f} W, rms error {100 * fit['rms_relative_error']:.1f}%"
+            + _load_energy(section),
         )
         stderr.print(f"wrote {args.output}")
         return 0

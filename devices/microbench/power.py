@@ -14,6 +14,13 @@ Every benchmark runs twice: on the whole device and on a quarter of its compute 
 the energy per operation. Streaming reads are L2-resident (a buffer of half the cache,
 read over and over) or DRAM-bound (a buffer many times the cache).
 
+Two groups of reads test what bytes alone cannot price (docs/energy.md "Awaiting a GPU
+run"). The DRAM stream is read three times over the same buffer with float4, float2 and
+float loads: the same bytes and trips, 1, 2 and 4 load instructions a trip, so an energy
+per load instruction (``global_load``) can be told from the energy per byte. The
+L2-resident stream is read at a half, a quarter and an eighth of the cache, so the fit's
+residuals show whether an L2 byte costs the same at every occupancy.
+
 Each kernel writes a result the host checks (finite, and not the fill value), so a
 compiler cannot drop the work and a wrong run reports no reading.
 """
@@ -156,6 +163,45 @@ __kernel void pw_read(__global const float4* in, __global float4* out, int len, 
 }
 """
 
+# The DRAM stream at narrower loads: each trip reads the same 16 bytes a work-item as
+# pw_read's one float4 load, as two float2 or four float loads ``gs`` elements apart (each
+# load coalesced across a warp), into the same four float lanes. The trip count is the
+# float4 kernel's, so loop control is equal; only the load instructions (and the index
+# arithmetic of each) differ. ``len`` (in elements of the load's type) must be a multiple
+# of the trip's stride, 16 bytes x the global size: :func:`_streams` sizes the buffer so.
+READ_WIDTH_SRC = """
+__kernel void pw_read_w2(__global const float2* in, __global float4* out, int len, int reps) {
+    int gid = get_global_id(0), gs = get_global_size(0);
+    float4 acc = (float4)(0.0f);
+    for (int r = 0; r < reps; r++)
+        for (int i = gid; i < len; i += 2 * gs) {
+            acc.lo += in[i];
+            acc.hi += in[i + gs];
+        }
+    out[gid] = acc;
+}
+__kernel void pw_read_w1(__global const float* in, __global float4* out, int len, int reps) {
+    int gid = get_global_id(0), gs = get_global_size(0);
+    float4 acc = (float4)(0.0f);
+    for (int r = 0; r < reps; r++)
+        for (int i = gid; i < len; i += 4 * gs) {
+            acc.x += in[i];
+            acc.y += in[i + gs];
+            acc.z += in[i + 2 * gs];
+            acc.w += in[i + 3 * gs];
+        }
+    out[gid] = acc;
+}
+"""
+# Bytes per load instruction -> (integer work per trip, per work-item) beyond pw_read's:
+# the extra loads' index adds, and the stride's computation (as the plugin counts them).
+WIDTH_INT = {16: (0, 0), 8: (3, 1), 4: (9, 3)}
+# The L2-resident stream's working sets, as fractions of the cache: the first is the
+# original ``pw_read_l2`` (its name kept, so runs stay comparable).
+L2_FRACTIONS = (("l2", 2), ("l2_quarter", 4), ("l2_eighth", 8))
+# The DRAM stream's load widths in bytes: the first is the original ``pw_read_dram``.
+DRAM_WIDTHS = (("dram", 16), ("dram_float2", 8), ("dram_float", 4))
+
 WRITE_SRC = """
 __kernel void pw_write(__global float4* out, int len) {
     int gid = get_global_id(0), gs = get_global_size(0);
@@ -182,19 +228,24 @@ def atomic_counts(gsize: int, n: int) -> dict[str, float]:
     return {"atomic": float(n) * gsize, "int": (7.0 * n + 3) * gsize}
 
 
-def read_counts(gsize: int, length: int, reps: int, resident: bool) -> dict[str, float]:
-    """pw_read per launch over ``length`` float4 elements ``reps`` times: every byte
-    through L2; from DRAM once (``resident``: the buffer stays in L2 between passes and
-    launches, so only its first pass ever came from DRAM: counted once per launch, an
-    upper bound) or on every pass."""
+def read_counts(
+    gsize: int, length: int, reps: int, resident: bool, width: int = 16
+) -> dict[str, float]:
+    """pw_read per launch over ``length`` float4 elements (16 bytes) ``reps`` times: every
+    byte through L2; from DRAM once (``resident``: the buffer stays in L2 between passes
+    and launches, so only its first pass ever came from DRAM: counted once per launch, an
+    upper bound) or on every pass. ``width``: bytes a load instruction reads (16: pw_read;
+    8, 4: pw_read_w2, pw_read_w1 over the same bytes), so 16 / width loads a trip."""
     elems = float(length) * reps
     by = elems * 16
+    per_trip, per_item = WIDTH_INT[width]
     return {
         "l2_byte": by + 16.0 * gsize,
         "dram_byte": (16.0 * length if resident else by) + 16.0 * gsize,
         "dram_read_byte": 16.0 * length if resident else by,
         "fp32": 4.0 * elems,
-        "int": 5.0 * elems + (5.0 * reps + 6) * gsize,
+        "int": (5.0 + per_trip) * elems + (5.0 * reps + 6 + per_item) * gsize,
+        "global_load": elems * (16 // width),
     }
 
 
@@ -376,35 +427,55 @@ def _streams(
     calibrate: Callable[[Callable[[int], Any], int], int],
     quick: bool,
 ) -> list[Prepared]:
-    """L2-resident reads, DRAM reads and DRAM writes (float4 grid-stride loops)."""
+    """L2-resident reads at each of :data:`L2_FRACTIONS` of the cache, DRAM reads at each
+    of :data:`DRAM_WIDTHS` over one buffer, and DRAM writes (grid-stride loops).
+
+    The DRAM buffer is a whole number of trips (16 bytes x the global size): every
+    width's kernel then reads exactly the same bytes in the same trips, and the narrow
+    loads' offsets stay inside it."""
     import pyopencl as cl
 
     cache = cache_bytes(dev)
     if quick:  # mechanics only (tests): sizes that run in milliseconds on a CPU
-        big, small = 16 << 20, 1 << 20
+        big, cache = 16 << 20, 2 << 20
     else:
-        big = max(min(int(dev.max_mem_alloc_size) // 2, 1 << 30), 4 * cache) // 16 * 16
-        small = (cache // 2) // 16 * 16
-    prg = cl.Program(ctx, READ_SRC + WRITE_SRC).build()
-    read, write = cl.Kernel(prg, "pw_read"), cl.Kernel(prg, "pw_write")
+        big = max(min(int(dev.max_mem_alloc_size) // 2, 1 << 30), 4 * cache)
+    big = max(1, big // (16 * gsize)) * 16 * gsize
+    prg = cl.Program(ctx, READ_SRC + READ_WIDTH_SRC + WRITE_SRC).build()
+    kernels = {
+        16: cl.Kernel(prg, "pw_read"),
+        8: cl.Kernel(prg, "pw_read_w2"),
+        4: cl.Kernel(prg, "pw_read_w1"),
+    }
+    write = cl.Kernel(prg, "pw_write")
     out_buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, gsize * 16)
+    runs = [(kind, (cache // div) // 16 * 16, 16) for kind, div in L2_FRACTIONS]
+    runs += [(kind, big, width) for kind, width in DRAM_WIDTHS]
     res = []
-    for kind, size in (("l2", small), ("dram", big)):
-        src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size)
-        _fill_random(queue, src, size)
+    filled: dict[int, Any] = {}
+    for kind, size, width in runs:
+        if size not in filled:  # the DRAM widths share one buffer, filled once
+            filled[size] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size)
+            _fill_random(queue, filled[size], size)
         length = size // 16
 
-        def run_r(reps: int, src: Any = src, length: int = length) -> Any:
-            return read(queue, (gsize,), (wg,), src, out_buf, np.int32(length), np.int32(reps))
+        def run_r(
+            reps: int,
+            src: Any = filled[size],
+            k: Any = kernels[width],
+            n: int = size // width,
+        ) -> Any:
+            return k(queue, (gsize,), (wg,), src, out_buf, np.int32(n), np.int32(reps))
 
-        reps = calibrate(run_r, 1) if kind == "l2" else 1
-        counts = read_counts(gsize, length, reps, resident=kind == "l2")
+        resident = kind.startswith("l2")
+        reps = calibrate(run_r, 1) if resident else 1
+        name = f"pw_read_{kind}_{tag}"
         res.append(
             Prepared(
-                f"pw_read_{kind}_{tag}",
+                name,
                 lambda run=run_r, reps=reps: run(reps),
-                _finite(queue, out_buf, np.float32, gsize * 4, f"pw_read_{kind}_{tag}"),
-                counts,
+                _finite(queue, out_buf, np.float32, gsize * 4, name),
+                read_counts(gsize, length, reps, resident, width),
                 gsize,
                 wg,
             )

@@ -9,15 +9,20 @@ into energy the same way, and keeps the low confidence of the rule visible in on
 
     power = static_active + (sum over classes of count x J/op
                              + local bytes x J/byte + L2 bytes x J/byte
-                             + DRAM bytes x J/byte) / time,   at most the power limit
+                             + DRAM bytes x J/byte
+                             [+ global load instructions x J/load]) / time,
+                                                              at most the power limit
     energy = power x time
 
 A measured section (fitted from the power microbenchmarks, devices/power_fit.py) gives
 the energies per operation and per byte; a byte the section has no energy for costs
-nothing beyond the floor (version 1 sections priced DRAM bytes only). The spec rule (no power
-microbenchmarks) prices an operation at the dynamic budget (TDP - static) over the
-device's rate for its class, and a byte at that budget over the sheet bandwidth: the
-compute (memory) part is the budget x the share of the projected time the ALUs (DRAM)
+nothing beyond the floor (version 1 sections priced DRAM bytes only). A version 3 section
+also prices each global load instruction (``energy_per_global_load_j``, fitted only from
+reads of several load widths), counted as memory power: a kernel of narrow loads then
+costs more than one moving the same bytes in float4s. Without that field the projection
+is exactly the version 2 one. The spec rule (no power microbenchmarks) prices an
+operation at the dynamic budget (TDP - static) over the device's rate for its class, and
+a byte at that budget over the sheet bandwidth: the compute (memory) part is the budget x the share of the projected time the ALUs (DRAM)
 would be busy at peak rate, the projected utilisation of each resource.
 """
 
@@ -87,6 +92,13 @@ def _dram_bytes(details: dict[str, Any]) -> float:
     )
 
 
+def global_loads(total: dict[str, Any]) -> float:
+    """Global load instructions of the launch, per work-item as the plugin counts them
+    (``global.load_accesses``: one per load whatever its width, constant memory included),
+    the count the power fit priced in the width-varied reads."""
+    return float((total.get("global") or {}).get("load_accesses", 0.0) or 0.0)
+
+
 def project_power(projection: Any, kernel_profile: dict[str, Any], device: Any) -> PowerProjection:
     """Power and energy of ``projection`` (of ``kernel_profile`` on ``device``)."""
     section, source = power_section(device)
@@ -114,6 +126,9 @@ def project_power(projection: Any, kernel_profile: dict[str, Any], device: Any) 
             + float(details.get("l2_bytes", 0.0))
             * float(section.get("energy_per_l2_byte_j") or 0.0)
         )
+        per_load = section.get("energy_per_global_load_j")
+        if per_load is not None:
+            memory_j += global_loads(doc["total"]) * float(per_load)
         compute_w, memory_w = compute_j / t, memory_j / t
     else:
         budget = max(0.0, tdp - static)

@@ -89,3 +89,7 @@ def test_the_fit_remakes_the_committed_power_section() -> None:
         assert got["energy_per_op_j"][cls] == pytest.approx(joules, rel=1e-6), cls
     # idle power is what the counter said before the windows, not a spec fraction
     assert 100.0 < got["idle_w"] < 140.0 and got["rule"] == "measured"
+    # float4 reads only: no load energy, version 2, and the whole section as committed
+    assert got["version"] == 2 and "energy_per_global_load_j" not in got
+    got["fit"].pop("date")
+    assert got == {**want, "fit": {k: v for k, v in want["fit"].items() if k != "date"}}

@@ -22,7 +22,18 @@ import pytest
 
 from clproj.devices.energy import CounterReading, Window, kernel_entry, results
 from clproj.devices.microbench import power as pw
-from clproj.devices.power_fit import FEATURES, Row, features_of, fit, nnls, power_section
+from clproj.devices.power_fit import (
+    FEATURES,
+    LOAD_FEATURE,
+    LOAD_FIELD,
+    LOAD_SECTION_VERSION,
+    Row,
+    features_of,
+    fit,
+    nnls,
+    power_section,
+    separates_loads,
+)
 from clproj.devices.profile import DeviceProfile, load_profile
 from clproj.errors import ClprojError
 from clproj.runtime.projection.kernel_stats import issued_instructions
@@ -62,6 +73,21 @@ def _cases(n: int) -> list[tuple[str, str, list[Any], dict[str, float]]]:
             pw.read_counts(G, length, 2, resident=False),
         )
     )
+    # the same bytes through float2 and float loads (len in elements of the load's type)
+    for name, width in (("pw_read_w2", 8), ("pw_read_w1", 4)):
+        out.append(
+            (
+                name,
+                pw.READ_WIDTH_SRC,
+                [
+                    np.ones(length * 4, np.float32),
+                    np.zeros(G * 4, np.float32),
+                    np.int32(length * 16 // width),
+                    np.int32(3),
+                ],
+                pw.read_counts(G, length, 3, resident=False, width=width),
+            )
+        )
     out.append(
         (
             "pw_write",
@@ -73,10 +99,12 @@ def _cases(n: int) -> list[tuple[str, str, list[Any], dict[str, float]]]:
     return out
 
 
-@pytest.mark.parametrize("case", range(9))
+@pytest.mark.parametrize("case", range(11))
 def test_counts_are_the_plugins(case: int) -> None:
     """Every feature but DRAM bytes (the cache decides those, not the kernel) equals the
-    plugin's count of the same launch, exactly."""
+    plugin's count of the same launch, exactly; global load instructions included (the
+    plugin's ``global.load_accesses``: the float, float2 and float4 reads load the same
+    bytes in 4, 2 and 1 instructions a trip)."""
     from clproj.intercept.record import from_arrays
     from clproj.miniemu import emulate
 
@@ -88,8 +116,9 @@ def test_counts_are_the_plugins(case: int) -> None:
         loc["load_bytes"] + loc["store_bytes"],
         g["load_bytes"] + g["store_bytes"],
         0.0,
+        global_loads=g["load_accesses"],
     )
-    for feat in FEATURES[1:]:
+    for feat in (*FEATURES[1:], LOAD_FEATURE):
         if feat not in ("dram_byte", "dram_read_byte"):
             assert got[feat] == pytest.approx(want.get(feat, 0.0), abs=0.5), (name, feat)
 
@@ -147,6 +176,7 @@ TRUE = {
     "l2_byte": 6.0e-12,
     "dram_byte": 2.2e-11,
     "dram_read_byte": 8.0e-12,
+    "global_load": 3.0e-11,
 }
 
 
@@ -171,6 +201,7 @@ def test_fit_recovers_a_known_model_from_the_suites_counts(suite_rows) -> None:
         "l2_byte",
         "dram_byte",
         "dram_read_byte",
+        "global_load",
     ):
         assert f.per_unit_j[feat] == pytest.approx(TRUE[feat], rel=1e-3), feat
     assert f.rms_relative_error < 1e-6 and f.unsupported == []
@@ -189,6 +220,28 @@ def test_fit_refuses_too_few_windows_and_leaves_unexercised_features_out(suite_r
     no_atomics = [r for r in rows if "atomic" not in r.name]
     f = fit(no_atomics)
     assert "atomic" in f.unsupported and "atomic" not in f.per_unit_j
+
+
+def test_load_feature_needs_reads_of_several_widths(suite_rows) -> None:
+    """With every read loading 16 bytes an instruction, a load's energy is a fixed
+    multiple of the bytes' and is not fitted (nor listed as unsupported: older results
+    lack the count); the float and float2 reads of the same bytes let the fit recover it,
+    whole device or a quarter of it."""
+    rng = random.Random(5)
+    rows = [Row(n, t, _energy(t, c, 0.0, rng), c) for n, t, c in suite_rows]
+    narrow = [r for r in rows if "dram_float" in r.name]
+    assert len(narrow) == 4  # float2 and float loads, _full and _part
+    float4 = [r for r in rows if r not in narrow]
+    assert separates_loads(rows) and not separates_loads(float4)
+    f = fit(float4)
+    assert LOAD_FEATURE not in f.per_unit_j and LOAD_FEATURE not in f.unsupported
+    for part in ("_full", "_part"):
+        g = fit([r for r in rows if r not in narrow or r.name.endswith(part)])
+        assert g.per_unit_j[LOAD_FEATURE] == pytest.approx(TRUE["global_load"], rel=1e-3)
+    # results without the count (written before it existed) fit exactly as float4 reads do
+    counts = [{k: v for k, v in r.counts.items() if k != LOAD_FEATURE} for r in float4]
+    stripped = [Row(r.name, r.time_s, r.energy_j, c) for r, c in zip(float4, counts, strict=True)]
+    assert fit(stripped).per_unit_j == f.per_unit_j
 
 
 def _results_doc(suite_rows, idle_w: float = 70.0) -> dict[str, Any]:
@@ -217,7 +270,12 @@ def test_section_validates_and_projects_by_operation(suite_rows, tmp_path: Path)
 
     doc = _results_doc(suite_rows)
     section = power_section(doc, "gen.json")
-    assert section["version"] == 2 and section["rule"] == "measured"
+    assert section["version"] == LOAD_SECTION_VERSION and section["rule"] == "measured"
+    assert section[LOAD_FIELD] == pytest.approx(TRUE["global_load"], rel=0.05)
+    # without the narrow reads: version 2, no load energy (what an old reader reads)
+    float4 = [r for r in suite_rows if "dram_float" not in r[0]]
+    old = power_section(_results_doc(float4), "gen.json")
+    assert old["version"] == 2 and LOAD_FIELD not in old
     assert section["idle_w"] == 70.0 and section["static_active_w"] >= 70.0
     assert section["fit"]["rms_relative_error"] < 0.05
     assert section["energy_per_l2_byte_j"] > 0 and section["energy_per_op_j"]["fp32_fma"] > 0
@@ -225,9 +283,10 @@ def test_section_validates_and_projects_by_operation(suite_rows, tmp_path: Path)
     data = json.loads(json.dumps(base.data)) | {"power": section}
     prof = DeviceProfile(data)
     assert prof.data["power"]["fit"]["results"] == "gen.json"
-    # an old reader's version, and fields only version 2 has, are refused
+    # an old reader's version, and fields only version 2 or 3 has, are refused
     for bad, field in (
-        ({**section, "version": 3}, "power.version"),
+        ({**section, "version": 4}, "power.version"),
+        ({**section, "version": 2}, "global_load_j: needs power.version 3"),
         ({**section, "version": 1}, "_byte_j: needs power.version 2"),
         ({**section, "fit": {**section["fit"], "microbenchmarks": [{"name": "x"}]}}, "fit"),
     ):
@@ -283,8 +342,10 @@ def test_cli_power_fit_writes_a_valid_profile(suite_rows, tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert "static-active" in proc.stdout
+    assert "global" in proc.stdout  # the load energy the width-varied reads were run for
     prof = load_profile(str(out))
     assert prof.data["power"]["rule"] == "measured"
+    assert prof.data["power"]["version"] == LOAD_SECTION_VERSION
 
 
 def test_cli_power_without_a_reader_is_one_line() -> None:

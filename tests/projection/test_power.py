@@ -87,6 +87,76 @@ def test_power_rises_with_energy_per_op_and_stops_at_the_limit() -> None:
     assert project_power(proj, kp, measured_section(base, 0.0)).power_w >= 90.0
 
 
+# A hand-made measured section's energies (H200-like magnitudes), and a load energy.
+HAND = {
+    "energy_per_dram_byte_j": 2.0e-11,
+    "energy_per_dram_read_byte_j": 5.0e-12,
+    "energy_per_l2_byte_j": 6.0e-12,
+    "energy_per_local_byte_j": 1.0e-12,
+}
+PER_LOAD_J = 4.0e-11
+
+
+def hand_section(device: DeviceProfile, per_load: float | None) -> DeviceProfile:
+    """``device`` with a hand-made measured section: version 2 without a load energy,
+    version 3 with one (a version 2 section carrying it is refused on loading)."""
+    data = copy.deepcopy(device.data)
+    data["power"] = {
+        "version": 2 if per_load is None else 3,
+        "rule": "measured",
+        "confidence": "normal",
+        "tdp_w": 5000.0,  # above any sum here: the parts are compared, not the limit
+        "idle_w": 60.0,
+        "static_active_w": 90.0,
+        "energy_per_op_j": {"fp32_fma": 1e-12, "fp32_add": 1e-12, "int_add": 1e-12},
+        **HAND,
+        "provenance": {"energy_per_op_j": "hand-made"},
+    }
+    if per_load is not None:
+        data["power"]["energy_per_global_load_j"] = per_load
+    return DeviceProfile(data)
+
+
+@pytest.mark.parametrize("app", ["heavy_gather", "vecadd", "stencil2d", "spmv_csr"])
+def test_load_energy_is_priced_only_where_the_section_has_it(app: str) -> None:
+    """Without ``energy_per_global_load_j`` the memory part is the bytes' energies alone
+    (the version 2 projection); with it, exactly the plugin's global load instructions x
+    the load energy more, and nothing else moves."""
+    kp = kernel(app)
+    base = load_profile("nvidia-h200-nvidia")
+    proj = project(kp, base, kp["launch"]["footprint_bytes"])
+    d = proj.details
+    assert "dram_bytes" in d  # the hierarchy split the traffic
+    bytes_j = (
+        d["dram_bytes"] * HAND["energy_per_dram_byte_j"]
+        + d.get("dram_read_bytes", 0.0) * HAND["energy_per_dram_read_byte_j"]
+        + d.get("l2_bytes", 0.0) * HAND["energy_per_l2_byte_j"]
+    )
+    without = project_power(proj, kp, hand_section(base, None))
+    assert without.memory_w * proj.time_s == pytest.approx(bytes_j, rel=1e-12)
+    loads = float(kp["total"]["global"]["load_accesses"])
+    assert loads > 0
+    with_loads = project_power(proj, kp, hand_section(base, PER_LOAD_J))
+    assert with_loads.memory_w * proj.time_s == pytest.approx(
+        bytes_j + loads * PER_LOAD_J, rel=1e-12
+    )
+    assert with_loads.compute_w == without.compute_w
+    assert with_loads.static_w == without.static_w and not with_loads.limited
+    assert with_loads.power_w == pytest.approx(without.power_w + loads * PER_LOAD_J / proj.time_s)
+    bad = copy.deepcopy(hand_section(base, PER_LOAD_J).data)
+    bad["power"]["version"] = 2  # what a reader of version 2 would misread
+    with pytest.raises(ClprojError, match=r"needs power\.version 3"):
+        DeviceProfile(bad)
+
+
+def test_committed_measured_sections_price_no_load_instructions() -> None:
+    """The committed H200 section was fitted from float4 reads only: it has no load
+    energy and stays version 2, so its projections are the version 2 ones."""
+    section = load_profile("nvidia-h200-nvidia").data["power"]
+    assert section["rule"] == "measured" and section["version"] == 2
+    assert "energy_per_global_load_j" not in section
+
+
 def test_measured_gpu_profile_takes_its_sheet_and_cpu_has_none() -> None:
     _, h100 = powered("nbody", "nvidia-h100-80gb-hbm3-nvidia")
     assert h100.rule == "spec" and h100.limit_w == 700 and "NVML power limit" in h100.source
@@ -156,7 +226,8 @@ def test_cli_energy_without_any_power_is_one_line(tmp_path: Path) -> None:
         ({"tdp_w": -5}, "power.tdp_w"),
         ({"idle_w": 900}, "power.idle_w"),
         ({"confidence": "normal"}, "power.confidence"),
-        ({"version": 3}, "power.version"),
+        ({"version": 4}, "power.version"),
+        ({"energy_per_global_load_j": 1e-11}, "power.energy_per_global_load_j"),
         ({"static_active_w": 10}, "power.static_active_w"),
         ({"rule": "guess"}, "power.rule"),
         ({"rule": "measured", "confidence": "normal"}, "power.energy_per_op_j"),
