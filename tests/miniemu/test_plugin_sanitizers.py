@@ -13,10 +13,14 @@ sanitizer report, and count exactly what the ordinary build counts.
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -95,13 +99,75 @@ def launches() -> list:
     ]
 
 
-@pytest.fixture(scope="module")
-def sanitized_plugin(tmp_path_factory, sanitizer_env) -> str:
-    out = str(tmp_path_factory.mktemp("asan") / "libclproj_oclgrind.so")
+# Built sanitized plugins are kept here between runs (``build/`` is ignored by git and
+# emptied by ``make clean``), one per build key.
+BUILD_CACHE = os.path.join(ROOT, "build", "test-cache", "asan-plugin")
+
+
+def sanitized_command(out: str) -> list[str]:
+    """``build_plugin.command`` with the sanitizers and debug flags instead of ``-O2``."""
     cmd = [c for c in build_plugin.command(out) if c != "-O2"]
     cmd[1:1] = ["-g", "-O1", "-fno-omit-frame-pointer", *SANITIZERS]
-    subprocess.run(cmd, check=True, capture_output=True)
-    return out
+    return cmd
+
+
+def build_key(cmd: list[str]) -> str:
+    """Everything the sanitized build depends on: the command (output path left out), the
+    bytes of the plugin's sources and headers and of the settings header it includes, the
+    compiler's version, and the size and time of the Oclgrind and LLVM headers and library
+    it builds against. The same key means the same library; any change builds afresh."""
+    h = hashlib.sha256()
+    h.update("\0".join(cmd[: cmd.index("-o")] + cmd[cmd.index("-o") + 2 :]).encode())
+    own = [
+        *build_plugin.SOURCES,
+        *glob.glob(os.path.join(ROOT, "native", "oclgrind_plugin", "*.h")),
+    ]
+    for path in sorted([*own, os.path.join(ROOT, "native", "clproj_settings.h")]):
+        with open(path, "rb") as fh:
+            h.update(path.encode() + b"\0" + fh.read())
+    version = subprocess.run([cmd[0], "--version"], capture_output=True, check=True).stdout
+    h.update(version)
+    system = glob.glob("/usr/include/oclgrind/*") + glob.glob("/usr/lib/*/liboclgrind*")
+    system += glob.glob(os.path.join(build_plugin.LLVM_INCLUDE, "llvm", "Config", "*.h"))
+    for path in sorted(system):
+        st = os.stat(path)
+        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:24]
+
+
+def build_sanitized(out: str, workdir: str) -> None:
+    """The sanitized build of ``sanitized_command(out)``, one translation unit per core at
+    a time (compiling them is most of the minute this costs), then one link."""
+    cmd = sanitized_command(out)
+    flags = [c for c in cmd[1:] if c not in build_plugin.SOURCES and c != "-shared"]
+    flags = flags[: flags.index("-o")]
+    objects = [os.path.join(workdir, f"{i}.o") for i in range(len(build_plugin.SOURCES))]
+
+    def compile_one(src_obj: tuple[str, str]) -> None:
+        src, obj = src_obj
+        subprocess.run([cmd[0], *flags, "-c", src, "-o", obj], check=True, capture_output=True)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(compile_one, zip(build_plugin.SOURCES, objects, strict=True)))
+    link = [cmd[0], *flags, "-shared", *objects, "-o", out, "-loclgrind"]
+    subprocess.run(link, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def sanitized_plugin(tmp_path_factory, sanitizer_env) -> str:
+    """The plugin built with the sanitizers: from the build cache when the same sources,
+    flags and toolchain built it before, else built now (and kept for the next run)."""
+    key = build_key(sanitized_command("plugin.so"))
+    cached = os.path.join(BUILD_CACHE, key, build_plugin.PLUGIN_FILENAME)
+    if not os.path.exists(cached):
+        tmp = tmp_path_factory.mktemp("asan")
+        built = str(tmp / build_plugin.PLUGIN_FILENAME)
+        build_sanitized(built, str(tmp))
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        partial = f"{cached}.{os.getpid()}.tmp"
+        shutil.copyfile(built, partial)
+        os.replace(partial, cached)  # whole or absent, also to a run beside this one
+    return cached
 
 
 def run_worker(
