@@ -14,10 +14,8 @@ sanitizer report, and count exactly what the ordinary build counts.
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +25,7 @@ import pytest
 
 from clproj.intercept.record import LocalArg, from_arrays, save
 from clproj.miniemu.oclgrind import OclgrindBackend
+from tests.conftest import build_key, kept_build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "native"))
@@ -99,40 +98,11 @@ def launches() -> list:
     ]
 
 
-# Built sanitized plugins are kept here between runs (``build/`` is ignored by git and
-# emptied by ``make clean``), one per build key.
-BUILD_CACHE = os.path.join(ROOT, "build", "test-cache", "asan-plugin")
-
-
 def sanitized_command(out: str) -> list[str]:
     """``build_plugin.command`` with the sanitizers and debug flags instead of ``-O2``."""
     cmd = [c for c in build_plugin.command(out) if c != "-O2"]
     cmd[1:1] = ["-g", "-O1", "-fno-omit-frame-pointer", *SANITIZERS]
     return cmd
-
-
-def build_key(cmd: list[str]) -> str:
-    """Everything the sanitized build depends on: the command (output path left out), the
-    bytes of the plugin's sources and headers and of the settings header it includes, the
-    compiler's version, and the size and time of the Oclgrind and LLVM headers and library
-    it builds against. The same key means the same library; any change builds afresh."""
-    h = hashlib.sha256()
-    h.update("\0".join(cmd[: cmd.index("-o")] + cmd[cmd.index("-o") + 2 :]).encode())
-    own = [
-        *build_plugin.SOURCES,
-        *glob.glob(os.path.join(ROOT, "native", "oclgrind_plugin", "*.h")),
-    ]
-    for path in sorted([*own, os.path.join(ROOT, "native", "clproj_settings.h")]):
-        with open(path, "rb") as fh:
-            h.update(path.encode() + b"\0" + fh.read())
-    version = subprocess.run([cmd[0], "--version"], capture_output=True, check=True).stdout
-    h.update(version)
-    system = glob.glob("/usr/include/oclgrind/*") + glob.glob("/usr/lib/*/liboclgrind*")
-    system += glob.glob(os.path.join(build_plugin.LLVM_INCLUDE, "llvm", "Config", "*.h"))
-    for path in sorted(system):
-        st = os.stat(path)
-        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:24]
 
 
 def build_sanitized(out: str, workdir: str) -> None:
@@ -154,20 +124,21 @@ def build_sanitized(out: str, workdir: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def sanitized_plugin(tmp_path_factory, sanitizer_env) -> str:
-    """The plugin built with the sanitizers: from the build cache when the same sources,
-    flags and toolchain built it before, else built now (and kept for the next run)."""
-    key = build_key(sanitized_command("plugin.so"))
-    cached = os.path.join(BUILD_CACHE, key, build_plugin.PLUGIN_FILENAME)
-    if not os.path.exists(cached):
-        tmp = tmp_path_factory.mktemp("asan")
-        built = str(tmp / build_plugin.PLUGIN_FILENAME)
-        build_sanitized(built, str(tmp))
-        os.makedirs(os.path.dirname(cached), exist_ok=True)
-        partial = f"{cached}.{os.getpid()}.tmp"
-        shutil.copyfile(built, partial)
-        os.replace(partial, cached)  # whole or absent, also to a run beside this one
-    return cached
+def sanitized_plugin(sanitizer_env) -> str:
+    """The plugin built with the sanitizers: kept from an earlier run when the same
+    sources, flags and toolchain built it (tests/conftest.py ``kept_build``), else now."""
+    cmd = sanitized_command(build_plugin.PLUGIN_FILENAME)
+    cmd = cmd[: cmd.index("-o")] + cmd[cmd.index("-o") + 2 :]  # the key without the output
+    native = os.path.join(ROOT, "native")
+    own = glob.glob(os.path.join(native, "oclgrind_plugin", "*"))
+    key = build_key(cmd, [*own, os.path.join(native, "clproj_settings.h")])
+
+    def build(folder: str) -> str:
+        out = os.path.join(folder, build_plugin.PLUGIN_FILENAME)
+        build_sanitized(out, folder)
+        return out
+
+    return kept_build("asan-plugin", key, build_plugin.PLUGIN_FILENAME, build)
 
 
 def run_worker(
