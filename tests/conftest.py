@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 
 import pytest
 
@@ -159,6 +160,49 @@ def sanitizer_env() -> dict[str, str]:
         "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
     }
+
+
+# ---- native builds kept between runs ---------------------------------------------------------
+# The sanitizer tests build the plugin and the shim again with other flags (most of a minute
+# on 2 cores). A build is kept under build/ (ignored by git, emptied by ``make clean``) under
+# a key of everything it is made from, so an unchanged tree does not compile it again.
+BUILD_CACHE = os.path.join(REPO, "build", "test-cache")
+
+
+def build_key(command: list[str], files: list[str]) -> str:
+    """The key of a build: its command, the bytes of its own ``files`` (sources, headers),
+    the compiler's version (``command[0] --version``), and the size and time of the
+    system headers and libraries it builds against (Oclgrind, LLVM's configuration,
+    OpenCL). Any change makes another key, so a kept build is the one this tree makes."""
+    import glob
+    import hashlib
+    import subprocess
+
+    h = hashlib.sha256("\0".join(command).encode())
+    for path in sorted(set(files)):
+        with open(path, "rb") as fh:
+            h.update(path.encode() + b"\0" + fh.read())
+    h.update(subprocess.run([command[0], "--version"], capture_output=True, check=True).stdout)
+    system = ["/usr/include/oclgrind/*", "/usr/lib/*/liboclgrind*", "/usr/include/CL/*"]
+    system.append("/usr/lib/llvm-14/include/llvm/Config/*.h")
+    for path in sorted(p for pattern in system for p in glob.glob(pattern)):
+        st = os.stat(path)
+        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:24]
+
+
+def kept_build(kind: str, key: str, filename: str, build: Callable[[str], str]) -> str:
+    """The path of ``filename`` built under ``key``: kept from an earlier run, else
+    ``build(folder)`` (which returns the built file) now, copied in whole or not at all."""
+    kept = os.path.join(BUILD_CACHE, kind, key, filename)
+    if not os.path.exists(kept):
+        with tempfile.TemporaryDirectory(prefix=f"clproj-{kind}-") as tmp:
+            built = build(tmp)
+            os.makedirs(os.path.dirname(kept), exist_ok=True)
+            partial = f"{kept}.{os.getpid()}.tmp"
+            shutil.copyfile(built, partial)
+            os.replace(partial, kept)  # a run beside this one sees the whole file or none
+    return kept
 
 
 # ---- a profile pair for choosing by energy -------------------------------------------------

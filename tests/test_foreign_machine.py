@@ -63,6 +63,18 @@ def measured_cache(tmp_path_factory) -> str:
     assert out.returncode == 0, out.stderr
     local = json.loads(out.stdout)["local"]
     assert local and all(lp["how"] == "measured" for lp in local), local
+    # Measured while other work kept the cores busy, a profile keeps a load warning and the
+    # first resolution in a quiet moment measures it again (tests/devices/test_busy_profile.py):
+    # then a test below saw "measuring" where it checks that the cache answered, and paid
+    # for another measurement. Here the profiles stand for ones measured on a quiet machine.
+    folder = os.path.join(cache, "profiles")
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        with open(path) as fh:
+            doc = json.load(fh)
+        if doc["source"].pop("load_warning", None) is not None:
+            with open(path, "w") as fh:
+                json.dump(doc, fh)
     return cache
 
 

@@ -246,7 +246,10 @@ def test_load_feature_needs_reads_of_several_widths(suite_rows) -> None:
 
 def _results_doc(suite_rows, idle_w: float = 70.0) -> dict[str, Any]:
     """An energy-results document whose windows integrate the generated power of each
-    microbenchmark with NVML's counter behaviour (mJ steps every 20-100 ms)."""
+    microbenchmark with NVML's counter behaviour (mJ steps every 20-100 ms), polled every
+    2 ms. Each poll lies inside its step's interval (``step`` is an offset from ``clock``):
+    polls past it were once made too (21972 instead of 1270 for one window, out of time
+    order, 10 s per document) without changing a counter step or a figure but ``polls``."""
     rng = random.Random(4)
     kernels = []
     for name, t, counts in suite_rows:
@@ -254,7 +257,7 @@ def _results_doc(suite_rows, idle_w: float = 70.0) -> dict[str, Any]:
         readings, step, e, clock = [], 0.0, 1000.0, 0.9
         while clock < 3.7:
             nxt = clock + rng.uniform(0.02, 0.1)
-            while step < nxt:
+            while clock + step < nxt:
                 readings.append(CounterReading(clock + step, round(e, 3)))
                 step += 0.002
             e += power * (nxt - clock)

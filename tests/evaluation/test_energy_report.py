@@ -103,19 +103,19 @@ def test_gops_per_watt_and_report_section(tmp_path: Path) -> None:
     assert "No kernel has a projected energy" in empty
 
 
-def test_evaluate_projects_energy_where_a_device_has_power(tmp_path: Path) -> None:
+def test_evaluate_projects_energy_where_a_device_has_power(evaluation, evaluate_cli_report) -> None:
     """``clproj evaluate`` on the committed results: the H200's power is its fitted section
     (normal confidence), the H100's the spec rule from its NVML power limit (low), the
-    CPUs have none (no RAPL, no sheet TDP), and the report carries the energy plots and
-    the GOPS/W table."""
-    from clproj.runtime.evaluation.evaluate import evaluate
-    from clproj.runtime.evaluation.report import write_report
-
-    ev = evaluate()
+    CPUs have none (no RAPL, no sheet TDP), and the report (``clproj evaluate --report``:
+    ``write_report`` of the same evaluation) carries the energy plots and the GOPS/W
+    table."""
+    ev = evaluation
     a = ev.apps[0]
     assert set(a.projected_j) == {"nvidia-h100", "nvidia-h200"}
     assert all(j > 0 for j in a.projected_j.values()) and a.ops and a.ops > 0
     assert a.power_confidence == {"nvidia-h100": "low", "nvidia-h200": "normal"}
-    page = Path(write_report(ev, str(tmp_path))).read_text()
+    out, report = evaluate_cli_report
+    assert out.returncode == 0, out.stderr
+    page = (report / "index.html").read_text()
     assert "GOPS/W" in page and "nvidia-h100 (low)" in page and "per app (one run)" in page
-    assert len(list(tmp_path.glob("energy_*.png"))) == len(ev.apps)
+    assert len(list(report.glob("energy_*.png"))) == len(ev.apps)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from clproj.runtime.evaluation.evaluate import default_results, evaluate
 
@@ -21,11 +20,6 @@ def clproj(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[s
         timeout=300,
         env=env,
     )
-
-
-@pytest.fixture(scope="module")
-def evaluation():
-    return evaluate()
 
 
 def test_committed_ground_truth_covers_really_different_devices():
@@ -59,16 +53,13 @@ def test_all_devices_relative_error_beats_the_paper(evaluation):
     assert s["mean_penalty"] <= 0.05
 
 
-def test_evaluate_cli_json_and_html_report(tmp_path):
-    out = clproj("evaluate", "--json", "--report", str(tmp_path / "report"))
+def test_evaluate_cli_json_and_html_report(evaluate_cli_report):
+    out, report = evaluate_cli_report
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["summary"]["apps"] >= 20
-    html = (tmp_path / "report" / "index.html").read_text()
-    assert (
-        "relative_times.png" in html
-        and (tmp_path / "report" / "relative_times.png").stat().st_size > 1000
-    )
+    html = (report / "index.html").read_text()
+    assert "relative_times.png" in html and (report / "relative_times.png").stat().st_size > 1000
 
 
 def test_evaluate_rejects_a_single_device():

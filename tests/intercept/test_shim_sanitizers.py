@@ -12,13 +12,17 @@ output and exit status are its own.
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
+import sysconfig
+import tempfile
 
 import pytest
 
 from clproj.intercept.environment import read_summary, shim_environment
+from tests.conftest import build_key, kept_build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -31,6 +35,7 @@ FLAGS = (
     "-fno-omit-frame-pointer",
     "-g",
 )
+SHIM_FILENAME = "_shim" + sysconfig.get_config_var("EXT_SUFFIX")  # what cffi names it
 APPS = {  # C test app -> arguments
     "app_basic": ["20", "3"],
     "app_events": [],
@@ -54,9 +59,26 @@ print(a[:4])
 
 
 @pytest.fixture(scope="module")
-def sanitized_shim(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("asan-shim")
-    return str(build_shim.builder(FLAGS).compile(tmpdir=str(out)))
+def sanitized_shim() -> str:
+    """The shim built with the sanitizers: kept from an earlier run when the same C code
+    (cffi's generated module, the shim's sources and headers), flags, compiler and Python
+    built it (tests/conftest.py ``kept_build``), else now."""
+    ffi = build_shim.builder(FLAGS)
+    with tempfile.TemporaryDirectory() as tmp:
+        generated = os.path.join(tmp, "_shim.c")
+        ffi.emit_c_code(generated)
+        with open(generated) as fh:
+            code = fh.read()
+    native = os.path.join(REPO, "native")
+    own = [*glob.glob(os.path.join(native, "shim", "*")), *glob.glob(os.path.join(native, "*.h"))]
+    options = repr(ffi._assigned_source)  # noqa: SLF001  (cffi keeps set_source's arguments so)
+    command = ["gcc", *FLAGS, sys.version, code, options]
+    key = build_key(command, own)
+
+    def build(folder: str) -> str:
+        return str(build_shim.builder(FLAGS).compile(tmpdir=folder))
+
+    return kept_build("asan-shim", key, SHIM_FILENAME, build)
 
 
 @pytest.fixture(scope="module")

@@ -13,16 +13,19 @@ sanitizer report, and count exactly what the ordinary build counts.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from clproj.intercept.record import LocalArg, from_arrays, save
 from clproj.miniemu.oclgrind import OclgrindBackend
+from tests.conftest import build_key, kept_build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "native"))
@@ -95,13 +98,47 @@ def launches() -> list:
     ]
 
 
-@pytest.fixture(scope="module")
-def sanitized_plugin(tmp_path_factory, sanitizer_env) -> str:
-    out = str(tmp_path_factory.mktemp("asan") / "libclproj_oclgrind.so")
+def sanitized_command(out: str) -> list[str]:
+    """``build_plugin.command`` with the sanitizers and debug flags instead of ``-O2``."""
     cmd = [c for c in build_plugin.command(out) if c != "-O2"]
     cmd[1:1] = ["-g", "-O1", "-fno-omit-frame-pointer", *SANITIZERS]
-    subprocess.run(cmd, check=True, capture_output=True)
-    return out
+    return cmd
+
+
+def build_sanitized(out: str, workdir: str) -> None:
+    """The sanitized build of ``sanitized_command(out)``, one translation unit per core at
+    a time (compiling them is most of the minute this costs), then one link."""
+    cmd = sanitized_command(out)
+    flags = [c for c in cmd[1:] if c not in build_plugin.SOURCES and c != "-shared"]
+    flags = flags[: flags.index("-o")]
+    objects = [os.path.join(workdir, f"{i}.o") for i in range(len(build_plugin.SOURCES))]
+
+    def compile_one(src_obj: tuple[str, str]) -> None:
+        src, obj = src_obj
+        subprocess.run([cmd[0], *flags, "-c", src, "-o", obj], check=True, capture_output=True)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(compile_one, zip(build_plugin.SOURCES, objects, strict=True)))
+    link = [cmd[0], *flags, "-shared", *objects, "-o", out, "-loclgrind"]
+    subprocess.run(link, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def sanitized_plugin(sanitizer_env) -> str:
+    """The plugin built with the sanitizers: kept from an earlier run when the same
+    sources, flags and toolchain built it (tests/conftest.py ``kept_build``), else now."""
+    cmd = sanitized_command(build_plugin.PLUGIN_FILENAME)
+    cmd = cmd[: cmd.index("-o")] + cmd[cmd.index("-o") + 2 :]  # the key without the output
+    native = os.path.join(ROOT, "native")
+    own = glob.glob(os.path.join(native, "oclgrind_plugin", "*"))
+    key = build_key(cmd, [*own, os.path.join(native, "clproj_settings.h")])
+
+    def build(folder: str) -> str:
+        out = os.path.join(folder, build_plugin.PLUGIN_FILENAME)
+        build_sanitized(out, folder)
+        return out
+
+    return kept_build("asan-plugin", key, build_plugin.PLUGIN_FILENAME, build)
 
 
 def run_worker(
