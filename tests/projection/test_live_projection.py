@@ -35,14 +35,10 @@ def _clproj_run(tmp_path, app: list[str]) -> list[str]:
     return [*clproj_project("--record", str(tmp_path / "rec")), "--", *app]
 
 
-def test_a_projection_exists_before_the_app_ends(tmp_path):
-    """The app waits (idle) after its one launch until a projection of it is on disk: the
-    default ``CLPROJ_LIVE_EMULATION``; with the post-app method (``0``) it never sees one
-    (and gives up after 60 s)."""
-    env = _env(tmp_path)
-    env.pop("CLPROJ_LIVE_EMULATION", None)
+def _run_app(tmp_path, env: dict[str, str], *app_args: str) -> subprocess.CompletedProcess[str]:
+    """``live_app.py APP_ARGS`` under ``clproj run --mode project``, to its end."""
     out = subprocess.run(
-        _clproj_run(tmp_path, [sys.executable, APP, "wait"]),
+        _clproj_run(tmp_path, [sys.executable, APP, *app_args]),
         capture_output=True,
         text=True,
         timeout=300,
@@ -50,6 +46,16 @@ def test_a_projection_exists_before_the_app_ends(tmp_path):
         cwd=REPO,
     )
     assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def test_a_projection_exists_before_the_app_ends(tmp_path):
+    """The app waits (idle) after its one launch until a projection of it is on disk: the
+    default ``CLPROJ_LIVE_EMULATION``; with the post-app method (``0``) it never sees one
+    (and gives up after 60 s)."""
+    env = _env(tmp_path)
+    env.pop("CLPROJ_LIVE_EMULATION", None)
+    out = _run_app(tmp_path, env, "wait")
     assert "projection seen while running" in out.stderr, out.stderr[-3000:]
     doc = json.loads(out.stdout[out.stdout.index("{") :])
     (proj,) = [p for p in doc["projections"] if p["kernel"] == "scale"]
@@ -160,16 +166,7 @@ def test_a_record_is_published_at_its_launch_in_project_mode(tmp_path):
     """Project mode hands a record to its writer before the launch runs (its snapshots are
     copies), so a kernel that runs for seconds is emulated from its launch on; the record
     is then written again with the launch's measured time, which the projection shows."""
-    env = _env(tmp_path)
-    out = subprocess.run(
-        _clproj_run(tmp_path, [sys.executable, APP, "long", "2000000000"]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=REPO,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = _run_app(tmp_path, _env(tmp_path), "long", "2000000000")
     ran = float(out.stderr.split("launch ran ")[1].split(" s")[0])
     doc = json.loads(out.stdout[out.stdout.index("{") :])
     (proj,) = [p for p in doc["projections"] if p["kernel"] == "chain"]
