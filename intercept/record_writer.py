@@ -97,15 +97,13 @@ class RecordWriter:
                     self._cond.notify_all()
 
     def _write(self, kind: str, record: LaunchRecord, directory: str) -> None:
-        if kind == "save":
-            save(record, directory, last=self.last)
-        elif record.path is None:
+        if kind != "save" and record.path is None:
             return  # its save failed (reported): nothing to update or remove
-        elif kind == "update":
-            save(record, directory, last=self.last)  # the blobs are stored: the map only
-        else:
+        if kind == "withdraw":
             with contextlib.suppress(OSError):
                 os.unlink(record.path)
+        else:  # an update finds its blobs stored: only the map is written again
+            save(record, directory, last=self.last)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every submitted record is written; False on timeout."""

@@ -304,37 +304,36 @@ def pre_launch(ffi, lib, L):
         handle = next(_handles)
         _pending[handle] = (rec, need, early)
     if early:
-        from clproj.intercept import hooks
-        from clproj.intercept.record_writer import save_later
-
-        save_later(
-            rec, record_dir(), then=hooks.notify, after=lambda r: settle(need, r.stored_bytes)
-        )
+        _save(rec, need)
     return handle
+
+
+def _save(rec, need: int) -> None:
+    """Hand ``rec`` to the record writer: the hooks run once it is written, and the bytes
+    it reserved are settled against those it stored."""
+    from clproj.intercept import hooks
+    from clproj.intercept.record_writer import save_later
+
+    save_later(rec, record_dir(), then=hooks.notify, after=lambda r: settle(need, r.stored_bytes))
 
 
 def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
     """Store the outputs (--verify) and the measured time; the record is written and the
     hooks run on the background writer (intercept.record_writer.save_later), not in the app."""
-    from clproj.intercept import hooks
-    from clproj.intercept.record_writer import save_later
-
     with _lock:
         rec, need, early = _pending.pop(handle, (None, 0, False))
     if rec is None:
         return
+    rec.measured_time_ns = None if err != 0 or time_ns < 0 else int(time_ns)
     if early:  # published at the launch (pre_launch): its time, or its withdrawal
         from clproj.intercept.record_writer import revise_later
 
-        if err == 0:
-            rec.measured_time_ns = None if time_ns < 0 else int(time_ns)
         revise_later(rec, record_dir(), withdraw=err != 0)
         return
     if err != 0:  # the launch failed: not recorded
         rec.drop_blobs()
         settle(need, 0)
         return
-    rec.measured_time_ns = None if time_ns < 0 else int(time_ns)
     if L.verify:
         rec.outputs = {}
         try:
@@ -345,7 +344,7 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
             rec.drop_blobs()
             settle(need, 0)
             raise
-    save_later(rec, record_dir(), then=hooks.notify, after=lambda r: settle(need, r.stored_bytes))
+    _save(rec, need)
 
 
 def install(ffi, lib) -> None:
