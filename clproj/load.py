@@ -1,4 +1,5 @@
-"""How busy this machine is right now (shared by live emulation in project mode and profile measuring)."""
+"""This machine's cores and how busy they are right now (shared by live emulation in project
+mode, profile measuring and the partition advisor's core-sharing rule)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,13 @@ def idle_cores(window_s: float = 0.25) -> float:
     if total1 <= total0:
         return 0.0
     return (os.cpu_count() or 1) * (idle1 - idle0) / (total1 - total0)
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity mask): the pool a CPU device of this
+    machine draws from, whatever compute units its driver was limited to
+    (``POCL_MAX_PTHREAD_COUNT``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

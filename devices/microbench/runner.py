@@ -34,6 +34,7 @@ from clproj.devices.microbench.common import MODES, Bench, GarbageResult, best_p
 from clproj.devices.profile import FORMAT, VERSION
 from clproj.devices.profile_check import validate
 from clproj.errors import ClprojError
+from clproj.load import host_cores
 
 Step = tuple[str, Callable[[], None]]
 
@@ -490,6 +491,11 @@ def _assemble(  # noqa: C901
             "configs": configs,
         },
     }
+    if bench.is_cpu and host_cores() > bench.cus:
+        # a thread-limited CPU device still shares the machine's cores with any other CPU
+        # device of it: the advisor's core-sharing rule needs the whole pool
+        doc["detail"]["host_cores"] = host_cores()
+        prov["detail.host_cores"] = "measured"
     if "latency" in extra:
         doc["detail"]["latency"] = extra["latency"]
         prov["detail.latency"] = "measured"

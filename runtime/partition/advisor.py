@@ -505,7 +505,8 @@ def profile_for_live_device(cl_device: Any, measure_missing: bool = False) -> An
     data = copy.deepcopy(prof.data)
     data["key"] = f"{prof.key}@{live}cu"
     data["compute_units"] = live
-    data.setdefault("detail", {})["host_cores"] = prof.compute_units
+    detail = data.setdefault("detail", {})
+    detail["host_cores"] = max(prof.compute_units, int(detail.get("host_cores") or 0))
     data["throughput"] = {k: v * ratio for k, v in data["throughput"].items()}
     for name, points in data["curves"].items():
         if name in ("global_read", "global_write", "global_copy", "local", "strided_read"):

@@ -289,6 +289,36 @@ def test_balance_fit_and_rebalance_by_hand():
     assert Trial([3, 1], 2.0, [1.0, 2.0]).imbalance == 0.5
 
 
+def test_thread_limited_device_measured_here_keeps_the_core_pool(tmp_path):
+    """Profiled for the first time under ``POCL_MAX_PTHREAD_COUNT=1`` (a fresh cache), the
+    one-thread pthread device records the machine's cores as its pool: beside the one-core
+    ``basic`` device it shares no cores on a machine of two or more (one or the other
+    alone would be 2x slow, and a split would never be advised)."""
+    script = (
+        "import json\n"
+        "from clproj.devices.discovery import opencl_devices\n"
+        "from clproj.load import host_cores\n"
+        "from clproj.runtime.partition import advisor\n"
+        "profs = [advisor.profile_for_live_device(d, measure_missing=True)"
+        " for d in opencl_devices()]\n"
+        "print(json.dumps({'host': host_cores(), 'cus': [p.compute_units for p in profs],"
+        " 'pools': [p.data['detail'].get('host_cores') for p in profs],"
+        " 'slow': advisor.core_sharing(profs)}))\n"
+    )
+    env = dict(os.environ, POCL_DEVICES="pthread basic", POCL_MAX_PTHREAD_COUNT="1")
+    env["CLPROJ_CACHE"] = str(tmp_path / "cache")
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["cus"] == [1, 1], got
+    if got["host"] < 2:
+        pytest.skip("a one-core machine: the two devices do share its core")
+    assert got["pools"][0] == got["host"], got  # measured with one thread, pool recorded
+    assert got["slow"] == [1.0, 1.0], got
+
+
 def test_core_sharing_counts_the_host_thread_of_a_gpu():
     """A 16-core CPU device beside a GPU: the GPU's driving thread takes a core (17/16)."""
     from clproj.runtime.projection import device_set
