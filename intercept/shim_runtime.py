@@ -117,7 +117,7 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
         return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
     from clproj.intercept.blobs import BlobStore, prepare_zeros_sha256
     from clproj.intercept.last_snapshots import LAST, all_zero, same_bytes
-    from clproj.intercept.snapshot_hash import copy_and_hash
+    from clproj.intercept.snapshot_hash import copy_and_hash, write_file
 
     source = int(ffi.cast("uintptr_t", mem))
     previous = LAST.previous(source, size)
@@ -137,9 +137,9 @@ def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
             digest = None
             if settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed":
                 # hashed as it is copied: the record is whole about when the copy ends
-                digest = copy_and_hash(view, stage, size)
+                digest = copy_and_hash(path, view, stage, size)
             else:  # hashed by the record writer, after the copy
-                view[:] = stage
+                write_file(path, stage, size)
         except BaseException:
             view.close()
             os.unlink(path)

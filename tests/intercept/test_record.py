@@ -347,7 +347,7 @@ def test_a_snapshot_hashed_while_copied_is_named_by_its_content(tmp_path, monkey
     sha256 = R.sha256
     monkeypatch.setattr(R, "sha256", lambda b: (len(b) > 8 and hashed.append(len(b))) or sha256(b))
     path, view = BlobStore(str(tmp_path)).scratch(data.nbytes)
-    digest = S.copy_and_hash(view, memoryview(data.tobytes()), data.nbytes)
+    digest = S.copy_and_hash(path, view, memoryview(data.tobytes()), data.nbytes)
     rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)], 1)
     rec.args[0].size = data.nbytes
     rec.args[0].blob = rec.add_blob(view, scratch=path, digest=digest)
@@ -358,7 +358,7 @@ def test_a_snapshot_hashed_while_copied_is_named_by_its_content(tmp_path, monkey
     assert BlobStore(str(tmp_path)).get(rec.args[0].blob, data.nbytes) == data.tobytes()
 
 
-def test_a_failed_copy_stops_its_hash_and_a_dropped_record_its_hasher():
+def test_a_failed_copy_stops_its_hash_and_a_dropped_record_its_hasher(tmp_path):
     """A copy that fails part way cancels its hasher (the caller then closes the mapping
     it read); a record dropped before it was saved (the launch failed) cancels the hashes
     of its snapshots, so no thread reads a closed mapping."""
@@ -366,9 +366,12 @@ def test_a_failed_copy_stops_its_hash_and_a_dropped_record_its_hasher():
 
     from clproj.intercept.snapshot_hash import StreamHash, copy_and_hash
 
-    target = mmap.mmap(-1, 1 << 20)
-    with pytest.raises(IndexError):
-        copy_and_hash(target, memoryview(bytes(1 << 19)), 1 << 20)  # the source is short
+    path = tmp_path / "scratch"
+    path.write_bytes(bytes(1 << 20))
+    with open(path, "rb") as fh:
+        target = mmap.mmap(fh.fileno(), 1 << 20, access=mmap.ACCESS_READ)
+    with pytest.raises(ValueError, match="holds 524288 of 1048576 bytes"):
+        copy_and_hash(str(path), target, memoryview(bytes(1 << 19)), 1 << 20)  # short source
     target.close()  # no view of it is left to the hasher
 
     rec = R.from_arrays("__kernel void k(__global float *a) { }", "k", [np.zeros(1, np.float32)], 1)
