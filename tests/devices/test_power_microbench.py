@@ -136,10 +136,20 @@ def test_nnls_agrees_with_scipy() -> None:
         assert np.linalg.norm(a @ mine - b) <= np.linalg.norm(a @ ref - b) * (1 + 1e-9) + 1e-12
 
 
+# How much faster than this machine's PoCL device the generated (H100-like) device runs
+# the microbenchmarks. Why: ``TRUE`` prices operations at an H100's energies; at PoCL's
+# speed a launch's operations draw 0.1% of its energy beside the 180 W floor, so an
+# energy a few windows pin (the narrow loads) came back 2-9% off whenever load on the
+# machine moved the times. At an H100's speed, as on the GPU, the operations draw a
+# large share and the fit recovers it within 0.01% at one to five times the quiet times.
+GENERATED_SPEEDUP = 1000.0
+
+
 @pytest.fixture(scope="module")
 def suite_rows() -> list[tuple[str, float, dict[str, float]]]:
     """(name, seconds per launch, counts) of every microbenchmark on PoCL's pthread
-    device: real kernels, real launch times, counts from the kernels' shapes."""
+    device: real kernels, counts from the kernels' shapes, and real launch times scaled
+    to the generated device's speed (:data:`GENERATED_SPEEDUP`)."""
     import pyopencl as cl
 
     from clproj.devices.discovery import select_device
@@ -151,7 +161,7 @@ def suite_rows() -> list[tuple[str, float, dict[str, float]]]:
     for p in pw.prepare(ctx, queue, dev, quick=True):
         p.launch().wait()
         p.check()
-        out.append((p.name, _timed(p), p.counts))
+        out.append((p.name, _timed(p) / GENERATED_SPEEDUP, p.counts))
     return out
 
 
