@@ -30,6 +30,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 from clproj.console import publish
 from clproj.intercept.blobs import BlobStore
@@ -38,26 +39,33 @@ from clproj.intercept.snapshot_hash import CHUNK_BYTES, copy_and_hash, write_fil
 MiB = 1 << 20
 
 
-def mapped(store: BlobStore, stage: memoryview) -> tuple[float, float]:
-    path, view = store.scratch(len(stage))
-    t0 = time.perf_counter()
+def _through_mapping(path: str, view: Any, stage: memoryview) -> None:
     for start in range(0, len(stage), CHUNK_BYTES):
         end = min(len(stage), start + CHUNK_BYTES)
         view[start:end] = stage[start:end]
+
+
+def _with_pwrite(path: str, view: Any, stage: memoryview) -> None:
+    write_file(path, stage, len(stage))
+
+
+def _timed(store: BlobStore, stage: memoryview, copy: Callable[..., None]) -> tuple[float, float]:
+    """(copy seconds, the same again): ``copy`` into a new scratch file, then removed."""
+    path, view = store.scratch(len(stage))
+    t0 = time.perf_counter()
+    copy(path, view, stage)
     copied = time.perf_counter() - t0
     view.close()
     os.unlink(path)
     return copied, copied
+
+
+def mapped(store: BlobStore, stage: memoryview) -> tuple[float, float]:
+    return _timed(store, stage, _through_mapping)
 
 
 def pwrite(store: BlobStore, stage: memoryview) -> tuple[float, float]:
-    path, view = store.scratch(len(stage))
-    t0 = time.perf_counter()
-    write_file(path, stage, len(stage))
-    copied = time.perf_counter() - t0
-    view.close()
-    os.unlink(path)
-    return copied, copied
+    return _timed(store, stage, _with_pwrite)
 
 
 def pwrite_hash(store: BlobStore, stage: memoryview) -> tuple[float, float]:
