@@ -19,7 +19,32 @@ import pytest
 from clproj import settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-APP = [sys.executable, os.path.join(REPO, "tests", "intercept", "threaded_app.py")]
+# Four kernels, one launch each, then exit status 3: four launch families, so each launch
+# is snapshotted and emulated and its projection cached. (Launches of one kernel that
+# differ only in a scalar may instead reuse the first one's profile once it exists, and a
+# reused projection is never cached: how many were cached then depended on timing.)
+FOUR_KERNELS = """
+import sys
+import numpy as np
+import pyopencl as cl
+
+ctx = cl.create_some_context(interactive=False)
+q = cl.CommandQueue(ctx)
+src = "".join(
+    f"__kernel void k{n}(__global float *a) {{ int i = get_global_id(0); a[i] = a[i] * {n + 2}.0f; }}"
+    for n in range(4)
+)
+prg = cl.Program(ctx, src).build()
+a = np.arange(256, dtype=np.float32)
+buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+for n in range(4):
+    getattr(prg, f"k{n}")(q, (256,), (64,), buf)
+cl.enqueue_copy(q, a, buf)
+q.finish()
+print(float(a.sum()))
+sys.exit(3)
+"""
+APP = [sys.executable, "-c", FOUR_KERNELS]
 
 
 def run_project(env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
@@ -42,7 +67,7 @@ def test_bad_cached_projections_are_projected_again(tmp_path):
     first = run_project(env, "--json")
     assert first.returncode == 3, first.stderr[-2000:]
     files = sorted((cache / "projections").glob("*.json"))
-    assert len(files) == 4  # one signature per thread
+    assert len(files) == 4  # one signature per kernel
     damage = [
         lambda d: d.pop("global_size"),
         lambda d: d["projections"][0].update(time_s=float("nan")),
