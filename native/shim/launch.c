@@ -375,7 +375,13 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
         REAL(clGetEventProfilingInfo, return err);
         REAL(clReleaseEvent, return err);
         clproj_in_shim = 1;
-        if (real_clWaitForEvents(1, &mine) == CL_SUCCESS) {
+        /* A pyopencl app's thread holds the GIL here: waiting with it stopped every Python
+         * thread of the app for the kernel's run, project mode's record writer among them
+         * (the record it was handed before the launch appeared only after the launch). */
+        void *gil = clproj_release_gil();
+        cl_int waited = real_clWaitForEvents(1, &mine);
+        clproj_reacquire_gil(gil);
+        if (waited == CL_SUCCESS) {
             cl_ulong t0 = 0, t1 = 0;
             if (real_clGetEventProfilingInfo(mine, CL_PROFILING_COMMAND_START, sizeof t0, &t0,
                                              NULL) == CL_SUCCESS &&

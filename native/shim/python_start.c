@@ -67,3 +67,12 @@ int clproj_python_start(void) {
 }
 
 int clproj_python_failed(void) { return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == FAILED; }
+
+void *clproj_release_gil(void) {
+    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY) return NULL;
+    return Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : NULL;
+}
+
+void clproj_reacquire_gil(void *saved) {
+    if (saved) PyEval_RestoreThread(saved);
+}

@@ -37,6 +37,11 @@ int clproj_python_load(void);
 int clproj_python_start(void);
 /* 1 once Python failed to start (it is never retried: launches are no longer recorded). */
 int clproj_python_failed(void);
+/* Around a wait of the shim's own in a thread that may hold the GIL (a pyopencl thread:
+ * pyopencl keeps it across clEnqueueNDRangeKernel): let it go (NULL when the thread holds
+ * none), then take it back. python_start.c. */
+void *clproj_release_gil(void);
+void clproj_reacquire_gil(void *saved);
 
 /* Python callbacks (defined by cffi from shim_api.h). */
 int clproj_py_start(void);
