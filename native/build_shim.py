@@ -12,6 +12,7 @@ import glob
 import os
 import sys
 import sysconfig
+from typing import Any
 
 import cffi
 
@@ -25,6 +26,34 @@ _LIBPYTHON = os.path.join(
     sysconfig.get_config_var("LIBDIR"),
     sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY"),
 )
+
+
+SOURCE_PREAMBLE = '#include "shim.h"\n#include "route.h"\n'
+
+
+def source_options(extra_flags: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keyword arguments of the shim's ``set_source``: its C sources and how they are
+    compiled and linked (the sanitizer test keys its kept build on them too)."""
+    return dict(
+        sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
+        include_dirs=[SHIM_DIR],
+        # A C application has no Python in it, yet libpython is NOT linked: the shim
+        # dlopens it only when Python is needed (shim/lazy_python.h says why), see _LIBPYTHON.
+        libraries=["dl", "pthread"],
+        py_limited_api=False,
+        extra_compile_args=[
+            *("-include", os.path.join(SHIM_DIR, "lazy_python.h")),
+            *("-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"),
+            *extra_flags,
+        ],
+        extra_link_args=list(extra_flags),
+        define_macros=[
+            ("CL_TARGET_OPENCL_VERSION", "300"),
+            ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"'),
+            # the build interpreter's home: track.c pin_python_home() says why
+            ("CLPROJ_PYTHONHOME", f'"{sys.base_prefix}"'),
+        ],
+    )
 
 
 def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
@@ -66,28 +95,7 @@ def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
         _clproj_route_install(ffi, lib)
         """
     )
-    ffi.set_source(
-        "clproj.intercept._shim",
-        '#include "shim.h"\n#include "route.h"\n',
-        sources=sorted(glob.glob(os.path.join(SHIM_DIR, "*.c"))),
-        include_dirs=[SHIM_DIR],
-        # A C application has no Python in it, yet libpython is NOT linked: the shim
-        # dlopens it only when Python is needed (shim/lazy_python.h says why), see _LIBPYTHON.
-        libraries=["dl", "pthread"],
-        py_limited_api=False,
-        extra_compile_args=[
-            *("-include", os.path.join(SHIM_DIR, "lazy_python.h")),
-            *("-Wall", "-Wextra", "-Wno-unused-parameter", "-O2"),
-            *extra_flags,
-        ],
-        extra_link_args=list(extra_flags),
-        define_macros=[
-            ("CL_TARGET_OPENCL_VERSION", "300"),
-            ("CLPROJ_LIBPYTHON", f'"{_LIBPYTHON}"'),
-            # the build interpreter's home: track.c pin_python_home() says why
-            ("CLPROJ_PYTHONHOME", f'"{sys.base_prefix}"'),
-        ],
-    )
+    ffi.set_source("clproj.intercept._shim", SOURCE_PREAMBLE, **source_options(extra_flags))
     # cffi adds -lpython for embedding modules; the shim loads libpython itself.
     ffi._apply_embedding_fix = lambda kwds: None  # noqa: SLF001  (cffi has no public switch)
     return ffi

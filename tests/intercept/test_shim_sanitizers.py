@@ -71,8 +71,7 @@ def sanitized_shim() -> str:
             code = fh.read()
     native = os.path.join(REPO, "native")
     own = [*glob.glob(os.path.join(native, "shim", "*")), *glob.glob(os.path.join(native, "*.h"))]
-    options = repr(ffi._assigned_source)  # noqa: SLF001  (cffi keeps set_source's arguments so)
-    command = ["gcc", *FLAGS, sys.version, code, options]
+    command = ["gcc", *FLAGS, sys.version, code, repr(build_shim.source_options(FLAGS))]
     key = build_key(command, own)
 
     def build(folder: str) -> str:
