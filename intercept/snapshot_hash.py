@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from clproj.background_thread import background_thread
@@ -85,7 +86,9 @@ class StreamHash:
             self._error = exc
 
 
-def write_file(path: str, source: Any, size: int, filled: Any = None) -> None:
+def write_file(
+    path: str, source: Any, size: int, filled: Callable[[int], None] | None = None
+) -> None:
     """Write the first ``size`` bytes of ``source`` into the file ``path`` (created at that
     size: :meth:`BlobStore.scratch`) chunk by chunk with ``pwrite``, calling
     ``filled(end)`` after each chunk.

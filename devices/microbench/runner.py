@@ -491,10 +491,11 @@ def _assemble(  # noqa: C901
             "configs": configs,
         },
     }
-    if bench.is_cpu and host_cores() > bench.cus:
+    host = host_cores()
+    if bench.is_cpu and host > bench.cus:
         # a thread-limited CPU device still shares the machine's cores with any other CPU
         # device of it: the advisor's core-sharing rule needs the whole pool
-        doc["detail"]["host_cores"] = host_cores()
+        doc["detail"]["host_cores"] = host
         prov["detail.host_cores"] = "measured"
     if "latency" in extra:
         doc["detail"]["latency"] = extra["latency"]
