@@ -81,7 +81,14 @@ setup(
         "rich>=13.0",
     ],
     extras_require={
-        "dev": ["pytest>=7.4", "ruff>=0.4", "matplotlib>=3.7", "scikit-learn>=1.3", "mako>=1.2"],
+        "dev": [
+            "pytest>=7.4",
+            "pytest-xdist>=3.3",
+            "ruff>=0.4",
+            "matplotlib>=3.7",
+            "scikit-learn>=1.3",
+            "mako>=1.2",
+        ],
     },
     setup_requires=["cffi>=1.16"],
     cffi_modules=["native/build_shim.py:ffibuilder", "native/build_nodelink.py:ffibuilder"],

@@ -1,7 +1,8 @@
 """A profile measured on a busy machine is not cached as if quiet: it keeps its warning, and
 the first resolution that finds the machine quiet measures it again, with one line saying
 so. The busy machine is real: a CPU-bound process beside the measurement (as
-scripts/with-load.sh makes one)."""
+scripts/with-load.sh makes one). Serial: the quiet half needs the machine to itself
+(scripts/run-suite.sh runs these tests after the rest, alone)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import pytest
 
 from clproj.devices import local
 from clproj.devices.discovery import opencl_devices
+from clproj.lifeline import die_with_parent
+
+pytestmark = pytest.mark.serial
 
 
 @pytest.fixture()
@@ -23,7 +27,12 @@ def fresh_cache(tmp_path, monkeypatch):
 
 
 def _hogs(n: int) -> list[subprocess.Popen[bytes]]:
-    return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
+    """CPU-bound processes that end with the test's process, also when pytest is killed
+    before its ``finally`` runs (they kept two cores busy for the next hour)."""
+    return [
+        subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=die_with_parent)
+        for _ in range(n)
+    ]
 
 
 def test_a_profile_measured_under_load_is_measured_again_when_quiet(fresh_cache, capsys):
