@@ -163,6 +163,15 @@ def side_by_side(label: str, size: str, record: object, whole: bool, warm_up: ob
     )
 
 
+def _short(path: str) -> str:
+    """A record path as the table names it: its folder's name and its file name (the
+    records are made by ``clproj run --mode project --record FOLDER``, module docstring)."""
+    return os.path.join(
+        os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path)))),
+        os.path.basename(path),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-mib", type=int, default=1024, help="largest buffer (MiB)")
@@ -173,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "## Emulation cost vs buffer size and loop length (bounded mode, one run)",
         "",
-        "`python -m clproj.benchmarks.emulation_flat --out benchmarks/results/emulation_flat.md` "
+        "`python -m clproj.benchmarks.emulation_flat"
+        + (" --records " + " ".join(_short(r) for r in args.records) if args.records else "")
+        + " --out benchmarks/results/emulation_flat.md` "
         f"({os.cpu_count()}-core machine, Oclgrind 21.10, load average at the start "
         f"{load_avg}). Each row: the same saved record emulated three times from a cold page "
         "cache, *before* (attempt, then probes; one worker process per run), *after* "
