@@ -50,18 +50,18 @@ demo: setup
 # profile, again as on a machine whose devices match none (CLPROJ_FOREIGN_MACHINE=1: every
 # local device takes the cold-start path). Where none matches, the first run already was.
 test: setup
-	scripts/run-suite.sh
+	scripts/run-suite.sh $(BIN)/python
 	@if $(BIN)/python -m clproj.devices.local --committed-here; then \
 		echo "clproj: the suite again, as on a machine nobody profiled (CLPROJ_FOREIGN_MACHINE=1)"; \
-		CLPROJ_FOREIGN_MACHINE=1 scripts/run-suite.sh --ignore=tests/test_foreign_machine.py; \
+		CLPROJ_FOREIGN_MACHINE=1 scripts/run-suite.sh $(BIN)/python --ignore=tests/test_foreign_machine.py; \
 	else \
 		echo "clproj: no committed profile matches a device here: that run was as on a machine nobody profiled"; \
 	fi
 
 # The suite on a loaded machine: two CPU-bound processes beside it, ended with it (not in
-# CI: on 2 cores it takes about twice as long as `make test`).
+# CI: on 2 cores it took 12-14 minutes, against about 7 for `make test`).
 test-load: setup
-	scripts/with-load.sh 2 scripts/run-suite.sh
+	scripts/with-load.sh 2 scripts/run-suite.sh $(BIN)/python
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test suite as `make test` runs it: two pytest workers (pytest-xdist), then the tests
-# marked `serial` alone. Extra arguments go to both pytest runs.
+# marked `serial` alone.
+# Usage: scripts/run-suite.sh PYTHON [PYTEST ARGS...]   (PYTHON: the venv's, from the
+# Makefile; the other arguments go to both pytest runs)
 #
 # Why two workers: the suite is mostly CPU-bound Python, emulators and PoCL, and one
 # pytest process keeps about one core busy; the second core was idle half the time on a
@@ -10,7 +12,8 @@
 # itself (it checks what a quiet machine does), so it runs after the rest, alone.
 # Exit status: the first failing run's (pytest's 5, "no tests ran", included).
 set -uo pipefail
+py=${1:?usage: scripts/run-suite.sh PYTHON [PYTEST ARGS...]}
+shift
 cd "$(dirname "$0")/.."
-py=.venv/bin/python
 "$py" -m pytest -q -n 2 --dist loadfile -m "not serial" "$@" || exit $?
 exec "$py" -m pytest -q -m serial "$@"
