@@ -57,6 +57,9 @@ class ArgRecord:
     what: str | None = None  # for unsupported: "image", "pipe", "svm", "sampler"
     origin: int | None = None  # sub-buffer: byte offset in its parent
     parent: int | None = None  # sub-buffer: size of the parent buffer
+    # buffer: no command wrote it before the launch, so its content was undefined and the
+    # snapshot is zeros taken without reading it (native/shim/writes.c)
+    unwritten: bool = False
 
     def to_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {"index": self.index, "kind": self.kind}
@@ -66,6 +69,8 @@ class ArgRecord:
             out.update(size=self.size, flags=self.flags, blob=self.blob)
             if self.origin is not None:
                 out.update(origin=self.origin, parent=self.parent)
+            if self.unwritten:
+                out["unwritten"] = True
         elif self.kind == "local":
             out["size"] = self.size
         elif self.kind == "unsupported":
@@ -87,6 +92,7 @@ class ArgRecord:
             what=m.get("what"),
             origin=m.get("origin"),
             parent=m.get("parent"),
+            unwritten=m.get("unwritten") is True,
         )
 
 

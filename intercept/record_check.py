@@ -91,6 +91,10 @@ def check_arg(i: int, m: Any) -> dict[str, Any]:  # noqa: C901
                 raise BadField(
                     f"{at}.origin", f"origin + size ({end}) exceeds parent {a['parent']}"
                 )
+        unwritten = m.get("unwritten", False)
+        if not isinstance(unwritten, bool):
+            raise BadField(f"{at}.unwritten", f"must be true or false, got {short(unwritten)}")
+        a["unwritten"] = unwritten
     elif kind == "local":
         a["size"] = _int_field(f"{at}.size", m.get("size"), 1)
     elif kind == "unsupported":

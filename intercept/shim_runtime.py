@@ -110,16 +110,22 @@ def _read(ffi, lib, L, mem, size: int, wait: bool, into=None):
 SCRATCH_MIN_BYTES = 1 << 20
 
 
-def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool) -> str:
-    """Snapshot buffer argument ``index`` into ``rec``; returns its (pending) blob key."""
+def _snapshot(ffi, lib, L, rec, index: int, size: int, wait: bool, unwritten: bool = False) -> str:
+    """Snapshot buffer argument ``index`` into ``rec``; returns its (pending) blob key.
+    ``unwritten``: no command wrote the buffer yet (native/shim/writes.c), so its content
+    is undefined and it is recorded as zeros without being read."""
     mem = L.args[index].mem
     if size < SCRATCH_MIN_BYTES:
-        return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
+        return rec.add_blob(bytearray(size) if unwritten else _read(ffi, lib, L, mem, size, wait))
     from clproj.intercept.blobs import BlobStore, prepare_zeros_sha256
     from clproj.intercept.last_snapshots import LAST, all_zero, same_bytes
     from clproj.intercept.snapshot_hash import copy_and_hash, write_file
 
     source = int(ffi.cast("uintptr_t", mem))
+    if unwritten:
+        prepare_zeros_sha256(size)  # named while the launch runs
+        seq, zeros = LAST.remember_zeros(source, size)
+        return rec.add_blob(memoryview(zeros), source=(source, seq, None), zeros=True)
     previous = LAST.previous(source, size)
     # read where it is compared with the buffer's last snapshot and with zeros
     # (last_snapshots); only a snapshot that is neither is copied into a file of its own
@@ -288,7 +294,10 @@ def pre_launch(ffi, lib, L):
     try:
         for arg in rec.args:
             if arg.kind == "buffer":  # hashed by the record writer, off this thread
-                arg.blob = _snapshot(ffi, lib, L, rec, arg.index, int(arg.size), wait=True)
+                arg.unwritten = bool(L.args[arg.index].fresh)
+                arg.blob = _snapshot(
+                    ffi, lib, L, rec, arg.index, int(arg.size), True, arg.unwritten
+                )
         rec.device = _device_info(ffi, lib, L.device)
         rec.id = new_id(rec.kernel, record_dir())
     except BaseException:

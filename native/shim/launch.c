@@ -66,6 +66,7 @@ static clproj_launch *build_launch(kern_info *ki, cl_command_queue q, cl_device_
         } else if (a->kind == CLPROJ_ARG_BUFFER) {
             mem_info *mi = pm_get(clproj_mems, a->mem);
             o->mem = a->mem;
+            o->fresh = clproj_mem_fresh(a->mem);
             if (mi) {
                 o->size = mi->size;
                 o->flags = mi->flags;
@@ -340,6 +341,9 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
         L = build_launch(ki, q, dev, k, rdim, task ? NULL : off, rgsz, rlsz, nw, wl);
         prog = ki->prog;
     }
+    if (ki && clproj_cfg.recording) /* the kernel may write every buffer it is given */
+        for (cl_uint i = 0; i < ki->nargs; i++)
+            if (ki->args[i].kind == CLPROJ_ARG_BUFFER) clproj_mem_written(ki->args[i].mem);
     clproj_unlock();
 
     int rest = 0;

@@ -8,6 +8,7 @@ typedef struct {
     size_t origin;             /* sub-buffer origin in parent */
     size_t parent_size;        /* sub-buffer: size of parent; 0 otherwise */
     const char *what;          /* unsupported: image, pipe, svm, sampler */
+    int fresh;                 /* buffer written by no command since its creation (writes.c) */
 } clproj_arg;
 
 typedef struct {

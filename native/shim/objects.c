@@ -534,9 +534,13 @@ CL_API_ENTRY cl_int CL_API_CALL clSetKernelExecInfo(cl_kernel k, cl_kernel_exec_
 }
 
 /* ---------------- memory objects ---------------- */
+/* `written`: the buffer may hold data from its creation on (host data, a sub-buffer's
+ * parent, external memory); writes.c says why never-written buffers are told apart. */
 static void track_mem(cl_mem m, int kind, const char *what, size_t size, cl_mem_flags flags,
-                      size_t origin, size_t parent_size) {
+                      size_t origin, size_t parent_size, cl_mem parent, int written) {
     mem_info *mi = calloc(1, sizeof *mi);
+    mi->parent = parent;
+    mi->written = written;
     mi->kind = kind;
     mi->what = what;
     mi->app_refs = 1;
@@ -554,7 +558,9 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateBuffer(cl_context ctx, cl_mem_flags flag
     REAL(clCreateBuffer, FAIL_PTR);
     clproj_init();
     cl_mem m = real_clCreateBuffer(ctx, flags, size, host_ptr, errcode_ret);
-    if (m && !PASS) track_mem(m, CLPROJ_ARG_BUFFER, NULL, size, flags, 0, 0);
+    if (m && !PASS)
+        track_mem(m, CLPROJ_ARG_BUFFER, NULL, size, flags, 0, 0, NULL,
+                  (flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR)) != 0);
     return m;
 }
 
@@ -565,7 +571,11 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateBufferWithProperties(cl_context ctx,
     REAL(clCreateBufferWithProperties, FAIL_PTR);
     clproj_init();
     cl_mem m = real_clCreateBufferWithProperties(ctx, props, flags, size, host_ptr, errcode_ret);
-    if (m && !PASS) track_mem(m, CLPROJ_ARG_BUFFER, NULL, size, flags, 0, 0);
+    /* any property (external memory, ...) may bring data: such a buffer is never fresh */
+    if (m && !PASS)
+        track_mem(m, CLPROJ_ARG_BUFFER, NULL, size, flags, 0, 0, NULL,
+                  (flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR)) != 0 ||
+                      (props && props[0]));
     return m;
 }
 
@@ -583,14 +593,14 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateSubBuffer(cl_mem parent, cl_mem_flags fl
         clproj_unlock();
         cl_mem_flags access = CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY;
         if (!(flags & access)) flags |= pflags & access; /* inherited from the parent */
-        track_mem(m, CLPROJ_ARG_BUFFER, NULL, r->size, flags, r->origin, psize);
+        track_mem(m, CLPROJ_ARG_BUFFER, NULL, r->size, flags, r->origin, psize, parent, 1);
     }
     return m;
 }
 
 #define TRACK_UNSUPPORTED(m, what)                                              \
     do {                                                                        \
-        if ((m) && !PASS) track_mem((m), CLPROJ_ARG_UNSUPPORTED, (what), 0, 0, 0, 0); \
+        if ((m) && !PASS) track_mem((m), CLPROJ_ARG_UNSUPPORTED, (what), 0, 0, 0, 0, NULL, 1); \
     } while (0)
 
 CL_API_ENTRY cl_mem CL_API_CALL clCreateImage(cl_context ctx, cl_mem_flags flags,
@@ -601,6 +611,30 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateImage(cl_context ctx, cl_mem_flags flags
     clproj_init();
     cl_mem m = real_clCreateImage(ctx, flags, fmt, desc, host_ptr, errcode_ret);
     TRACK_UNSUPPORTED(m, "image");
+    if (m && !PASS && desc && desc->buffer) { /* an image over a buffer writes the buffer */
+        clproj_lock();
+        clproj_mem_written(desc->buffer);
+        clproj_unlock();
+    }
+    return m;
+}
+
+CL_API_ENTRY cl_mem CL_API_CALL clCreateImageWithProperties(cl_context ctx,
+                                                            const cl_mem_properties *props,
+                                                            cl_mem_flags flags,
+                                                            const cl_image_format *fmt,
+                                                            const cl_image_desc *desc,
+                                                            void *host_ptr, cl_int *errcode_ret) {
+    REAL(clCreateImageWithProperties, FAIL_PTR);
+    clproj_init();
+    cl_mem m = real_clCreateImageWithProperties(ctx, props, flags, fmt, desc, host_ptr,
+                                                errcode_ret);
+    TRACK_UNSUPPORTED(m, "image");
+    if (m && !PASS && desc && desc->buffer) { /* an image over a buffer writes the buffer */
+        clproj_lock();
+        clproj_mem_written(desc->buffer);
+        clproj_unlock();
+    }
     return m;
 }
 

@@ -104,6 +104,8 @@ typedef struct {
     size_t size;
     cl_mem_flags flags;
     size_t origin, parent_size;
+    cl_mem parent; /* a sub-buffer's parent, NULL otherwise */
+    int written;   /* a command may have written it since its creation (writes.c) */
     const char *what;
 } mem_info;
 
@@ -148,6 +150,12 @@ extern ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *
 extern uint64_t clproj_table_gen;
 
 void prog_unref(prog_info *p); /* under lock */
+/* What writes a buffer (writes.c): `m` may hold data from now on (a sub-buffer: its parent
+ * too). Under lock. */
+void clproj_mem_written(cl_mem m);
+/* Whether `m` holds data nobody gave it: created without host data and written by no
+ * command since. Under lock. */
+int clproj_mem_fresh(cl_mem m);
 void kern_free(kern_info *k);
 int stats_index(const char *kernel, cl_device_id device); /* under lock */
 /* Sampled timing (observe mode): stats_ticket counts the launch (its only atomic operation)
