@@ -14,6 +14,8 @@ from an empty projection cache, interleaved so they share the machine's load:
 * ``live-writer-hash``: the same as ``live``, each large snapshot hashed by the app's
   record writer after it was copied (``CLPROJ_SNAPSHOT_HASH=writer``), not while it is
   copied (intercept.snapshot_hash);
+* ``live-read-all``: the same as ``live``, every buffer read into the staging buffer
+  (``CLPROJ_SNAPSHOT_READS=all``), none left unread or mapped (intercept.shim_runtime);
 * ``post-app``: every emulation after the app (``CLPROJ_LIVE_EMULATION=0``);
 * ``live-idle`` (``--methods``): while the app runs, only on an idle core
   (``CLPROJ_LIVE_EMULATION=auto``).
@@ -60,6 +62,7 @@ ALL_METHODS = {
     "live": {"CLPROJ_LIVE_EMULATION": "1"},
     "live-own-server": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "emulation"},
     "live-writer-hash": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_HASH": "writer"},
+    "live-read-all": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_READS": "all"},
     "post-app": {"CLPROJ_LIVE_EMULATION": "0"},
     "live-idle": {"CLPROJ_LIVE_EMULATION": "auto"},
 }
@@ -210,7 +213,10 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "*live-own-server*: the same with a server started by each emulation "
         "(`CLPROJ_EMULATOR_SERVER=emulation`); *live-writer-hash*: as *live*, each large "
         "snapshot hashed after its copy by the record writer (`CLPROJ_SNAPSHOT_HASH=writer`) "
-        "instead of while it is copied; *post-app*: every emulation after the "
+        "instead of while it is copied; *live-read-all*: as *live*, every buffer read into "
+        "the staging buffer (`CLPROJ_SNAPSHOT_READS=all`) instead of leaving unread those "
+        "no command wrote and mapping the others on a device whose memory is the host's; "
+        "*post-app*: every emulation after the "
         "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
         "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",
         "",

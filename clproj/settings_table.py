@@ -248,6 +248,18 @@ TABLE: tuple[Setting, ...] = (
         "thread (the record is whole later; kept to measure the difference).",
         ("streamed", "writer"),
     ),
+    Setting(
+        "CLPROJ_SNAPSHOT_READS",
+        "choice",
+        "fewest",
+        "app",
+        "Which buffers a recorded launch reads, and how: `fewest`, none that no command has "
+        "written yet (their content is undefined: recorded as zeros), and on a device whose "
+        "memory is the host's the others mapped rather than read into a staging buffer "
+        "(intercept.shim_runtime); `all`, every buffer read into the staging buffer (kept to "
+        "measure the difference).",
+        ("fewest", "all"),
+    ),
     # --- route mode and the cluster ---
     Setting(
         "CLPROJ_BROKER",

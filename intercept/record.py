@@ -53,12 +53,12 @@ class ArgRecord:
     data: bytes | None = None  # scalar bytes
     size: int | None = None  # buffer or local size in bytes
     flags: int | None = None  # cl_mem_flags of a buffer
-    blob: str | None = None  # sha256 of pre-launch buffer content
+    blob: str | None = None  # sha256 of pre-launch buffer content; None: zeros
     what: str | None = None  # for unsupported: "image", "pipe", "svm", "sampler"
     origin: int | None = None  # sub-buffer: byte offset in its parent
     parent: int | None = None  # sub-buffer: size of the parent buffer
-    # buffer: no command wrote it before the launch, so its content was undefined and the
-    # snapshot is zeros taken without reading it (native/shim/writes.c)
+    # buffer: no command wrote it before the launch, so its content was undefined; it was
+    # not read, and ``blob`` is None (zeros) (native/shim/writes.c)
     unwritten: bool = False
 
     def to_map(self) -> dict[str, Any]:

@@ -250,6 +250,12 @@ static inline const char *clproj_setting_snapshot_hash(void) {
     return clproj__choice("CLPROJ_SNAPSHOT_HASH", "streamed", choices, "one of streamed, writer");
 }
 
+/* CLPROJ_SNAPSHOT_READS (choice, app): see docs/settings.md. */
+static inline const char *clproj_setting_snapshot_reads(void) {
+    static const char *const choices[] = {"fewest", "all", 0};
+    return clproj__choice("CLPROJ_SNAPSHOT_READS", "fewest", choices, "one of fewest, all");
+}
+
 /* CLPROJ_BROKER (str, app): see docs/settings.md. */
 static inline const char *clproj_setting_broker(void) {
     static char buf[CLPROJ_SETTING_TEXT_MAX];

@@ -50,6 +50,14 @@ void clproj_py_post_launch(int, clproj_launch *, int32_t, int64_t);
 
 int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t n_wait,
                         void *const *wait);
+/* Map `size` bytes of `mem` for reading (blocking, after the wait list): the buffer's own
+ * memory on a device that shares the host's (clproj_host_unified), a copy elsewhere; NULL
+ * and *err on failure. clproj_unmap_mem unmaps it and waits until that is done. */
+void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait,
+                     int32_t *err);
+int32_t clproj_unmap_mem(void *queue, void *mem, void *ptr);
+/* CL_DEVICE_HOST_UNIFIED_MEMORY: 1 when the device's memory is the host's. */
+int32_t clproj_host_unified(void *device);
 int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);
 uint64_t clproj_device_type(void *device);
 void clproj_log(const char *msg);

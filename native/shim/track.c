@@ -304,6 +304,37 @@ int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t
     clproj_in_shim = saved;
     return err;
 }
+void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait,
+                     int32_t *err) {
+    cl_int e = CL_OUT_OF_HOST_MEMORY;
+    REAL(clEnqueueMapBuffer, {
+        *err = e;
+        return NULL;
+    });
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    void *p = real_clEnqueueMapBuffer((cl_command_queue)queue, (cl_mem)mem, CL_TRUE, CL_MAP_READ,
+                                      0, size, n_wait, (const cl_event *)wait, NULL, &e);
+    clproj_in_shim = saved;
+    *err = e;
+    return e == CL_SUCCESS ? p : NULL;
+}
+int32_t clproj_unmap_mem(void *queue, void *mem, void *ptr) {
+    REAL(clEnqueueUnmapMemObject, FAIL_INT);
+    REAL(clWaitForEvents, FAIL_INT);
+    REAL(clReleaseEvent, FAIL_INT);
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    cl_event ev = NULL;
+    cl_int err = real_clEnqueueUnmapMemObject((cl_command_queue)queue, (cl_mem)mem, ptr, 0, NULL,
+                                              &ev);
+    if (err == CL_SUCCESS && ev) {
+        err = real_clWaitForEvents(1, &ev);
+        real_clReleaseEvent(ev);
+    }
+    clproj_in_shim = saved;
+    return err;
+}
 int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n) {
     REAL(clGetDeviceInfo, FAIL_INT);
     int saved = clproj_in_shim;
@@ -313,6 +344,16 @@ int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n) {
     if (err != CL_SUCCESS && n) buf[0] = 0;
     if (n) buf[n - 1] = 0;
     return err;
+}
+int32_t clproj_host_unified(void *device) {
+    cl_bool unified = CL_FALSE;
+    REAL(clGetDeviceInfo, return 0);
+    int saved = clproj_in_shim;
+    clproj_in_shim = 1;
+    cl_int err = real_clGetDeviceInfo((cl_device_id)device, CL_DEVICE_HOST_UNIFIED_MEMORY,
+                                      sizeof unified, &unified, NULL);
+    clproj_in_shim = saved;
+    return err == CL_SUCCESS && unified;
 }
 uint64_t clproj_device_type(void *device) {
     cl_device_type t = 0;

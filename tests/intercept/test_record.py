@@ -271,6 +271,9 @@ def test_last_snapshots_compare_every_byte(tmp_path):
     changed = bytearray(data)
     changed[-1] ^= 1
     assert same_bytes(bytearray(data), old) and not same_bytes(changed, old)
+    previous = last.previous(7, len(data))
+    assert last.equals_previous(bytearray(data), previous)
+    assert not last.equals_previous(changed, previous)
     with last.lock:
         stage = last.staging(len(data))
         stage[:] = changed
@@ -304,6 +307,12 @@ def test_a_snapshot_of_zeros_is_stored_sparse_and_hashed_once_per_size(tmp_path,
     seq, zeros = last.remember_zeros(0xA, size)
     assert len(zeros) == size and all_zero(zeros) and last.previous(0xA, size)[0] == seq
     assert same_bytes(bytearray(size), zeros)
+    # compared with the last snapshot, zeros are told from a change in the last byte
+    changed = bytearray(size)
+    changed[-1] = 1
+    previous = last.previous(0xA, size)
+    assert last.equals_previous(bytearray(size), previous)
+    assert not last.equals_previous(changed, previous)
     src = "__kernel void k(__global float *a, __global float *b) { }"
     rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)] * 2, 1)
     hashed: list[int] = []
