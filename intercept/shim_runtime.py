@@ -126,9 +126,8 @@ def _content(ffi, lib, L, mem, size: int, wait: bool) -> Iterator[Any]:
     if device not in _unified:
         _unified[device] = bool(lib.clproj_host_unified(L.device))
     if _unified[device] and settings.get("CLPROJ_SNAPSHOT_READS") == "fewest":
-        err = ffi.new("int32_t *")
         ptr = lib.clproj_map_mem(
-            L.queue, mem, size, L.n_wait if wait else 0, L.wait if wait else ffi.NULL, err
+            L.queue, mem, size, L.n_wait if wait else 0, L.wait if wait else ffi.NULL
         )
         if ptr != ffi.NULL:
             view = memoryview(ffi.buffer(ptr, size))

@@ -611,11 +611,8 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateImage(cl_context ctx, cl_mem_flags flags
     clproj_init();
     cl_mem m = real_clCreateImage(ctx, flags, fmt, desc, host_ptr, errcode_ret);
     TRACK_UNSUPPORTED(m, "image");
-    if (m && !PASS && desc && desc->buffer) { /* an image over a buffer writes the buffer */
-        clproj_lock();
-        clproj_mem_written(desc->buffer);
-        clproj_unlock();
-    }
+    if (m && !PASS && desc && desc->buffer) /* an image over a buffer writes the buffer */
+        clproj_mems_written(1, &desc->buffer);
     return m;
 }
 
@@ -630,11 +627,8 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateImageWithProperties(cl_context ctx,
     cl_mem m = real_clCreateImageWithProperties(ctx, props, flags, fmt, desc, host_ptr,
                                                 errcode_ret);
     TRACK_UNSUPPORTED(m, "image");
-    if (m && !PASS && desc && desc->buffer) { /* an image over a buffer writes the buffer */
-        clproj_lock();
-        clproj_mem_written(desc->buffer);
-        clproj_unlock();
-    }
+    if (m && !PASS && desc && desc->buffer) /* an image over a buffer writes the buffer */
+        clproj_mems_written(1, &desc->buffer);
     return m;
 }
 

@@ -52,9 +52,8 @@ int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t
                         void *const *wait);
 /* Map `size` bytes of `mem` for reading (blocking, after the wait list): the buffer's own
  * memory on a device that shares the host's (clproj_host_unified), a copy elsewhere; NULL
- * and *err on failure. clproj_unmap_mem unmaps it and waits until that is done. */
-void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait,
-                     int32_t *err);
+ * on failure. clproj_unmap_mem unmaps it and waits until that is done. */
+void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait);
 int32_t clproj_unmap_mem(void *queue, void *mem, void *ptr);
 /* CL_DEVICE_HOST_UNIFIED_MEMORY: 1 when the device's memory is the host's. */
 int32_t clproj_host_unified(void *device);
@@ -161,6 +160,9 @@ void prog_unref(prog_info *p); /* under lock */
 /* What writes a buffer (writes.c): `m` may hold data from now on (a sub-buffer: its parent
  * too). Under lock. */
 void clproj_mem_written(cl_mem m);
+/* The same for `n` buffers, taking the lock; only while recording (the only time freshness
+ * is asked). */
+void clproj_mems_written(cl_uint n, const cl_mem *mems);
 /* Whether `m` holds data nobody gave it: created without host data and written by no
  * command since. Under lock. */
 int clproj_mem_fresh(cl_mem m);

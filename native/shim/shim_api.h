@@ -5,8 +5,7 @@ extern "Python+C" void clproj_py_post_launch(int, clproj_launch *, int32_t, int6
 
 int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t n_wait,
                         void *const *wait);
-void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait,
-                     int32_t *err);
+void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait);
 int32_t clproj_unmap_mem(void *queue, void *mem, void *ptr);
 int32_t clproj_host_unified(void *device);
 int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);

@@ -304,20 +304,15 @@ int32_t clproj_read_mem(void *queue, void *mem, size_t size, void *dst, uint32_t
     clproj_in_shim = saved;
     return err;
 }
-void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait,
-                     int32_t *err) {
-    cl_int e = CL_OUT_OF_HOST_MEMORY;
-    REAL(clEnqueueMapBuffer, {
-        *err = e;
-        return NULL;
-    });
+void *clproj_map_mem(void *queue, void *mem, size_t size, uint32_t n_wait, void *const *wait) {
+    REAL(clEnqueueMapBuffer, return NULL);
+    cl_int err = CL_SUCCESS;
     int saved = clproj_in_shim;
     clproj_in_shim = 1;
     void *p = real_clEnqueueMapBuffer((cl_command_queue)queue, (cl_mem)mem, CL_TRUE, CL_MAP_READ,
-                                      0, size, n_wait, (const cl_event *)wait, NULL, &e);
+                                      0, size, n_wait, (const cl_event *)wait, NULL, &err);
     clproj_in_shim = saved;
-    *err = e;
-    return e == CL_SUCCESS ? p : NULL;
+    return err == CL_SUCCESS ? p : NULL;
 }
 int32_t clproj_unmap_mem(void *queue, void *mem, void *ptr) {
     REAL(clEnqueueUnmapMemObject, FAIL_INT);

@@ -38,8 +38,7 @@ int clproj_mem_fresh(cl_mem m) {
     return mi && mi->kind == CLPROJ_ARG_BUFFER && !mi->written;
 }
 
-/* Mark `n` buffers written, when recording (the only time freshness is asked). */
-static void mark(cl_uint n, const cl_mem *mems) {
+void clproj_mems_written(cl_uint n, const cl_mem *mems) {
     if (PASS || !clproj_cfg.recording || !mems) return;
     clproj_lock();
     for (cl_uint i = 0; i < n; i++)
@@ -52,7 +51,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem 
                                                      const void *ptr, cl_uint nw,
                                                      const cl_event *wl, cl_event *ev) {
     REAL(clEnqueueWriteBuffer, FAIL_INT);
-    mark(1, &buf);
+    clproj_mems_written(1, &buf);
     return real_clEnqueueWriteBuffer(q, buf, blocking, offset, size, ptr, nw, wl, ev);
 }
 
@@ -62,7 +61,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBufferRect(
     size_t buffer_slice_pitch, size_t host_row_pitch, size_t host_slice_pitch, const void *ptr,
     cl_uint nw, const cl_event *wl, cl_event *ev) {
     REAL(clEnqueueWriteBufferRect, FAIL_INT);
-    mark(1, &buf);
+    clproj_mems_written(1, &buf);
     return real_clEnqueueWriteBufferRect(q, buf, blocking, buffer_origin, host_origin, region,
                                          buffer_row_pitch, buffer_slice_pitch, host_row_pitch,
                                          host_slice_pitch, ptr, nw, wl, ev);
@@ -73,7 +72,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueFillBuffer(cl_command_queue q, cl_mem b
                                                     size_t offset, size_t size, cl_uint nw,
                                                     const cl_event *wl, cl_event *ev) {
     REAL(clEnqueueFillBuffer, FAIL_INT);
-    mark(1, &buf);
+    clproj_mems_written(1, &buf);
     return real_clEnqueueFillBuffer(q, buf, pattern, pattern_size, offset, size, nw, wl, ev);
 }
 
@@ -82,7 +81,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueCopyBuffer(cl_command_queue q, cl_mem s
                                                     size_t size, cl_uint nw, const cl_event *wl,
                                                     cl_event *ev) {
     REAL(clEnqueueCopyBuffer, FAIL_INT);
-    mark(1, &dst);
+    clproj_mems_written(1, &dst);
     return real_clEnqueueCopyBuffer(q, src, dst, src_offset, dst_offset, size, nw, wl, ev);
 }
 
@@ -91,7 +90,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueCopyBufferRect(
     const size_t *region, size_t src_row_pitch, size_t src_slice_pitch, size_t dst_row_pitch,
     size_t dst_slice_pitch, cl_uint nw, const cl_event *wl, cl_event *ev) {
     REAL(clEnqueueCopyBufferRect, FAIL_INT);
-    mark(1, &dst);
+    clproj_mems_written(1, &dst);
     return real_clEnqueueCopyBufferRect(q, src, dst, src_origin, dst_origin, region,
                                         src_row_pitch, src_slice_pitch, dst_row_pitch,
                                         dst_slice_pitch, nw, wl, ev);
@@ -103,7 +102,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueCopyImageToBuffer(cl_command_queue q, c
                                                            size_t dst_offset, cl_uint nw,
                                                            const cl_event *wl, cl_event *ev) {
     REAL(clEnqueueCopyImageToBuffer, FAIL_INT);
-    mark(1, &dst);
+    clproj_mems_written(1, &dst);
     return real_clEnqueueCopyImageToBuffer(q, src, dst, src_origin, region, dst_offset, nw, wl,
                                            ev);
 }
@@ -116,7 +115,7 @@ CL_API_ENTRY void *CL_API_CALL clEnqueueMapBuffer(cl_command_queue q, cl_mem buf
                                                   const cl_event *wl, cl_event *ev,
                                                   cl_int *errcode_ret) {
     REAL(clEnqueueMapBuffer, FAIL_PTR);
-    mark(1, &buf);
+    clproj_mems_written(1, &buf);
     return real_clEnqueueMapBuffer(q, buf, blocking, map_flags, offset, size, nw, wl, ev,
                                    errcode_ret);
 }
@@ -129,7 +128,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueNativeKernel(cl_command_queue q,
                                                       const void **args_mem_loc, cl_uint nw,
                                                       const cl_event *wl, cl_event *ev) {
     REAL(clEnqueueNativeKernel, FAIL_INT);
-    mark(num_mem_objects, mem_list);
+    clproj_mems_written(num_mem_objects, mem_list);
     return real_clEnqueueNativeKernel(q, user_func, args, cb_args, num_mem_objects, mem_list,
                                       args_mem_loc, nw, wl, ev);
 }
