@@ -169,7 +169,8 @@ TABLE: tuple[Setting, ...] = (
         "",
         "app",
         "Record launches (kernel source, arguments, buffer snapshots) into this folder "
-        "(`clproj run --record`); empty: no recording outside project and route mode.",
+        "(`clproj run --record`); empty: no recording outside project and route mode, "
+        "which then record into a temporary folder removed when the app exits.",
     ),
     Setting(
         "CLPROJ_RECORD_WHICH",

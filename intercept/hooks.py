@@ -133,8 +133,9 @@ def _keep_sigint_death() -> None:
         ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 1
 
 
-def at_exit(fn: Callable[[], None]) -> None:
-    """Run ``fn`` once when the intercepted process exits (last registered, first run).
+def at_exit(fn: Callable[[], None], *, last: bool = False) -> None:
+    """Run ``fn`` once when the intercepted process exits (last registered, first run;
+    ``last``: after every other, for removing what the others may still use).
 
     Buffered work of the shim (records written by a background thread, buffered lines)
     must be drained before ``clproj run`` reads it. In a Python app the interpreter is
@@ -146,7 +147,10 @@ def at_exit(fn: Callable[[], None]) -> None:
     global _c_callback
     with _exit_lock:
         first = not _exit_fns
-        _exit_fns.append(fn)
+        if last:
+            _exit_fns.insert(0, fn)
+        else:
+            _exit_fns.append(fn)
     if not first:
         return
     if getattr(sys, "orig_argv", None):

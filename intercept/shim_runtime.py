@@ -29,6 +29,7 @@ from clproj import settings
 
 _reported: set[str] = set()
 _lock = threading.Lock()
+_dir_lock = threading.Lock()  # record_dir's folder made once
 _pending: dict[int, tuple[object, int, bool]] = {}  # handle -> (record, bytes reserved, published)
 _handles = itertools.count(1)
 # What CLPROJ_RECORD_MAX_BYTES counts: the bytes this process's records added to their blob
@@ -64,9 +65,22 @@ def _log_once(key: str, message: str) -> None:
 
 
 def record_dir() -> str:
+    """Where this process's records go: ``CLPROJ_RECORD_DIR``, else (project or route mode
+    preloaded without ``clproj run``, which always names one) a private temporary folder,
+    in ``CLPROJ_RUN_DIR`` when set, removed when the app exits: such records only serve
+    the projections made inside the app, and an app's run must leave nothing in /tmp."""
     d = settings.get("CLPROJ_RECORD_DIR")
-    if not d:
-        d = os.path.join(tempfile.gettempdir(), f"clproj-records-{os.getpid()}")
+    if d:
+        return d
+    from clproj.intercept.hooks import at_exit
+
+    with _dir_lock:  # one folder, whichever of the app's threads records first
+        d = settings.get("CLPROJ_RECORD_DIR")
+        if d:
+            return d
+        parent = settings.get("CLPROJ_RUN_DIR") or None
+        d = tempfile.mkdtemp(prefix=f"clproj-records-{os.getpid()}-", dir=parent)
+        at_exit(lambda: shutil.rmtree(d, ignore_errors=True), last=True)
         os.environ["CLPROJ_RECORD_DIR"] = d
     return d
 

@@ -127,7 +127,8 @@ def test_route_mode_preloaded_without_clproj_run_exits_cleanly(tmp_path):
     list): the app's projections use the cluster's devices, never a query of the local
     OpenCL devices from clproj's projection thread (that reached the virtual platform,
     failed, and, still inside pyopencl when the interpreter finalised, aborted the app at
-    exit in 5 of 8 runs of this script)."""
+    exit in 5 of 8 runs of this script). The records it makes for its projections go to a
+    temporary folder removed when the app exits."""
     from clproj.intercept.environment import shim_environment
 
     script = tmp_path / "app.py"
@@ -135,6 +136,9 @@ def test_route_mode_preloaded_without_clproj_run_exits_cleanly(tmp_path):
     env = shim_environment(mode="route", summary_file=str(tmp_path / "summary.tsv"))
     env["POCL_DEVICES"] = "pthread"
     env.pop("CLPROJ_DEVICES", None)
+    scratch = tmp_path / "tmp"  # the app's temporary folder: its records must not outlive it
+    scratch.mkdir()
+    env["TMPDIR"] = str(scratch)
     for _ in range(3):
         p = subprocess.run(
             [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
@@ -142,6 +146,7 @@ def test_route_mode_preloaded_without_clproj_run_exits_cleanly(tmp_path):
         assert p.returncode == 0, p.stderr[-2000:]
         assert p.stdout.split() == ["32.0"]
         assert "failed" not in p.stderr, p.stderr
+        assert [n.name for n in scratch.iterdir() if n.name.startswith("clproj-records-")] == []
 
 
 PY_APP = textwrap.dedent(
