@@ -28,7 +28,8 @@ apps (``benchmarks/apps``, one process running all of them), the shared PolyBenc
 (``../shared/validation/polybench``) and BabelStream (``../shared/validation/babelstream``)
 at 1 MiB to 400 MiB arrays and 2 iterations, and as shipped (its defaults: 256 MiB arrays,
 100 iterations; suite ``babelstream-shipped`` alone). ``--quick``: the paper's eight apps,
-three PolyBench apps and BabelStream at 1 and 400 MiB.
+three PolyBench apps and BabelStream at 1 and 400 MiB. ``--app NAME=FOLDER`` (repeatable):
+also an app of no suite here, ``FOLDER/app`` run in FOLDER (``--suites ''``: that alone).
 
     POCL_DEVICES=pthread python -m clproj.benchmarks.first_projection [--quick] \\
         [--suites apps,polybench,babelstream,babelstream-shipped] [--out benchmarks/results/first_projection.md]
@@ -296,12 +297,27 @@ def main(argv: list[str] | None = None) -> int:
         default="live,live-own-server,live-writer-hash,post-app",
         help=f"of {', '.join(ALL_METHODS)}",
     )
+    ap.add_argument(
+        "--app",
+        action="append",
+        default=[],
+        metavar="NAME=FOLDER",
+        help="also an app outside the suites: FOLDER/app, run in FOLDER (as PolyBench's are)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    extra = [tuple(a.split("=", 1)) for a in args.app]
+    bad = [
+        a
+        for a, e in zip(args.app, extra, strict=True)
+        if len(e) != 2 or not os.path.isfile(os.path.join(e[1], "app"))
+    ]
+    if bad:
+        ap.error(f"--app {bad[0]}: give NAME=FOLDER, a folder holding an executable named app")
     METHODS.clear()
     METHODS.update({m: ALL_METHODS[m] for m in args.methods.split(",")})
     suites = set(args.suites.split(","))
-    unknown = suites - {"apps", "polybench", "babelstream", "babelstream-shipped"}
+    unknown = suites - {"apps", "polybench", "babelstream", "babelstream-shipped", ""}
     if unknown:
         ap.error(f"unknown suite(s) {', '.join(sorted(unknown))}")
     rows: list[dict[str, Any]] = []
@@ -315,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             sweep = "babelstream" in suites
             shipped = "babelstream-shipped" in suites or (sweep and not args.quick)
             rows += babelstream(work, env, args.quick, sweep, shipped)
+        for name, folder in extra:
+            rows.append(measure(name, ["./app"], os.path.abspath(folder), env, work))
     if args.json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from clproj.devices.energy import kernel_entry
 from clproj.devices.energy_nvml import IDLE_QUIET_S, IDLE_S, WINDOW_S
 from clproj.errors import ClprojError
+from clproj.paths import temp_directory
 from clproj.settings import setting
 from clproj.untrusted import BadField, field_at, is_finite_number
 
@@ -102,7 +102,7 @@ def measure_app(
     ``cwd`` under the preload library, the counter polled for the whole run."""
     from clproj.devices.energy_nvml import Poller
 
-    with tempfile.TemporaryDirectory(prefix="clproj-energy-") as tmp:
+    with temp_directory("clproj-energy-") as tmp:
         log = os.path.join(tmp, "windows.jsonl")
         env = preload_environment(log, window_s, quiet_s, idle_s, shapes)
         poller = Poller(nv, handle).start()

@@ -34,6 +34,7 @@ from clproj import pyenv
 from clproj.errors import ClprojError
 from clproj.intercept.record import LaunchRecord
 from clproj.lifeline import die_with_parent
+from clproj.paths import temp_directory
 from clproj.untrusted import is_int, read_regular_file
 
 # Replay runs every work-item for real: beyond 2^32 of them a driver either overflows its
@@ -488,7 +489,7 @@ def replay_isolated(
     runs in its own process group (a time-out kills all of it) and dies with us. Returns
     the result without the output contents (only whether they match)."""
     label = label or os.path.basename(record_path)
-    with tempfile.TemporaryDirectory(prefix="clproj-replay-") as tmp:
+    with temp_directory("clproj-replay-") as tmp:
         out = os.path.join(tmp, "result.json")
         log = os.path.join(tmp, "replay.log")
         cmd = [sys.executable, "-m", "clproj.intercept.replay_worker", os.path.abspath(record_path)]

@@ -18,7 +18,6 @@ import itertools
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -73,13 +72,14 @@ def record_dir() -> str:
     if d:
         return d
     from clproj.intercept.hooks import at_exit
+    from clproj.paths import temp_dir
 
     with _dir_lock:  # one folder, whichever of the app's threads records first
         d = settings.get("CLPROJ_RECORD_DIR")
         if d:
             return d
         parent = settings.get("CLPROJ_RUN_DIR") or None
-        d = tempfile.mkdtemp(prefix=f"clproj-records-{os.getpid()}-", dir=parent)
+        d = temp_dir("clproj-records-", parent)
         at_exit(lambda: shutil.rmtree(d, ignore_errors=True), last=True)
         os.environ["CLPROJ_RECORD_DIR"] = d
     return d

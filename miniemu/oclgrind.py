@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from clproj import pyenv, settings
 from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
 from clproj.miniemu.backend import GroupStats, RawEmulation
-from clproj.paths import scratch_dir, scratch_parent
+from clproj.paths import scratch_dir, scratch_parent, temp_dir
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"
 VERSION = "oclgrind 21.10"
@@ -180,7 +179,7 @@ class WorkerServer:
 
     def __init__(self, backend: OclgrindBackend, mode: str) -> None:
         self.mode = mode
-        self.tmp = tempfile.mkdtemp(prefix="clproj-emusrv-", dir=scratch_parent())
+        self.tmp = temp_dir("clproj-emusrv-", scratch_parent())
         env = backend.environment(mode, os.path.join(self.tmp, "unused"), os.devnull)
         env["OPENBLAS_NUM_THREADS"] = "1"  # no BLAS thread pool beside the forks
         # No pyopencl compiler cache: its lock file is held while a run builds, and a run

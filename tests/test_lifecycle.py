@@ -97,14 +97,17 @@ def app_pid(text: str) -> int:
     [("signal11", 139, "SIGSEGV"), ("signal9", 137, "SIGKILL"), ("signal6", 134, "SIGABRT")],
 )
 def test_route_app_killed_by_a_signal_leaves_nothing(app, tmp_path, how, status, named):
-    out = run(["run", "--mode", "route", "--", sys.executable, app, how])
+    scratch = tmp_path / "tmp"  # the temporary folder of clproj run and all it starts
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch))
+    out = run(["run", "--mode", "route", "--", sys.executable, app, how], env=env)
     assert out.returncode == status, out.stderr[-2000:]
     assert f"the app was killed by {named} (exit status {status})" in out.stderr
     pid = app_pid(out.stdout)
     assert wait_gone(helpers_of(pid)) == []  # broker and node followed the app
     assert helpers_of(pid) == []
     assert shm_of(pid) == []
-    assert not os.path.exists(f"/tmp/clproj-records-{pid}")
+    assert [n.name for n in scratch.iterdir()] == []
     assert "Traceback" not in out.stderr
 
 
@@ -210,13 +213,17 @@ def test_map_in_threads_keeps_order_raises_and_blocks_signals():
     assert map_in_threads(fail, [], "t") == []
 
 
-def test_killing_clproj_run_kills_the_app_and_its_cluster(app):
+def test_killing_clproj_run_kills_the_app_and_its_cluster(app, tmp_path):
+    """SIGKILL to ``clproj run``: the app and clproj's helpers die with it; the run's
+    folder, which nothing alive can remove then, goes with the next clproj run."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
     proc = subprocess.Popen(
         [*CLI, "run", "--mode", "route", "--", sys.executable, app, "sleep"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         cwd=REPO,
+        env=env,
     )
     assert proc.stdout is not None
     pid = app_pid(proc.stdout.readline())
@@ -225,6 +232,36 @@ def test_killing_clproj_run_kills_the_app_and_its_cluster(app):
     proc.kill()
     proc.wait(10)
     assert wait_gone([pid, *helpers]) == []
+    left = [n.name for n in tmp_path.iterdir() if n.name.startswith("clproj-run-")]
+    assert left  # killed outright: nothing removed it
+    out = run(["run", "--mode", "observe", "--", "true"], env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert [n.name for n in tmp_path.iterdir() if n.name.startswith("clproj-")] == []
+
+
+def test_stale_folders_are_swept_and_live_ones_kept(tmp_path):
+    """paths.sweep_stale: a folder named by a process that is gone is removed; one of a
+    live process, one of another pid namespace, and one named otherwise stay."""
+    from clproj.paths import owned_prefix, sweep_stale
+
+    code = (
+        "from clproj.paths import temp_dir; import sys; print(temp_dir('clproj-t-', sys.argv[1]))"
+    )
+    dead = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO
+    )
+    stale = dead.stdout.strip()
+    assert os.path.isdir(stale), dead.stderr
+    live = tmp_path / (owned_prefix("clproj-t-") + "x")  # this process's
+    ns, dead_pid = os.path.basename(stale).removeprefix("clproj-t-").split(".", 1)
+    foreign = tmp_path / f"clproj-t-{int(ns) + 1}.{dead_pid}"  # the dead pid, another namespace
+    plain = tmp_path / "clproj-t-unrelated"
+    for d in (live, foreign, plain):
+        d.mkdir()
+    assert sweep_stale(str(tmp_path), "clproj-t-") == [stale]
+    assert not os.path.exists(stale)
+    assert live.is_dir() and foreign.is_dir() and plain.is_dir()
+    assert sweep_stale(str(tmp_path), "clproj-t-") == []  # once per process and kind
 
 
 @pytest.mark.parametrize(

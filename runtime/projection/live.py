@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from clproj import native, paths, settings
@@ -416,21 +417,80 @@ def _complete(
         )
         for r, doc in zip(batch, docs, strict=True):
             done[r.signature] = doc
-    for r in track(deferred, "projecting reused launches"):
-        prof = cache.scaled(r)
-        if prof is not None:
-            done[r.signature] = project_record(r, devices, mode, profile=prof.to_dict())
-        else:
-            done[r.signature] = {
-                "format": FORMAT,
-                "version": VERSION,
-                "signature": r.signature,
-                "kernel": r.kernel,
-                "global_size": r.global_size,
-                "local_size": r.local_size,
-                "error": "no launch of its family was emulated",
-                "cached": False,
-            }
+    for r, doc in zip(deferred, project_reused(deferred, cache, devices, mode), strict=True):
+        done[r.signature] = doc
+
+
+# Reused launches are projected in forked worker processes once there are this many per
+# worker: a fork and its first answers cost about as much as 50 projections.
+REUSED_PER_WORKER = 200
+REUSED_CHUNK = 128
+_forked: tuple[list[Any], Any, list[Any], str] | None = None  # what forked workers project
+
+
+def _reused_doc(r: Any, cache: Any, devices: list[Any], mode: str) -> dict[str, Any]:
+    """The projection of a launch the reuse cache answers: its family's anchors scaled to
+    it (``ReuseCache.scaled`` changes nothing but counters, so any order gives the same)."""
+    prof = cache.scaled(r)
+    if prof is not None:
+        return project_record(r, devices, mode, profile=prof.to_dict())
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "signature": r.signature,
+        "kernel": r.kernel,
+        "global_size": r.global_size,
+        "local_size": r.local_size,
+        "error": "no launch of its family was emulated",
+        "cached": False,
+    }
+
+
+def _reused_span(span: tuple[int, int]) -> list[dict[str, Any]]:
+    assert _forked is not None
+    deferred, cache, devices, mode = _forked
+    return [_reused_doc(r, cache, devices, mode) for r in deferred[span[0] : span[1]]]
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+
+def project_reused(
+    deferred: list[Any], cache: Any, devices: list[Any], mode: str, workers: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """The projections of the launches the app left to the reuse cache (``cache``, a
+    :class:`miniemu.reuse.ReuseCache` seeded with their families' anchors), in their order;
+    ``workers`` processes (default: one per core, when each gets REUSED_PER_WORKER).
+
+    Why in processes: the app has exited and every core is idle, but the projections are
+    Python (about 2.4 ms a launch on the 2-core VM; PolyBench lu leaves 8,190 launches, 20 s
+    on one core). Forked workers inherit the seeded cache and the device profiles; only
+    index ranges go to them and documents come back."""
+    global _forked
+    from clproj.console import track
+
+    if workers is None:
+        workers = min(os.cpu_count() or 1, len(deferred) // REUSED_PER_WORKER)
+    if workers < 2:
+        for r in track(deferred, "projecting reused launches"):
+            yield _reused_doc(r, cache, devices, mode)
+        return
+    import multiprocessing
+
+    n = len(deferred)
+    spans = [(i, min(i + REUSED_CHUNK, n)) for i in range(0, n, REUSED_CHUNK)]
+    _forked = (deferred, cache, devices, mode)
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers, initializer=_ignore_sigint) as pool:
+            docs = pool.imap(_reused_span, spans)
+            for chunk in track(docs, "projecting reused launches", total=len(spans)):
+                yield from chunk
+    finally:
+        _forked = None
 
 
 def _summary(done: dict[str, dict[str, Any]], during: int, after: int, seconds: float) -> None:
@@ -443,82 +503,4 @@ def _summary(done: dict[str, dict[str, Any]], during: int, after: int, seconds: 
         f"emulated ({during} while the app ran, {after} after it), {reused} reused; "
         f"post-run {seconds:.1f} s",
         file=sys.stderr,
-    )
-
-
-def _energy_cell(doc: dict[str, Any], p: dict[str, Any]) -> str:
-    """A device cell's projected energy (J) and average power (W) beside its time;
-    ``no power`` where the device has none (never a guess)."""
-    if p.get("energy_j") is None:
-        return ", no power" if "energy_j" in p else ""
-    low = " (low)" if p.get("power_confidence") == "low" else ""
-    watts = f" {p['power_w']:.3g} W" if p.get("power_w") is not None else ""
-    return f", {p['energy_j']:.3g} J{watts}{low}"
-
-
-def _since_cell(doc: dict[str, Any]) -> str:
-    """How long after its launch a projection existed, and whether the app still ran."""
-    since = doc.get("since_launch_s")
-    if since is None or not doc.get("projections"):
-        return ""
-    when = {"during app": ", app running", "after app": ", after app"}.get(doc.get("live", ""), "")
-    return f"{since:.2f} s after launch{when}"
-
-
-def print_projections(
-    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]], to: Any = None
-) -> None:
-    """One row per recorded launch: projected time per device, bound, recommendation; on
-    the console ``to`` (stdout unless told)."""
-    from clproj.console import print_table
-
-    devices: list[str] = []
-    low: set[str] = set()
-    for doc in projections:
-        for p in doc.get("projections", []):
-            if p["device"] not in devices:
-                devices.append(p["device"])
-            if p.get("low_confidence"):
-                low.add(p["device"])
-    measured = {r["kernel"]: r for r in measured_rows}
-    rows = []
-    for doc in projections:
-        by_dev = {p["device"]: p for p in doc.get("projections", [])}
-        m = measured.get(doc["kernel"], {})
-        mean = m.get("mean_ns")
-        shape = "x".join(str(v) for v in doc["global_size"])
-        rows.append(
-            (
-                f"{doc['kernel']}[{shape}]",
-                None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
-                *[
-                    f"{by_dev[d]['time_s'] * 1e6:.1f} us {by_dev[d]['bound']}"
-                    + _energy_cell(doc, by_dev[d])
-                    if d in by_dev
-                    else "-"
-                    for d in devices
-                ],
-                doc.get("recommended") or f"error: {doc.get('error')}",
-                "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", ""),
-                _since_cell(doc),
-            )
-        )
-    print_table(
-        [
-            "kernel",
-            "measured (mean)",
-            *(d + (" (LOW confidence)" if d in low else "") for d in devices),
-            "recommended",
-            "profile",
-            "projected",
-        ],
-        rows,
-        title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)"
-        + "".join(
-            sorted(
-                {f"; recommended by {d.get('objective', 'time')}" for d in projections}
-                - {"; recommended by time"}
-            )
-        ),
-        to=to,
     )

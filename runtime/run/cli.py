@@ -13,12 +13,12 @@ import contextlib
 import errno
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 
 from clproj import settings
 from clproj.errors import ClprojError
 from clproj.intercept.environment import MODES, read_summary, shim_environment
+from clproj.paths import temp_directory
 from clproj.runtime.projection import objective as objectives
 from clproj.runtime.run.prepare import pin_profiles, split_environment
 from clproj.runtime.run.report import node_failures, read_splits, report_run, say_node_failures
@@ -222,7 +222,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     from clproj.intercept.app_process import run_app
 
     cmd = _command(args)
-    with tempfile.TemporaryDirectory(prefix="clproj-run-") as tmp, contextlib.ExitStack() as hold:
+    with temp_directory("clproj-run-") as tmp, contextlib.ExitStack() as hold:
         run = _prepare(args, tmp)
         live = None
         if args.mode == "project":

@@ -96,7 +96,7 @@ def report_run(
     if split_file:
         _print_splits(splits)
     if projections:
-        from clproj.runtime.projection.live import print_projections
+        from clproj.runtime.projection.table import print_projections
 
         print_projections(projections, rows, to=stderr_tables)
     if args.record:

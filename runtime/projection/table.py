@@ -1,0 +1,144 @@
+"""The projection table ``clproj run --mode project`` prints after the app: one row per
+launch shape (or per kernel launched in many shapes), projected time per device, bound,
+energy, recommendation. Apart from runtime.projection.live, which makes the projections:
+laying out a table is a job of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _energy_cell(doc: dict[str, Any], p: dict[str, Any]) -> str:
+    """A device cell's projected energy (J) and average power (W) beside its time;
+    ``no power`` where the device has none (never a guess)."""
+    if p.get("energy_j") is None:
+        return ", no power" if "energy_j" in p else ""
+    low = " (low)" if p.get("power_confidence") == "low" else ""
+    watts = f" {p['power_w']:.3g} W" if p.get("power_w") is not None else ""
+    return f", {p['energy_j']:.3g} J{watts}{low}"
+
+
+def _since_cell(doc: dict[str, Any]) -> str:
+    """How long after its launch a projection existed, and whether the app still ran."""
+    since = doc.get("since_launch_s")
+    if since is None or not doc.get("projections"):
+        return ""
+    when = {"during app": ", app running", "after app": ", after app"}.get(doc.get("live", ""), "")
+    return f"{since:.2f} s after launch{when}"
+
+
+# A kernel launched in more shapes than this (PolyBench lu: 4095 NDRanges a kernel) gets
+# one row in the table, over all its shapes; --json keeps every launch's projection.
+SHAPES_PER_ROW = 4
+
+
+def _most_common(values: list[str]) -> tuple[str, int]:
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    best = max(counts, key=lambda v: counts[v]) if counts else ""
+    return best, counts.get(best, 0)
+
+
+def _device_cell(docs: list[dict[str, Any]], device: str) -> str:
+    """A device's cell: the projected time (the mean over the shapes of a grouped row),
+    the bound most of them have, energy where every one has it."""
+    got = [(d, p) for d in docs for p in d.get("projections", []) if p["device"] == device]
+    if not got:
+        return "-"
+    mean_s = sum(p["time_s"] for _, p in got) / len(got)
+    bound, _ = _most_common([p["bound"] for _, p in got])
+    if len(got) == 1:
+        return f"{mean_s * 1e6:.1f} us {bound}" + _energy_cell(*got[0])
+    energy = [p["energy_j"] for _, p in got if p.get("energy_j") is not None]
+    cell = f"{mean_s * 1e6:.1f} us {bound} (mean of {len(got)})"
+    if len(energy) == len(got):
+        cell += f", {sum(energy) / len(energy):.3g} J"
+    return cell
+
+
+def _row_groups(projections: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The table's rows: one per projection, except that a kernel with more than
+    SHAPES_PER_ROW projections gets a single row for them all (in first-launch order)."""
+    by_kernel: dict[str, list[dict[str, Any]]] = {}
+    for doc in projections:
+        by_kernel.setdefault(doc["kernel"], []).append(doc)
+    rows: list[list[dict[str, Any]]] = []
+    for docs in by_kernel.values():
+        rows += [docs] if len(docs) > SHAPES_PER_ROW else [[d] for d in docs]
+    return rows
+
+
+def print_projections(
+    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]], to: Any = None
+) -> None:
+    """One row per recorded launch shape (a kernel launched in many shapes: one row over
+    them, :data:`SHAPES_PER_ROW`): projected time per device, bound, recommendation; on
+    the console ``to`` (stdout unless told). Why grouped: a launch-heavy app projected
+    thousands of shapes, a table nobody reads that took rich 7 s to lay out."""
+    from clproj.console import print_table
+
+    devices: list[str] = []
+    low: set[str] = set()
+    for doc in projections:
+        for p in doc.get("projections", []):
+            if p["device"] not in devices:
+                devices.append(p["device"])
+            if p.get("low_confidence"):
+                low.add(p["device"])
+    measured = {r["kernel"]: r for r in measured_rows}
+    rows = []
+    for docs in _row_groups(projections):
+        doc = docs[0]
+        m = measured.get(doc["kernel"], {})
+        mean = m.get("mean_ns")
+        if len(docs) == 1:
+            shape = "x".join(str(v) for v in doc["global_size"])
+            name = f"{doc['kernel']}[{shape}]"
+            recommended = doc.get("recommended") or f"error: {doc.get('error')}"
+            profile = (
+                "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", "")
+            )
+            since = _since_cell(doc)
+        else:
+            name = f"{doc['kernel']}[{len(docs)} shapes]"
+            pick, n = _most_common(
+                [d.get("recommended") or f"error: {d.get('error')}" for d in docs]
+            )
+            recommended = f"{pick} ({n} of {len(docs)})"
+            profile, _ = _most_common(
+                [
+                    "cache" if d.get("cached") else d.get("emulation", {}).get("confidence", "")
+                    for d in docs
+                ]
+            )
+            since = _since_cell(doc)
+        rows.append(
+            (
+                name,
+                None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
+                *[_device_cell(docs, d) for d in devices],
+                recommended,
+                profile,
+                since,
+            )
+        )
+    print_table(
+        [
+            "kernel",
+            "measured (mean)",
+            *(d + (" (LOW confidence)" if d in low else "") for d in devices),
+            "recommended",
+            "profile",
+            "projected",
+        ],
+        rows,
+        title="clproj project: projected device time per kernel (bound: C compute, G global, L local, D dependent-latency)"
+        + "".join(
+            sorted(
+                {f"; recommended by {d.get('objective', 'time')}" for d in projections}
+                - {"; recommended by time"}
+            )
+        ),
+        to=to,
+    )

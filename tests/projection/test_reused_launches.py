@@ -1,0 +1,82 @@
+"""Launches the reuse cache answers after the app (project mode's deferred launches): the
+same projections whether one process or several make them, and in launch order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clproj import miniemu
+from clproj.intercept.record import ArgRecord, LaunchRecord, from_arrays
+from clproj.miniemu.reuse import ReuseCache
+from clproj.runtime.projection import device_set
+from clproj.runtime.projection.live import project_reused
+
+SRC = """
+__kernel void upd(__global float *a, int n, int k) {
+  int j = k + 1 + get_global_id(0), i = k + 1 + get_global_id(1);
+  if (j < n) a[i * n + j] -= a[i * n + k] * a[k * n + j];
+}
+"""
+N = 256
+
+
+def meta(k: int) -> LaunchRecord:
+    """A buffer-less record of LU's update step at pivot k, as the shim leaves it."""
+    m = N - k - 1
+    args = [
+        ArgRecord(0, "buffer", size=4 * N * N),
+        ArgRecord(1, "scalar", data=np.int32(N).tobytes()),
+        ArgRecord(2, "scalar", data=np.int32(k).tobytes()),
+    ]
+    return LaunchRecord("upd", SRC, "", args, 2, [-(-m // 64) * 64, m], [64, 1])
+
+
+def test_reused_launches_project_alike_in_one_process_or_several():
+    x = np.ones(N * N, np.float32)
+    cache = ReuseCache(mode="bounded")
+    for k in (0, 128):  # two anchors: launches between them are interpolated
+        full = from_arrays(SRC, "upd", [x, np.int32(N), np.int32(k)], meta(k).global_size, [64, 1])
+        cache.seed(full, miniemu.emulate(full, mode="bounded"))
+    devices = device_set.resolve("measured")
+    deferred = [meta(k) for k in range(1, N - 2)]
+    serial = list(project_reused(deferred, cache, devices, "bounded", workers=1))
+    forked = list(project_reused(deferred, cache, devices, "bounded", workers=2))
+    assert len(serial) == len(forked) == len(deferred)
+    assert [d["signature"] for d in forked] == [r.signature for r in deferred]
+    for d in serial + forked:
+        assert d.pop("elapsed_s") >= 0  # wall time: the one field that may differ
+    assert forked == serial
+    assert all(d.get("projections") and d["emulation"]["method"] == "reused" for d in forked)
+
+
+def test_a_kernel_of_many_shapes_is_one_row_of_the_table():
+    """Thousands of launch shapes (PolyBench lu) make one row per kernel: the mean
+    projected time per device and how many shapes chose the recommended device."""
+    import io
+
+    from rich.console import Console
+
+    from clproj.runtime.projection.table import SHAPES_PER_ROW, print_projections
+
+    def doc(kernel: str, n: int, pick: str) -> dict:
+        return {
+            "kernel": kernel,
+            "global_size": [n],
+            "recommended": pick,
+            "emulation": {"confidence": "medium"},
+            "projections": [
+                {"device": "gpu", "time_s": n * 1e-6, "bound": "G"},
+                {"device": "cpu", "time_s": 2e-6, "bound": "C"},
+            ],
+        }
+
+    many = [doc("step", n, "gpu" if n > 2 else "cpu") for n in range(1, SHAPES_PER_ROW + 3)]
+    out = io.StringIO()
+    print_projections([*many, doc("once", 7, "cpu")], [], to=Console(file=out, width=400))
+    lines = [ln for ln in out.getvalue().splitlines() if "step" in ln or "once" in ln]
+    assert len(lines) == 2, out.getvalue()
+    mean_us = sum(range(1, SHAPES_PER_ROW + 3)) / len(many)
+    assert f"step[{len(many)} shapes]" in lines[0]
+    assert f"{mean_us:.1f} us G (mean of {len(many)})" in lines[0]
+    assert f"gpu ({len(many) - 2} of {len(many)})" in lines[0]
+    assert "once[7]" in lines[1] and "7.0 us G" in lines[1]
