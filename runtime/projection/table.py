@@ -57,23 +57,26 @@ def _device_cell(docs: list[dict[str, Any]], device: str) -> str:
     return cell
 
 
-def _row_groups(projections: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The table's rows: one per projection, except that a kernel with more than
-    SHAPES_PER_ROW projections gets a single row for them all (in first-launch order)."""
+def _row_groups(projections: list[dict[str, Any]], most: int) -> list[list[dict[str, Any]]]:
+    """The table's rows: one per projection, except that a kernel with more than ``most``
+    projections gets a single row for them all (in first-launch order)."""
     by_kernel: dict[str, list[dict[str, Any]]] = {}
     for doc in projections:
         by_kernel.setdefault(doc["kernel"], []).append(doc)
     rows: list[list[dict[str, Any]]] = []
     for docs in by_kernel.values():
-        rows += [docs] if len(docs) > SHAPES_PER_ROW else [[d] for d in docs]
+        rows += [docs] if len(docs) > most else [[d] for d in docs]
     return rows
 
 
 def print_projections(
-    projections: list[dict[str, Any]], measured_rows: list[dict[str, Any]], to: Any = None
+    projections: list[dict[str, Any]],
+    measured_rows: list[dict[str, Any]],
+    to: Any = None,
+    shapes_per_row: int = SHAPES_PER_ROW,
 ) -> None:
     """One row per recorded launch shape (a kernel launched in many shapes: one row over
-    them, :data:`SHAPES_PER_ROW`): projected time per device, bound, recommendation; on
+    them: over ``shapes_per_row``): projected time per device, bound, recommendation; on
     the console ``to`` (stdout unless told). Why grouped: a launch-heavy app projected
     thousands of shapes, a table nobody reads that took rich 7 s to lay out."""
     from clproj.console import print_table
@@ -88,7 +91,7 @@ def print_projections(
                 low.add(p["device"])
     measured = {r["kernel"]: r for r in measured_rows}
     rows = []
-    for docs in _row_groups(projections):
+    for docs in _row_groups(projections, shapes_per_row):
         doc = docs[0]
         m = measured.get(doc["kernel"], {})
         mean = m.get("mean_ns")
