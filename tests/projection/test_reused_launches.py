@@ -3,42 +3,19 @@ same projections whether one process or several make them, and in launch order."
 
 from __future__ import annotations
 
-import numpy as np
-
-from clproj import miniemu
-from clproj.intercept.record import ArgRecord, LaunchRecord, from_arrays
-from clproj.miniemu.reuse import ReuseCache
+from clproj.benchmarks.reused_projection import meta, seeded_cache
 from clproj.runtime.projection import device_set
 from clproj.runtime.projection.live import project_reused
 
-SRC = """
-__kernel void upd(__global float *a, int n, int k) {
-  int j = k + 1 + get_global_id(0), i = k + 1 + get_global_id(1);
-  if (j < n) a[i * n + j] -= a[i * n + k] * a[k * n + j];
-}
-"""
 N = 256
 
 
-def meta(k: int) -> LaunchRecord:
-    """A buffer-less record of LU's update step at pivot k, as the shim leaves it."""
-    m = N - k - 1
-    args = [
-        ArgRecord(0, "buffer", size=4 * N * N),
-        ArgRecord(1, "scalar", data=np.int32(N).tobytes()),
-        ArgRecord(2, "scalar", data=np.int32(k).tobytes()),
-    ]
-    return LaunchRecord("upd", SRC, "", args, 2, [-(-m // 64) * 64, m], [64, 1])
-
-
 def test_reused_launches_project_alike_in_one_process_or_several():
-    x = np.ones(N * N, np.float32)
-    cache = ReuseCache(mode="bounded")
-    for k in (0, 128):  # two anchors: launches between them are interpolated
-        full = from_arrays(SRC, "upd", [x, np.int32(N), np.int32(k)], meta(k).global_size, [64, 1])
-        cache.seed(full, miniemu.emulate(full, mode="bounded"))
+    """LU's update step at N rows: two pivots emulated (0 and N/2, the anchors), the other
+    launches answered by the reuse cache."""
+    cache = seeded_cache(N)
     devices = device_set.resolve("measured")
-    deferred = [meta(k) for k in range(1, N - 2)]
+    deferred = [meta(N, k) for k in range(1, N - 2) if k != N // 2]
     serial = list(project_reused(deferred, cache, devices, "bounded", workers=1))
     forked = list(project_reused(deferred, cache, devices, "bounded", workers=2))
     assert len(serial) == len(forked) == len(deferred)
