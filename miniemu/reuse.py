@@ -147,23 +147,20 @@ def scalar_axis(anchors: list[_Anchor], point: dict[int, int]) -> int | None:
     return None
 
 
-def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> KernelProfile:
-    """``base`` scaled per work-item to ``record``'s NDRange (same local size)."""
+def _reused_shell(
+    base: KernelProfile, record: LaunchRecord, reason: str, factor: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The launch and emulation sections of a profile reused from ``base`` for ``record``
+    (its NDRange, ``base``'s local size), the counters left to the caller."""
     gs = [int(x) for x in record.global_size]
     ls = [int(x) for x in base.launch["local_size"]]
-    work_items = math.prod(gs)
     groups_per_dim = [-(-g // max(1, loc)) for g, loc in zip(gs, ls, strict=False)]
-    num_groups = math.prod(groups_per_dim)
-    factor = work_items / max(1, base.launch["work_items"])
-    total = scale_stats(base.total, factor)
-    total["work_items"] = work_items
-    per_group = scale_stats(total, 1.0 / num_groups)
     launch = dict(
         base.launch,
         global_size=gs,
-        num_groups=num_groups,
+        num_groups=math.prod(groups_per_dim),
         num_groups_per_dim=groups_per_dim,
-        work_items=work_items,
+        work_items=math.prod(gs),
     )
     emulation = copy.deepcopy(base.emulation)
     emulation.pop("drift_check", None)
@@ -179,6 +176,17 @@ def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> Ker
         *[f for f in emulation.get("flags", []) if not f.startswith(("reused", "drift"))],
         f"reused: {reason}; scaled x{factor:.4g} per work-item",
     ]
+    return launch, emulation
+
+
+def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> KernelProfile:
+    """``base`` scaled per work-item to ``record``'s NDRange (same local size)."""
+    work_items = math.prod(int(x) for x in record.global_size)
+    factor = work_items / max(1, base.launch["work_items"])
+    launch, emulation = _reused_shell(base, record, reason, factor)
+    total = scale_stats(base.total, factor)
+    total["work_items"] = work_items
+    per_group = scale_stats(total, 1.0 / launch["num_groups"])
     return KernelProfile(record.kernel, record.signature, launch, emulation, per_group, total)
 
 
@@ -196,7 +204,8 @@ def interpolate_profile(
     """
     w, wl, wh = _work_items(record), lo.launch["work_items"], hi.launch["work_items"]
     nearer = lo if _log_distance(wl, w) <= _log_distance(wh, w) else hi
-    out = scale_profile(nearer, record, reason)
+    factor = math.prod(int(x) for x in record.global_size) / max(1, nearer.launch["work_items"])
+    launch, emulation = _reused_shell(nearer, record, reason, factor)
     f = (w - wl) / max(1, wh - wl)
     fl, fh = flatten_stats(lo.total), flatten_stats(hi.total)
     values = {
@@ -205,13 +214,12 @@ def interpolate_profile(
     }
     total = rebuild_stats(nearer.total, values)
     total["work_items"] = w
-    out.total = total
-    out.per_group = scale_stats(total, 1.0 / max(1, out.launch["num_groups"]))
-    out.emulation["interpolated_from"] = [lo.signature, hi.signature]
-    out.emulation["flags"][-1] = (
+    per_group = scale_stats(total, 1.0 / max(1, launch["num_groups"]))
+    emulation["interpolated_from"] = [lo.signature, hi.signature]
+    emulation["flags"][-1] = (
         f"reused: {reason}; interpolated per work-item between {wl} and {wh} work-items"
     )
-    return out
+    return KernelProfile(record.kernel, record.signature, launch, emulation, per_group, total)
 
 
 def axis_profile(
