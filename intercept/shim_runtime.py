@@ -195,7 +195,6 @@ def _snapshot(
     index: int,
     size: int,
     wait: bool,
-    unwritten: bool = False,
     inputs: bool = False,
 ) -> str | None:
     """Snapshot buffer argument ``index`` into ``rec``; returns its (pending) blob key.
@@ -203,10 +202,7 @@ def _snapshot(
     ``inputs`` (the launch's inputs, not ``--verify``'s outputs): a snapshot of 1 MiB or
     more that is all zeros is recorded as no blob (null, which readers take as zeros):
     neither stored nor hashed (sha256 of 400 MiB of zeros: 0.4-0.6 s of a core, beside the
-    app's kernel). ``unwritten``: no command wrote the buffer yet (native/shim/writes.c),
-    so its content is undefined: no blob, and the buffer is not even read."""
-    if unwritten:
-        return None
+    app's kernel)."""
     mem = L.args[index].mem
     if size < SCRATCH_MIN_BYTES:
         return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
@@ -379,10 +375,13 @@ def pre_launch(ffi, lib, L):
     try:
         for arg in rec.args:
             if arg.kind == "buffer":  # hashed by the record writer, off this thread
+                # no command wrote it yet (native/shim/writes.c): its content is undefined,
+                # recorded as no blob (zeros) without reading the buffer at all
                 arg.unwritten = bool(L.args[arg.index].fresh) and fewest
-                arg.blob = _snapshot(
-                    ffi, lib, L, rec, arg.index, int(arg.size), True, arg.unwritten, inputs=True
-                )
+                if not arg.unwritten:
+                    arg.blob = _snapshot(
+                        ffi, lib, L, rec, arg.index, int(arg.size), True, inputs=True
+                    )
         rec.device = _device_info(ffi, lib, L.device)
         rec.id = new_id(rec.kernel, record_dir())
     except BaseException:

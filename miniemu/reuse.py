@@ -148,12 +148,14 @@ def scalar_axis(anchors: list[_Anchor], point: dict[int, int]) -> int | None:
 
 
 def _reused_shell(
-    base: KernelProfile, record: LaunchRecord, reason: str, factor: float
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    base: KernelProfile, record: LaunchRecord, reason: str
+) -> tuple[dict[str, Any], dict[str, Any], float]:
     """The launch and emulation sections of a profile reused from ``base`` for ``record``
-    (its NDRange, ``base``'s local size), the counters left to the caller."""
+    (its NDRange, ``base``'s local size) and the per-work-item scale between them; the
+    counters are left to the caller."""
     gs = [int(x) for x in record.global_size]
     ls = [int(x) for x in base.launch["local_size"]]
+    factor = math.prod(gs) / max(1, base.launch["work_items"])
     groups_per_dim = [-(-g // max(1, loc)) for g, loc in zip(gs, ls, strict=False)]
     launch = dict(
         base.launch,
@@ -176,16 +178,14 @@ def _reused_shell(
         *[f for f in emulation.get("flags", []) if not f.startswith(("reused", "drift"))],
         f"reused: {reason}; scaled x{factor:.4g} per work-item",
     ]
-    return launch, emulation
+    return launch, emulation, factor
 
 
 def scale_profile(base: KernelProfile, record: LaunchRecord, reason: str) -> KernelProfile:
     """``base`` scaled per work-item to ``record``'s NDRange (same local size)."""
-    work_items = math.prod(int(x) for x in record.global_size)
-    factor = work_items / max(1, base.launch["work_items"])
-    launch, emulation = _reused_shell(base, record, reason, factor)
+    launch, emulation, factor = _reused_shell(base, record, reason)
     total = scale_stats(base.total, factor)
-    total["work_items"] = work_items
+    total["work_items"] = launch["work_items"]
     per_group = scale_stats(total, 1.0 / launch["num_groups"])
     return KernelProfile(record.kernel, record.signature, launch, emulation, per_group, total)
 
@@ -204,8 +204,7 @@ def interpolate_profile(
     """
     w, wl, wh = _work_items(record), lo.launch["work_items"], hi.launch["work_items"]
     nearer = lo if _log_distance(wl, w) <= _log_distance(wh, w) else hi
-    factor = math.prod(int(x) for x in record.global_size) / max(1, nearer.launch["work_items"])
-    launch, emulation = _reused_shell(nearer, record, reason, factor)
+    launch, emulation, _ = _reused_shell(nearer, record, reason)
     f = (w - wl) / max(1, wh - wl)
     fl, fh = flatten_stats(lo.total), flatten_stats(hi.total)
     values = {

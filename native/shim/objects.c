@@ -603,6 +603,13 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateSubBuffer(cl_mem parent, cl_mem_flags fl
         if ((m) && !PASS) track_mem((m), CLPROJ_ARG_UNSUPPORTED, (what), 0, 0, 0, 0, NULL, 1); \
     } while (0)
 
+/* An image is recorded as unsupported; one made over a buffer writes that buffer
+ * (writes.c; clproj_mems_written passes while the shim itself calls). */
+static void track_image(cl_mem m, const cl_image_desc *desc) {
+    TRACK_UNSUPPORTED(m, "image");
+    if (m && desc && desc->buffer) clproj_mems_written(1, &desc->buffer);
+}
+
 CL_API_ENTRY cl_mem CL_API_CALL clCreateImage(cl_context ctx, cl_mem_flags flags,
                                               const cl_image_format *fmt,
                                               const cl_image_desc *desc, void *host_ptr,
@@ -610,9 +617,7 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateImage(cl_context ctx, cl_mem_flags flags
     REAL(clCreateImage, FAIL_PTR);
     clproj_init();
     cl_mem m = real_clCreateImage(ctx, flags, fmt, desc, host_ptr, errcode_ret);
-    TRACK_UNSUPPORTED(m, "image");
-    if (m && !PASS && desc && desc->buffer) /* an image over a buffer writes the buffer */
-        clproj_mems_written(1, &desc->buffer);
+    track_image(m, desc);
     return m;
 }
 
@@ -626,9 +631,7 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateImageWithProperties(cl_context ctx,
     clproj_init();
     cl_mem m = real_clCreateImageWithProperties(ctx, props, flags, fmt, desc, host_ptr,
                                                 errcode_ret);
-    TRACK_UNSUPPORTED(m, "image");
-    if (m && !PASS && desc && desc->buffer) /* an image over a buffer writes the buffer */
-        clproj_mems_written(1, &desc->buffer);
+    track_image(m, desc);
     return m;
 }
 

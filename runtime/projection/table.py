@@ -40,6 +40,15 @@ def _most_common(values: list[str]) -> tuple[str, int]:
     return best, counts.get(best, 0)
 
 
+def _recommended(doc: dict[str, Any]) -> str:
+    return doc.get("recommended") or f"error: {doc.get('error')}"
+
+
+def _profile(doc: dict[str, Any]) -> str:
+    """Where a projection's kernel profile came from: the disk cache, or its confidence."""
+    return "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", "")
+
+
 def _device_cell(docs: list[dict[str, Any]], device: str) -> str:
     """A device's cell: the projected time (the mean over the shapes of a grouped row),
     the bound most of them have, energy where every one has it."""
@@ -95,35 +104,19 @@ def print_projections(
         doc = docs[0]
         m = measured.get(doc["kernel"], {})
         mean = m.get("mean_ns")
+        pick, n = _most_common([_recommended(d) for d in docs])
         if len(docs) == 1:
-            shape = "x".join(str(v) for v in doc["global_size"])
-            name = f"{doc['kernel']}[{shape}]"
-            recommended = doc.get("recommended") or f"error: {doc.get('error')}"
-            profile = (
-                "cache" if doc.get("cached") else doc.get("emulation", {}).get("confidence", "")
-            )
-            since = _since_cell(doc)
+            name = f"{doc['kernel']}[{'x'.join(str(v) for v in doc['global_size'])}]"
         else:
-            name = f"{doc['kernel']}[{len(docs)} shapes]"
-            pick, n = _most_common(
-                [d.get("recommended") or f"error: {d.get('error')}" for d in docs]
-            )
-            recommended = f"{pick} ({n} of {len(docs)})"
-            profile, _ = _most_common(
-                [
-                    "cache" if d.get("cached") else d.get("emulation", {}).get("confidence", "")
-                    for d in docs
-                ]
-            )
-            since = _since_cell(doc)
+            name, pick = f"{doc['kernel']}[{len(docs)} shapes]", f"{pick} ({n} of {len(docs)})"
         rows.append(
             (
                 name,
                 None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
                 *[_device_cell(docs, d) for d in devices],
-                recommended,
-                profile,
-                since,
+                pick,
+                _most_common([_profile(d) for d in docs])[0],
+                _since_cell(doc),
             )
         )
     print_table(
