@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from clproj import native
-from clproj.cli import build_parser, main
+from clproj.cli import COMMANDS, build_parser, main
 from clproj.devices.discovery import list_devices, select_device
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,9 +24,32 @@ def clproj(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_help_lists_subcommands():
-    text = build_parser().format_help()
-    for cmd in ("devices", "doctor"):
+    text = build_parser([]).format_help()
+    for cmd in COMMANDS:
         assert cmd in text
+
+
+@pytest.mark.parametrize("module", sorted(set(COMMANDS.values())))
+def test_command_table_names_what_each_module_registers(module):
+    """A command imports only the module COMMANDS names for it: a module registering a
+    command the table lacks (or missing one it names) would be unreachable (or fail)."""
+    import argparse
+    import importlib
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    importlib.import_module(module).register(sub)
+    assert set(sub.choices) == {c for c, m in COMMANDS.items() if m == module}
+
+
+def test_a_command_imports_only_its_module():
+    code = (
+        "import sys; from clproj.cli import build_parser; build_parser(['run', '--help']); "
+        "print(sorted(m for m in sys.modules if m.startswith('clproj.') and m.endswith('cli')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "clproj.runtime.run.cli" in out.stdout
+    assert "clproj.runtime.cluster.cli" not in out.stdout and "clproj.miniemu.cli" not in out.stdout
 
 
 def test_devices_json_lists_pocl_cpu():
