@@ -8,8 +8,12 @@
 3. Full/single time ratios of the paper's apps (Table III analogue) at the apps' "small"
    sizes, when benchmarks/apps exists (full emulation at the paper's sizes takes hours).
 
+``--baseline-plugin PATH`` adds another build of the plugin (e.g. the previous commit's)
+to part 1, run interleaved with ours on the same launches: the change a plugin edit makes.
+
 Writes benchmarks/results/miniemu_cost.md and miniemu_cost.png.
-Run: ``.venv/bin/python -m clproj.benchmarks.miniemu_cost [--quick-run]``.
+Run: ``.venv/bin/python -m clproj.benchmarks.miniemu_cost [--quick-run]
+[--baseline-plugin PATH] [--overhead-only]``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ __kernel void transpose(__global const float *a, __global float *b, int n) {
   int x = get_global_id(0), y = get_global_id(1);
   b[x * n + y] = a[y * n + x];
 }
+__kernel void rowwalk(__global const float *a, __global const float *p, __global float *q, int n) {
+  int i = get_global_id(0);
+  float acc = 0.0f;
+  for (int j = 0; j < n; ++j) acc += a[i * n + j] * p[j];
+  q[i] = acc;
+}
 __kernel void saxpy(__global const float *x, __global float *y, float a) {
   int i = get_global_id(0);
   y[i] = a * x[i] + y[i];
@@ -81,18 +91,29 @@ def transpose(n: int):
     return from_arrays(SRC, "transpose", [m, m.copy(), np.int32(n)], [n, n], [16, 16])
 
 
+def rowwalk(n: int):
+    """PolyBench bicg's first kernel: each work-item walks a row (lanes n floats apart)."""
+    m = np.ones(n * n, np.float32)
+    v = np.ones(n, np.float32)
+    return from_arrays(SRC, "rowwalk", [m, v, np.zeros(n, np.float32), np.int32(n)], [n], [256])
+
+
 def saxpy(n: int):
     x = np.ones(n, np.float32)
     return from_arrays(SRC, "saxpy", [x, x.copy(), np.float32(2)], [n], [256])
 
 
-def run_worker(path: str, plugin: bool, tmp: str, mode: str = "quick") -> tuple[float, float]:
-    """(kernel emulation seconds, subprocess wall seconds) of one run on 1 worker thread."""
+def run_worker(path: str, plugin: bool | str, tmp: str, mode: str = "quick") -> tuple[float, float]:
+    """(kernel emulation seconds, subprocess wall seconds) of one run on 1 worker thread;
+    ``plugin``: ours (True), none (False) or the path of another build."""
     env = OclgrindBackend().environment(
         mode, os.path.join(tmp, "s.jsonl"), os.path.join(tmp, "log"), threads=1
     )
-    if not plugin:
+    env["OPENBLAS_NUM_THREADS"] = "1"  # no idle BLAS threads beside the one emulating
+    if plugin is False:
         env.pop("OCLGRIND_PLUGINS")
+    elif isinstance(plugin, str):
+        env["OCLGRIND_PLUGINS"] = plugin
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "clproj.miniemu.worker", path],
@@ -106,13 +127,15 @@ def run_worker(path: str, plugin: bool, tmp: str, mode: str = "quick") -> tuple[
     return kernel_ns / 1e9, wall
 
 
-def overhead(repeats: int) -> list[dict]:
+def overhead(repeats: int, baseline: str | None = None) -> list[dict]:
     """Quick mode where a group carries real work (matmul); full mode (all groups, one
     thread) for the light kernels, whose two quick-mode groups take only milliseconds and
-    drown in timer noise on a shared machine. Minimum over ``repeats`` runs."""
+    drown in timer noise on a shared machine. Minimum over ``repeats`` runs, the variants
+    interleaved run by run (a load change then touches all of them alike)."""
     cases = [
         ("matmul 512", matmul(512), "quick"),
         ("matmul 1024", matmul(1024), "quick"),
+        ("row walk 1024", rowwalk(1024), "quick"),
         ("reduction 2^16", reduction(1 << 16), "full"),
         ("transpose 256", transpose(256), "full"),
         ("saxpy 2^16", saxpy(1 << 16), "full"),
@@ -121,21 +144,26 @@ def overhead(repeats: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for name, rec, mode in cases:
             path = save(rec, tmp)
-            plain = [run_worker(path, False, tmp, mode) for _ in range(repeats)]
-            ours = [run_worker(path, True, tmp, mode) for _ in range(repeats)]
-            pk, ok = min(p[0] for p in plain), min(o[0] for o in ours)
-            pw, ow = min(p[1] for p in plain), min(o[1] for o in ours)
-            rows.append(
-                {
-                    "case": f"{name} ({mode})",
-                    "plain_kernel_s": pk,
-                    "plugin_kernel_s": ok,
-                    "kernel_ratio": ok / pk,
-                    "plain_wall_s": pw,
-                    "plugin_wall_s": ow,
-                    "wall_ratio": ow / pw,
-                }
-            )
+            variants: list[bool | str] = [False, True] + ([baseline] if baseline else [])
+            runs: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(variants))}
+            for _ in range(repeats):
+                for i, plugin in enumerate(variants):
+                    runs[i].append(run_worker(path, plugin, tmp, mode))
+            pk, ok = min(p[0] for p in runs[0]), min(o[0] for o in runs[1])
+            pw, ow = min(p[1] for p in runs[0]), min(o[1] for o in runs[1])
+            row = {
+                "case": f"{name} ({mode})",
+                "plain_kernel_s": pk,
+                "plugin_kernel_s": ok,
+                "kernel_ratio": ok / pk,
+                "plain_wall_s": pw,
+                "plugin_wall_s": ow,
+                "wall_ratio": ow / pw,
+            }
+            if baseline:
+                bk = min(b[0] for b in runs[2])
+                row.update(baseline_kernel_s=bk, baseline_ratio=bk / pk, vs_baseline=ok / bk)
+            rows.append(row)
             print(rows[-1], flush=True)
     return rows
 
@@ -206,34 +234,53 @@ def paper_ratios(budget_s: float) -> list[dict]:
     return rows
 
 
-def write(over, scal, paper, elapsed: float) -> None:
-    os.makedirs(RESULTS, exist_ok=True)
+def write(over, scal, paper, elapsed: float, command: str, baseline: str | None, out: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     lines = [
         "# Mini-emulation cost",
         "",
-        f"Machine: {os.cpu_count()} cores; Oclgrind 21.10; generated by `benchmarks/miniemu_cost.py` "
-        f"in {elapsed:.0f} s.",
+        f"Machine: {os.cpu_count()} cores; Oclgrind 21.10; `{command}`, {elapsed:.0f} s.",
         "",
         "## Plugin overhead vs plain Oclgrind (1 worker thread, minimum of repeats)",
         "",
         "Kernel = Oclgrind's profiling-event time of the emulated kernel; wall = whole worker "
         "subprocess (Python start, program build, buffers, kernel). Target: <= 2x.",
         "",
-        "| case | plain kernel s | plugin kernel s | ratio | plain wall s | plugin wall s | ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    if baseline:
+        lines += [
+            f"Baseline: another build of the plugin (`{os.path.basename(baseline)}`), run "
+            "interleaved with ours on the same launches.",
+            "",
+            "| case | plain kernel s | baseline kernel s | ratio | plugin kernel s | ratio | "
+            "plugin / baseline | plain wall s | plugin wall s | ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+    else:
+        lines += [
+            "| case | plain kernel s | plugin kernel s | ratio | plain wall s | plugin wall s | ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
     for r in over:
-        lines.append(
-            f"| {r['case']} | {r['plain_kernel_s']:.3f} | {r['plugin_kernel_s']:.3f} | "
-            f"{r['kernel_ratio']:.2f} | {r['plain_wall_s']:.2f} | {r['plugin_wall_s']:.2f} | {r['wall_ratio']:.2f} |"
+        base = (
+            f"{r['baseline_kernel_s']:.3f} | {r['baseline_ratio']:.2f} | "
+            if "baseline_kernel_s" in r
+            else ""
         )
-    lines += [
-        "",
-        "## `single` mode time vs input size (wall s of `miniemu.emulate`, median)",
-        "",
-        "| kernel | size | wall s |",
-        "|---|---:|---:|",
-    ]
+        vs = f" {r['vs_baseline']:.2f} |" if "vs_baseline" in r else ""
+        lines.append(
+            f"| {r['case']} | {r['plain_kernel_s']:.3f} | {base}{r['plugin_kernel_s']:.3f} | "
+            f"{r['kernel_ratio']:.2f} |{vs} {r['plain_wall_s']:.2f} | {r['plugin_wall_s']:.2f} | "
+            f"{r['wall_ratio']:.2f} |"
+        )
+    if scal:
+        lines += [
+            "",
+            "## `single` mode time vs input size (wall s of `miniemu.emulate`, median)",
+            "",
+            "| kernel | size | wall s |",
+            "|---|---:|---:|",
+        ]
     for k, pts in scal.items():
         for n, t in pts:
             lines.append(f"| {k} | {n} | {t:.3f} |")
@@ -256,8 +303,10 @@ def write(over, scal, paper, elapsed: float) -> None:
                     f"| {r['app']} | {r['size']} | {r['kernel']} | {r['groups']} | {r['single_s']:.2f} | "
                     f"{r['full_s']:.2f} | {r['ratio']:.1f} |"
                 )
-    with open(os.path.join(RESULTS, "miniemu_cost.md"), "w", encoding="utf-8") as fh:
+    with open(out, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
+    if not all(scal.get(k) for k in ("reduction", "matmul")):
+        return  # --overhead-only: no curves to plot
     import matplotlib
 
     matplotlib.use("Agg")
@@ -281,15 +330,32 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick-run", action="store_true", help="fewer sizes and repeats")
     ap.add_argument("--no-paper", action="store_true", help="skip the paper apps")
+    ap.add_argument("--baseline-plugin", metavar="PATH", help="another build of the plugin")
+    ap.add_argument("--overhead-only", action="store_true", help="part 1 only")
+    ap.add_argument("--out", default=os.path.join(RESULTS, "miniemu_cost.md"))
     args = ap.parse_args()
     start = time.perf_counter()
     reps = 1 if args.quick_run else 5
-    over = overhead(reps)
+    over = overhead(reps, args.baseline_plugin)
     red = [1 << k for k in (14, 16, 18, 20, 22)]
     mm = [64, 128, 256, 512, 1024] if not args.quick_run else [64, 256]
-    scal = scaling(red, mm, 1 if args.quick_run else 2)
-    paper = [] if args.no_paper else paper_ratios(300.0)
-    write(over, scal, paper, time.perf_counter() - start)
+    scal: dict[str, list[tuple[int, float]]] = {}
+    paper: list[dict] = []
+    if not args.overhead_only:
+        scal = scaling(red, mm, 1 if args.quick_run else 2)
+        paper = [] if args.no_paper else paper_ratios(300.0)
+    command = "python -m clproj.benchmarks.miniemu_cost " + " ".join(
+        os.path.basename(a) if a == args.baseline_plugin else a for a in sys.argv[1:]
+    )
+    write(
+        over,
+        scal,
+        paper,
+        time.perf_counter() - start,
+        command.strip(),
+        args.baseline_plugin,
+        args.out,
+    )
     return 0
 
 

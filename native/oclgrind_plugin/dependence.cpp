@@ -182,10 +182,10 @@ void DependenceTracker::countSegments(LaneDeps &l, uint32_t id, uint64_t addr, s
   uint64_t last_end = id < l.last_end.size() ? l.last_end[id] : 0;
   uint64_t end = addr + size;  // one past the last byte
   for (int s = 0; s < kNumSegments; ++s) {
-    uint64_t first = addr / kSegments[s], last = (end - 1) / kSegments[s];
+    uint64_t first = addr >> kSegmentShift[s], last = (end - 1) >> kSegmentShift[s];
     uint64_t n = last - first + 1;
     if (last_end != 0) {
-      uint64_t prev = (last_end - 1) / kSegments[s];
+      uint64_t prev = (last_end - 1) >> kSegmentShift[s];
       if (prev >= first && prev <= last) n -= 1;  // still in the segment touched before
     }
     item_tx_[store][s] += n;

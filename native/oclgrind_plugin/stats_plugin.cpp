@@ -55,6 +55,42 @@ uint32_t linearLocalId(const oclgrind::WorkItem *wi, const WorkerState &st) {
   return static_cast<uint32_t>(l.x + st.gsx * (l.y + st.gsy * l.z));
 }
 
+// Bits needed for values 0..max.
+unsigned bitsFor(uint64_t max) {
+  unsigned n = 0;
+  while (n < 64 && (max >> n) != 0) ++n;
+  return n;
+}
+
+// (kind, slot, instance, lid) packed into one integer whose order is the tuple's, when
+// the group's values fit in 64 bits (they do unless a work-item runs one instruction
+// billions of times): sorting on it is several times faster than comparing the fields.
+struct KeyLayout {
+  unsigned lid_bits = 0, instance_bits = 0, slot_bits = 0;
+  bool fits = false;
+  static KeyLayout of(uint32_t slots, uint32_t max_instance, size_t lanes, unsigned kind_bits) {
+    KeyLayout k;
+    k.lid_bits = bitsFor(lanes ? lanes - 1 : 0);
+    k.instance_bits = bitsFor(max_instance);
+    k.slot_bits = bitsFor(slots ? slots - 1 : 0);
+    k.fits = kind_bits + k.slot_bits + k.instance_bits + k.lid_bits <= 64;
+    return k;
+  }
+  uint64_t pack(uint64_t kind, uint64_t slot, uint64_t instance, uint64_t lid) const {
+    uint64_t key = kind;
+    key = slot_bits ? (key << slot_bits | slot) : key;
+    key = instance_bits ? (key << instance_bits | instance) : key;
+    return lid_bits ? (key << lid_bits | lid) : key;
+  }
+};
+
+// Distinct values in `v`: sorted first unless already in order (lanes of a coalesced
+// access touch segments in increasing order: the common case needs no sort).
+size_t distinctCount(std::vector<uint64_t> &v) {
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  return static_cast<size_t>(std::unique(v.begin(), v.end()) - v.begin());
+}
+
 // Transactions for a run of accesses of one warp-level instruction instance.
 // [begin, end) are sorted by lid; every access touches segments addr/S .. (addr+size-1)/S.
 void countTransactions(const Access *begin, const Access *end, Stats &stats, int store,
@@ -62,18 +98,17 @@ void countTransactions(const Access *begin, const Access *end, Stats &stats, int
   for (int w = 0; w < kNumWarps; ++w) {
     const Access *a = begin;
     while (a != end) {
-      uint32_t warp = a->lid / kWarps[w];
+      const unsigned ws = kWarpShift[w];
+      uint32_t warp = a->lid >> ws;
       const Access *b = a;
-      while (b != end && b->lid / kWarps[w] == warp) ++b;
+      while (b != end && b->lid >> ws == warp) ++b;
       for (int s = 0; s < kNumSegments; ++s) {
         scratch.clear();
         for (const Access *x = a; x != b; ++x)
-          for (uint64_t seg = x->addr / kSegments[s]; seg <= (x->addr + x->size - 1) / kSegments[s];
-               ++seg)
+          for (uint64_t seg = x->addr >> kSegmentShift[s];
+               seg <= (x->addr + x->size - 1) >> kSegmentShift[s]; ++seg)
             scratch.push_back(seg);
-        std::sort(scratch.begin(), scratch.end());
-        stats.trans[store][w][s] +=
-            std::unique(scratch.begin(), scratch.end()) - scratch.begin();
+        stats.trans[store][w][s] += distinctCount(scratch);
       }
       a = b;
     }
@@ -85,21 +120,20 @@ void countTransactions(const Access *begin, const Access *end, Stats &stats, int
 void countBanks(const Access *begin, const Access *end, Stats &stats,
                 std::vector<uint64_t> &scratch) {
   for (int k = 0; k < kNumBankCounts; ++k) {
-    const unsigned banks = kBanks[k];
+    const unsigned banks = kBanks[k], bs = kBankShift[k];
     const Access *a = begin;
     while (a != end) {
-      uint32_t warp = a->lid / banks;
+      uint32_t warp = a->lid >> bs;
       const Access *b = a;
-      while (b != end && b->lid / banks == warp) ++b;
+      while (b != end && b->lid >> bs == warp) ++b;
       scratch.clear();
       for (const Access *x = a; x != b; ++x)
         for (uint64_t word = x->addr / 4; word <= (x->addr + x->size - 1) / 4; ++word)
           scratch.push_back(word);
-      std::sort(scratch.begin(), scratch.end());
-      scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+      scratch.resize(distinctCount(scratch));
       unsigned perBank[32] = {};
       unsigned degree = 1;
-      for (uint64_t word : scratch) degree = std::max(degree, ++perBank[word % banks]);
+      for (uint64_t word : scratch) degree = std::max(degree, ++perBank[word & (banks - 1)]);
       stats.bank_req[k] += 1;
       stats.bank_wave[k] += degree;
       a = b;
@@ -205,15 +239,17 @@ StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(co
 WorkerState &StatsPlugin::state() { return t_state; }
 
 const InstInfo &StatsPlugin::infoFor(WorkerState &st, const llvm::Instruction *instruction) {
-  auto it = st.cache.find(instruction);
-  if (it == st.cache.end()) {
-    InstInfo fresh = classify(instruction);
-    auto header = loop_headers_.find(instruction);  // read-only while groups run
-    if (header != loop_headers_.end()) fresh.loop = static_cast<int8_t>(header->second);
-    fresh.id = st.deps.assign(instruction);
-    it = st.cache.emplace(instruction, fresh).first;
-  }
-  return it->second;
+  if (const InstInfo *known = st.cache.find(instruction)) return *known;
+  InstInfo fresh = classify(instruction);
+  auto header = loop_headers_.find(instruction);  // read-only while groups run
+  if (header != loop_headers_.end()) fresh.loop = static_cast<int8_t>(header->second);
+  fresh.id = st.deps.assign(instruction);
+  return st.cache.insert(instruction, fresh);
+}
+
+uint32_t StatsPlugin::slotOf(WorkerState &st, const llvm::Instruction *instruction) {
+  if (const uint32_t *slot = st.slots.find(instruction)) return *slot;
+  return st.slots.insert(instruction, st.nslots++);
 }
 
 uint32_t StatsPlugin::laneOf(WorkerState &st, const oclgrind::WorkItem *workItem) {
@@ -260,7 +296,7 @@ void StatsPlugin::instructionExecuted(const oclgrind::WorkItem *workItem,
     else if (auto *sw = llvm::dyn_cast<llvm::SwitchInst>(instruction))
       cond = sw->getCondition();
     uint64_t taken = cond ? workItem->getOperand(cond).getUInt() : 0;
-    st.branches.push_back({instruction, 0, linearLocalId(workItem, st), taken});
+    st.branches.push_back({slotOf(st, instruction), 0, linearLocalId(workItem, st), taken});
   }
 }
 
@@ -289,9 +325,13 @@ void StatsPlugin::recordAccess(const oclgrind::Memory *memory, const oclgrind::W
     }
   }
   // The dynamic instance is assigned at group end from the per-lane callback order.
-  st.accesses.push_back({workItem->getCurrentInstruction(), 0, linearLocalId(workItem, st), address,
-                         static_cast<uint32_t>(size),
-                         static_cast<uint8_t>((local ? 2 : 0) + (store ? 1 : 0))});
+  Access rec{};
+  rec.slot = slotOf(st, workItem->getCurrentInstruction());
+  rec.lid = linearLocalId(workItem, st);
+  rec.size = static_cast<uint32_t>(size);
+  rec.addr = address;
+  rec.kind = static_cast<uint8_t>((local ? 2 : 0) + (store ? 1 : 0));
+  st.accesses.push_back(rec);
 }
 
 void StatsPlugin::memoryLoad(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
@@ -359,6 +399,8 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
   uint64_t gen = generation_.load();
   if (st.generation != gen) {  // new launch: instruction pointers may have been reused
     st.cache.clear();
+    st.slots.clear();
+    st.nslots = 0;
     st.deps.reset();
     st.generation = gen;
     st.since_check = 0;  // the budget counts this launch's instructions from zero
@@ -425,10 +467,11 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
   // Work-items run one after another (up to each barrier), so each lane's records are in
   // its own execution order: the n-th record of (lane, instruction) is dynamic instance n.
   {
-    std::vector<std::unordered_map<const llvm::Instruction *, uint32_t>> next(st.lanes);
-    for (Access &a : st.accesses) a.instance = next[a.lid][a.inst]++;
-    for (auto &m : next) m.clear();
-    for (BranchRec &b : st.branches) b.instance = next[b.lid][b.inst]++;
+    std::vector<uint32_t> next(static_cast<size_t>(st.nslots) * st.lanes);
+    for (Access &a : st.accesses) a.instance = next[static_cast<size_t>(a.slot) * st.lanes + a.lid]++;
+    std::fill(next.begin(), next.end(), 0);
+    for (BranchRec &b : st.branches)
+      b.instance = next[static_cast<size_t>(b.slot) * st.lanes + b.lid]++;
   }
   for (int space = 0; space < 2; ++space) {  // hottest atomic address of the group
     uint64_t hot = 0;
@@ -436,37 +479,49 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
     (space ? s.atom_local_hot : s.atom_global_hot) = hot;
     st.atomic_hits[space].clear();
   }
-  {  // The group's global footprint at 32-byte sector granularity.
+  {  // The group's global footprint at 32-byte sector granularity: all of it, the
+    // sectors it reads (what DRAM must deliver) and those it writes (each goes back to
+    // memory once, whether or not it was read). One sort of (sector, direction) pairs.
     scratch.clear();
     for (const Access &a : st.accesses)
       if (a.kind < 2)
-        for (uint64_t sec = a.addr / 32; sec <= (a.addr + a.size - 1) / 32; ++sec) scratch.push_back(sec);
+        for (uint64_t sec = a.addr / 32; sec <= (a.addr + a.size - 1) / 32; ++sec)
+          scratch.push_back(sec << 1 | a.kind);
     std::sort(scratch.begin(), scratch.end());
-    s.gunique_bytes = 32 * static_cast<uint64_t>(std::unique(scratch.begin(), scratch.end()) - scratch.begin());
+    scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+    uint64_t sectors = 0, by_kind[2] = {0, 0};
+    for (size_t i = 0; i < scratch.size(); ++i) {
+      by_kind[scratch[i] & 1]++;
+      if (i == 0 || scratch[i] >> 1 != scratch[i - 1] >> 1) sectors++;
+    }
+    s.gunique_bytes = 32 * sectors;
+    s.gunique_load_bytes = 32 * by_kind[0];
+    s.gunique_store_bytes = 32 * by_kind[1];
     scratch.clear();
-    // The same split by direction: the sectors it reads (what DRAM must deliver), and
-    // those it writes (each goes back to memory once, whether or not it was read).
-    for (int kind = 0; kind < 2; ++kind) {
-      for (const Access &a : st.accesses)
-        if (a.kind == kind)
-          for (uint64_t sec = a.addr / 32; sec <= (a.addr + a.size - 1) / 32; ++sec)
-            scratch.push_back(sec);
-      std::sort(scratch.begin(), scratch.end());
-      (kind ? s.gunique_store_bytes : s.gunique_load_bytes) =
-          32 * static_cast<uint64_t>(std::unique(scratch.begin(), scratch.end()) - scratch.begin());
-      scratch.clear();
+  }
+  // Runs of one (kind, instruction, dynamic instance), each in lid order. Which order the
+  // runs come in does not matter: each adds to sums.
+  {
+    uint32_t max_instance = 0;
+    for (const Access &a : st.accesses) max_instance = std::max(max_instance, a.instance);
+    const KeyLayout k = KeyLayout::of(st.nslots, max_instance, st.lanes, 2);
+    if (k.fits) {
+      for (Access &a : st.accesses) a.key = k.pack(a.kind, a.slot, a.instance, a.lid);
+      std::sort(st.accesses.begin(), st.accesses.end(),
+                [](const Access &a, const Access &b) { return a.key < b.key; });
+    } else {
+      std::sort(st.accesses.begin(), st.accesses.end(), [](const Access &a, const Access &b) {
+        if (a.kind != b.kind) return a.kind < b.kind;
+        if (a.slot != b.slot) return a.slot < b.slot;
+        if (a.instance != b.instance) return a.instance < b.instance;
+        return a.lid < b.lid;
+      });
     }
   }
-  std::sort(st.accesses.begin(), st.accesses.end(), [](const Access &a, const Access &b) {
-    if (a.kind != b.kind) return a.kind < b.kind;
-    if (a.inst != b.inst) return a.inst < b.inst;
-    if (a.instance != b.instance) return a.instance < b.instance;
-    return a.lid < b.lid;
-  });
   for (size_t i = 0; i < st.accesses.size();) {
     size_t j = i;
     const Access &a = st.accesses[i];
-    while (j < st.accesses.size() && st.accesses[j].kind == a.kind && st.accesses[j].inst == a.inst &&
+    while (j < st.accesses.size() && st.accesses[j].kind == a.kind && st.accesses[j].slot == a.slot &&
            st.accesses[j].instance == a.instance)
       ++j;
     if (a.kind < 2)
@@ -477,23 +532,35 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
   }
 
   // Branches: a warp-level branch instance diverges when its lanes disagree.
-  std::sort(st.branches.begin(), st.branches.end(), [](const BranchRec &a, const BranchRec &b) {
-    if (a.inst != b.inst) return a.inst < b.inst;
-    if (a.instance != b.instance) return a.instance < b.instance;
-    return a.lid < b.lid;
-  });
+  {
+    uint32_t max_instance = 0;
+    for (const BranchRec &b : st.branches) max_instance = std::max(max_instance, b.instance);
+    const KeyLayout k = KeyLayout::of(st.nslots, max_instance, st.lanes, 0);
+    if (k.fits) {
+      for (BranchRec &b : st.branches) b.key = k.pack(0, b.slot, b.instance, b.lid);
+      std::sort(st.branches.begin(), st.branches.end(),
+                [](const BranchRec &a, const BranchRec &b) { return a.key < b.key; });
+    } else {
+      std::sort(st.branches.begin(), st.branches.end(), [](const BranchRec &a, const BranchRec &b) {
+        if (a.slot != b.slot) return a.slot < b.slot;
+        if (a.instance != b.instance) return a.instance < b.instance;
+        return a.lid < b.lid;
+      });
+    }
+  }
   for (size_t i = 0; i < st.branches.size();) {
     size_t j = i;
-    while (j < st.branches.size() && st.branches[j].inst == st.branches[i].inst &&
+    while (j < st.branches.size() && st.branches[j].slot == st.branches[i].slot &&
            st.branches[j].instance == st.branches[i].instance)
       ++j;
     for (int w = 0; w < kNumWarps; ++w) {
       size_t a = i;
       while (a < j) {
-        uint32_t warp = st.branches[a].lid / kWarps[w];
+        const unsigned ws = kWarpShift[w];
+        uint32_t warp = st.branches[a].lid >> ws;
         size_t b = a;
         bool divergent = false;
-        while (b < j && st.branches[b].lid / kWarps[w] == warp) {
+        while (b < j && st.branches[b].lid >> ws == warp) {
           if (st.branches[b].taken != st.branches[a].taken) divergent = true;
           ++b;
         }

@@ -47,6 +47,16 @@ constexpr int kNumBankCounts = 2; // 16, 32 banks of 4 B
 constexpr unsigned kWarps[kNumWarps] = {8, 16, 32, 64};
 constexpr unsigned kSegments[kNumSegments] = {32, 64, 128};
 constexpr unsigned kBanks[kNumBankCounts] = {16, 32};
+// The same as shifts: every size above is a power of two, and the per-access loops that
+// divide by them ran a 64-bit division each (half of finishGroup's time).
+constexpr unsigned kWarpShift[kNumWarps] = {3, 4, 5, 6};
+constexpr unsigned kSegmentShift[kNumSegments] = {5, 6, 7};
+constexpr unsigned kBankShift[kNumBankCounts] = {4, 5};
+static_assert(kWarps[0] == 1u << kWarpShift[0] && kWarps[1] == 1u << kWarpShift[1] &&
+              kWarps[2] == 1u << kWarpShift[2] && kWarps[3] == 1u << kWarpShift[3]);
+static_assert(kSegments[0] == 1u << kSegmentShift[0] && kSegments[1] == 1u << kSegmentShift[1] &&
+              kSegments[2] == 1u << kSegmentShift[2]);
+static_assert(kBanks[0] == 1u << kBankShift[0] && kBanks[1] == 1u << kBankShift[1]);
 constexpr int kMaxLoops = 32;  // loops tracked per kernel (bounded emulation, loops.cpp)
 
 // Special functions differ in cost by an order of magnitude (rsqrt vs sin on a CPU),
@@ -91,20 +101,56 @@ struct Stats {
 };
 
 // One work-item memory access (global/constant or local), kept until group end.
+// Access and BranchRec name their instruction by its *slot*: a dense per-launch number
+// of the instructions that leave such records (StatsPlugin::slotOf), so that finishGroup counts
+// dynamic instances in flat arrays and sorts on one packed integer key (KeyLayout).
 struct Access {
-  const llvm::Instruction *inst;
-  uint32_t instance;  // how many times this work-item executed inst before
+  uint32_t slot;      // the instruction (StatsPlugin::slotOf)
+  uint32_t instance;  // how many times this work-item executed it before
   uint32_t lid;       // linear local id
-  uint64_t addr;
   uint32_t size;
-  uint8_t kind;  // 0 global load, 1 global store, 2 local load, 3 local store
+  uint64_t addr;
+  uint64_t key = 0;  // (kind, slot, instance, lid) packed by finishGroup
+  uint8_t kind;      // 0 global load, 1 global store, 2 local load, 3 local store
 };
 
 struct BranchRec {
-  const llvm::Instruction *inst;
+  uint32_t slot;
   uint32_t instance;
   uint32_t lid;
   uint64_t taken;
+  uint64_t key = 0;  // (slot, instance, lid) packed by finishGroup
+};
+
+// Pointer -> value map with a direct-mapped cache in front: the plugin looks an
+// instruction up at every executed instruction and memory access (a kernel has a few
+// hundred; the hash map alone was 4-5% of an emulation). Values live in the map's nodes,
+// so the references handed out stay valid as it grows.
+template <typename T>
+class PointerMap {
+ public:
+  T *find(const void *key) {
+    Entry &e = cache_[(reinterpret_cast<uintptr_t>(key) >> 4) & (kWays - 1)];
+    if (e.key == key && e.value != nullptr) return e.value;
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    e = {key, &it->second};
+    return &it->second;
+  }
+  T &insert(const void *key, const T &value) { return map_.emplace(key, value).first->second; }
+  void clear() {
+    map_.clear();
+    cache_.fill(Entry{});
+  }
+
+ private:
+  struct Entry {
+    const void *key = nullptr;
+    T *value = nullptr;
+  };
+  static constexpr size_t kWays = 1024;
+  std::unordered_map<const void *, T> map_;
+  std::array<Entry, kWays> cache_{};
 };
 
 // Dependence chains (dependence.cpp): what one value of one work-item waits for.
@@ -186,7 +232,9 @@ class DependenceTracker {
 
 struct WorkerState {
   uint64_t generation = 0;
-  std::unordered_map<const llvm::Instruction *, InstInfo> cache;
+  PointerMap<InstInfo> cache;  // by instruction
+  PointerMap<uint32_t> slots;  // by instruction (nullptr too): its Access/BranchRec slot
+  uint32_t nslots = 0;
   size_t gsx = 1, gsy = 1;
   size_t lanes = 0;
   std::vector<Access> accesses;
@@ -225,6 +273,7 @@ class StatsPlugin : public oclgrind::Plugin {
  private:
   WorkerState &state();
   const InstInfo &infoFor(WorkerState &st, const llvm::Instruction *instruction);
+  static uint32_t slotOf(WorkerState &st, const llvm::Instruction *instruction);
   uint32_t laneOf(WorkerState &st, const oclgrind::WorkItem *workItem);
   void recordAccess(const oclgrind::Memory *memory, const oclgrind::WorkItem *workItem,
                     size_t address, size_t size, bool store);
