@@ -198,7 +198,9 @@ class WorkerServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
-            start_new_session=True,  # its own process group: close() kills all of it
+            # its own process group (close() kills all of it), and its own session: under
+            # autogroup scheduling an equal share beside a busy app (live_run's docstring)
+            start_new_session=True,
         )
         self.runs: dict[int, ServerRun] = {}
         self.cond = threading.Condition()

@@ -11,10 +11,17 @@ The app's record writer renames each record into ``records/`` once it is whole; 
 scheduler lists that folder every :data:`POLL_S`, takes new records in launch order, and
 starts each at once, one per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation
 started while the app runs runs at nice 19 (its thread and the emulator process it
-starts): the app's threads always take its core back, so starting it whatever the load
-costs the app nothing measurable while the emulation gets every cycle the app leaves
-(benchmarks/results/first_projection.md: 1.4-1.8 s median, 5.3-5.5 s max from launch to
-projection against 2.0 / 7.4-8.1 s when waiting for an idle core). ``auto`` starts one
+starts), which orders it behind the app's threads *within one scheduling group*. The
+emulator server runs in a session of its own (miniemu.oclgrind: its process group is
+killed as one), and where the kernel groups tasks by session (Linux's autogroup, on in
+Debian's kernels) the server's group and the app's share the CPUs evenly while both are
+busy: the emulation gets up to half of a machine the app keeps busy, and the app pays
+for it. Measured on the 2-core VM, server in its own session against in the app's (two
+rounds each): PolyBench syrk (both cores busy for 8 s) projected 3.6-4.8 s after its
+launch against 8.4-8.6 s (after the app), the app 8.1-8.4 against 8.5-8.7 s, the run
+8.4-8.7 against 9.2 s; PolyBench-ACC bicg LARGE, the app 2.4-2.5 against 1.9-2.1 s, the
+run 3.0-3.2 against 2.7-3.1 s. The first projection within seconds is what routing needs,
+so the server keeps its session (benchmarks/results/first_projection.md). ``auto`` starts one
 only while a whole core is idle (:func:`clproj.load.idle_cores`, over 0.25 s of
 ``/proc/stat``; our own emulators count as busy), for a machine whose other users should
 not see even nice-19 work. After the app (:meth:
@@ -142,7 +149,7 @@ class LiveProjector:
     def _run(self, record: Any, during: bool) -> None:
         from clproj.runtime.projection.live import failed_projection, project_record
 
-        if during:  # this thread and the emulator it starts yield to the app
+        if during:  # this thread and the emulator it starts go behind the app (docstring)
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LIVE_NICE)
         try:
