@@ -23,10 +23,13 @@ so the mappings kept are the most recent ones up to ``CLPROJ_RECORD_MAX_BYTES`` 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import itertools
 import mmap
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -105,31 +108,66 @@ class LastSnapshots:
 def all_zero(data: Any) -> bool:
     """Whether every byte of ``data`` is zero: one pass, stopping at the first that is not
     (a buffer equal to itself shifted by one byte, and a zero first byte)."""
-    import numpy as np
-
-    x = np.frombuffer(data, np.uint8)
-    try:
-        n = len(x)
-        return n == 0 or (x[0] == 0 and _memcmp()(x.ctypes.data, x.ctypes.data + 1, n - 1) == 0)
-    finally:
-        del x
+    with _bytes_of(data) as (p, n):
+        return n == 0 or (ctypes.string_at(p, 1) == b"\0" and _memcmp(p, p + 1, n - 1) == 0)
 
 
 def same_bytes(a: Any, b: Any) -> bool:
     """Whether two buffers of one size hold the same bytes (C's memcmp)."""
-    import numpy as np
+    with _bytes_of(a) as (x, n), _bytes_of(b) as (y, m):
+        return n == m and _memcmp(x, y, n) == 0
 
-    x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's ``Py_buffer`` (the stable buffer protocol's view of an object)."""
+
+    _fields_ = [
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.c_void_p),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
+    ]
+
+
+@contextlib.contextmanager
+def _bytes_of(data: Any) -> Iterator[tuple[int, int]]:
+    """(address, length) of ``data``'s bytes, read-only mappings included, held for the
+    ``with``: the buffer protocol through ctypes, released on leaving (a mapping closes
+    only once nothing refers to it). Not numpy: a C app's first snapshot waited 0.05-0.06 s
+    for numpy's import (2-core VM), and nothing else in the app needs it."""
+    view = _PyBuffer()
+    get, release = _buffer_api()
+    get(ctypes.py_object(data), ctypes.byref(view), 0)  # PyBUF_SIMPLE; BufferError if not
     try:
-        return len(x) == len(y) and _memcmp()(x.ctypes.data, y.ctypes.data, len(x)) == 0
+        yield view.buf or 0, view.len
     finally:
-        del x, y  # a mapping closes only once no array refers to it
+        release(ctypes.byref(view))
 
 
 @functools.cache
-def _memcmp() -> Any:
-    import ctypes
+def _buffer_api() -> tuple[Any, Any]:
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+    get.restype = ctypes.c_int
+    release = ctypes.pythonapi.PyBuffer_Release
+    release.argtypes = [ctypes.POINTER(_PyBuffer)]
+    release.restype = None
+    return get, release
 
+
+def _memcmp(a: int, b: int, n: int) -> int:
+    return _libc_memcmp()(a, b, n)
+
+
+@functools.cache
+def _libc_memcmp() -> Any:
     fn = ctypes.CDLL(None).memcmp
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int

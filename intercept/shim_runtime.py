@@ -440,21 +440,6 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
     _save(rec, need)
 
 
-def _warm_numpy() -> None:
-    """In a C app, import numpy on a thread of its own while the first recorded launch
-    runs: the snapshots' comparisons (intercept.last_snapshots) need it, and the first one
-    waited 0.1-0.15 s for the import on the 2-core VM. A Python app has imported it
-    already, or imports it in its own time (a thread still importing while a Python app's
-    interpreter finalises could abort it; a C app's embedded interpreter is never
-    finalised)."""
-    import importlib
-
-    from clproj.background_thread import background_thread
-
-    if not getattr(sys, "orig_argv", None) and "numpy" not in sys.modules:
-        background_thread(importlib.import_module, "clproj-import-numpy", ("numpy",)).start()
-
-
 def install(ffi, lib) -> None:
     """Register the ``extern "Python"`` callbacks of the shim."""
 
@@ -473,7 +458,6 @@ def install(ffi, lib) -> None:
             raise RuntimeError("injected fault (CLPROJ_FAULT=start)")
         import clproj.intercept.record  # noqa: F401  (fail here, once, rather than at each launch)
 
-        _warm_numpy()
         return 1
 
     @ffi.def_extern(onerror=onerror("record"))
