@@ -84,6 +84,29 @@ struct KeyLayout {
   }
 };
 
+uint8_t kindOf(const Access &a) { return a.kind; }
+uint8_t kindOf(const BranchRec &) { return 0; }
+
+// Access or BranchRec records sorted by (kind, slot, instance, lid): on the packed key
+// where the group's values fit it, else on the fields (the same order).
+template <typename Rec>
+void sortRuns(std::vector<Rec> &recs, uint32_t slots, size_t lanes, unsigned kind_bits) {
+  uint32_t max_instance = 0;
+  for (const Rec &r : recs) max_instance = std::max(max_instance, r.instance);
+  const KeyLayout k = KeyLayout::of(slots, max_instance, lanes, kind_bits);
+  if (k.fits) {
+    for (Rec &r : recs) r.key = k.pack(kindOf(r), r.slot, r.instance, r.lid);
+    std::sort(recs.begin(), recs.end(), [](const Rec &a, const Rec &b) { return a.key < b.key; });
+    return;
+  }
+  std::sort(recs.begin(), recs.end(), [](const Rec &a, const Rec &b) {
+    if (kindOf(a) != kindOf(b)) return kindOf(a) < kindOf(b);
+    if (a.slot != b.slot) return a.slot < b.slot;
+    if (a.instance != b.instance) return a.instance < b.instance;
+    return a.lid < b.lid;
+  });
+}
+
 // Distinct values in `v`: sorted first unless already in order (lanes of a coalesced
 // access touch segments in increasing order: the common case needs no sort).
 size_t distinctCount(std::vector<uint64_t> &v) {
@@ -501,23 +524,7 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
   }
   // Runs of one (kind, instruction, dynamic instance), each in lid order. Which order the
   // runs come in does not matter: each adds to sums.
-  {
-    uint32_t max_instance = 0;
-    for (const Access &a : st.accesses) max_instance = std::max(max_instance, a.instance);
-    const KeyLayout k = KeyLayout::of(st.nslots, max_instance, st.lanes, 2);
-    if (k.fits) {
-      for (Access &a : st.accesses) a.key = k.pack(a.kind, a.slot, a.instance, a.lid);
-      std::sort(st.accesses.begin(), st.accesses.end(),
-                [](const Access &a, const Access &b) { return a.key < b.key; });
-    } else {
-      std::sort(st.accesses.begin(), st.accesses.end(), [](const Access &a, const Access &b) {
-        if (a.kind != b.kind) return a.kind < b.kind;
-        if (a.slot != b.slot) return a.slot < b.slot;
-        if (a.instance != b.instance) return a.instance < b.instance;
-        return a.lid < b.lid;
-      });
-    }
-  }
+  sortRuns(st.accesses, st.nslots, st.lanes, 2);
   for (size_t i = 0; i < st.accesses.size();) {
     size_t j = i;
     const Access &a = st.accesses[i];
@@ -532,22 +539,7 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
   }
 
   // Branches: a warp-level branch instance diverges when its lanes disagree.
-  {
-    uint32_t max_instance = 0;
-    for (const BranchRec &b : st.branches) max_instance = std::max(max_instance, b.instance);
-    const KeyLayout k = KeyLayout::of(st.nslots, max_instance, st.lanes, 0);
-    if (k.fits) {
-      for (BranchRec &b : st.branches) b.key = k.pack(0, b.slot, b.instance, b.lid);
-      std::sort(st.branches.begin(), st.branches.end(),
-                [](const BranchRec &a, const BranchRec &b) { return a.key < b.key; });
-    } else {
-      std::sort(st.branches.begin(), st.branches.end(), [](const BranchRec &a, const BranchRec &b) {
-        if (a.slot != b.slot) return a.slot < b.slot;
-        if (a.instance != b.instance) return a.instance < b.instance;
-        return a.lid < b.lid;
-      });
-    }
-  }
+  sortRuns(st.branches, st.nslots, st.lanes, 0);
   for (size_t i = 0; i < st.branches.size();) {
     size_t j = i;
     while (j < st.branches.size() && st.branches[j].slot == st.branches[i].slot &&
