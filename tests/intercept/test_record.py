@@ -342,6 +342,30 @@ def test_all_zero_tells_any_set_byte():
         assert not all_zero(data)
 
 
+def test_snapshot_comparisons_work_on_read_only_mappings_without_numpy():
+    """The shim's snapshot path compares through the buffer protocol and memcmp: read-only
+    mappings (a buffer's last snapshot) included, and without importing numpy, which a C
+    app's first large snapshot would otherwise wait for."""
+    import subprocess
+    import sys
+
+    code = (
+        "import mmap, sys\n"
+        "from clproj.intercept import last_snapshots as L, shim_runtime\n"
+        "zeros = mmap.mmap(-1, 2 << 20, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)\n"
+        "data = bytearray(2 << 20)\n"
+        "assert L.all_zero(zeros) and L.same_bytes(data, zeros)\n"
+        "data[-1] = 7\n"
+        "assert not L.all_zero(data) and not L.same_bytes(data, zeros)\n"
+        "assert not L.same_bytes(data, bytearray(1 << 20))\n"
+        "zeros.close()  # nothing still refers to the mapping\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
 def test_a_snapshot_hashed_while_copied_is_named_by_its_content(tmp_path, monkeypatch):
     """The shim copies a changed snapshot into its scratch file chunk by chunk while a
     thread hashes each copied chunk (intercept.snapshot_hash): the writer takes that hash
