@@ -272,7 +272,7 @@ const InstInfo &StatsPlugin::infoFor(WorkerState &st, const llvm::Instruction *i
 
 uint32_t StatsPlugin::slotOf(WorkerState &st, const llvm::Instruction *instruction) {
   if (const uint32_t *slot = st.slots.find(instruction)) return *slot;
-  return st.slots.insert(instruction, st.nslots++);
+  return st.slots.insert(instruction, static_cast<uint32_t>(st.slots.size()));
 }
 
 uint32_t StatsPlugin::laneOf(WorkerState &st, const oclgrind::WorkItem *workItem) {
@@ -423,7 +423,6 @@ void StatsPlugin::workGroupBegin(const oclgrind::WorkGroup *group) {
   if (st.generation != gen) {  // new launch: instruction pointers may have been reused
     st.cache.clear();
     st.slots.clear();
-    st.nslots = 0;
     st.deps.reset();
     st.generation = gen;
     st.since_check = 0;  // the budget counts this launch's instructions from zero
@@ -490,7 +489,7 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
   // Work-items run one after another (up to each barrier), so each lane's records are in
   // its own execution order: the n-th record of (lane, instruction) is dynamic instance n.
   {
-    std::vector<uint32_t> next(static_cast<size_t>(st.nslots) * st.lanes);
+    std::vector<uint32_t> next(st.slots.size() * st.lanes);
     for (Access &a : st.accesses) a.instance = next[static_cast<size_t>(a.slot) * st.lanes + a.lid]++;
     std::fill(next.begin(), next.end(), 0);
     for (BranchRec &b : st.branches)
@@ -524,7 +523,8 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
   }
   // Runs of one (kind, instruction, dynamic instance), each in lid order. Which order the
   // runs come in does not matter: each adds to sums.
-  sortRuns(st.accesses, st.nslots, st.lanes, 2);
+  const auto slots = static_cast<uint32_t>(st.slots.size());
+  sortRuns(st.accesses, slots, st.lanes, 2);
   for (size_t i = 0; i < st.accesses.size();) {
     size_t j = i;
     const Access &a = st.accesses[i];
@@ -539,7 +539,7 @@ std::string StatsPlugin::finishGroup(const oclgrind::WorkGroup *group, WorkerSta
   }
 
   // Branches: a warp-level branch instance diverges when its lanes disagree.
-  sortRuns(st.branches, st.nslots, st.lanes, 0);
+  sortRuns(st.branches, slots, st.lanes, 0);
   for (size_t i = 0; i < st.branches.size();) {
     size_t j = i;
     while (j < st.branches.size() && st.branches[j].slot == st.branches[i].slot &&

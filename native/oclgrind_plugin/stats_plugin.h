@@ -138,6 +138,7 @@ class PointerMap {
     return &it->second;
   }
   T &insert(const void *key, const T &value) { return map_.emplace(key, value).first->second; }
+  size_t size() const { return map_.size(); }
   void clear() {
     map_.clear();
     cache_.fill(Entry{});
@@ -234,7 +235,6 @@ struct WorkerState {
   uint64_t generation = 0;
   PointerMap<InstInfo> cache;  // by instruction
   PointerMap<uint32_t> slots;  // by instruction (nullptr too): its Access/BranchRec slot
-  uint32_t nslots = 0;
   size_t gsx = 1, gsy = 1;
   size_t lanes = 0;
   std::vector<Access> accesses;
