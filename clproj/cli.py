@@ -7,8 +7,9 @@ lets each package own its user interface.
 
 A command imports only its own module: ``clproj run``'s parser alone takes 0.123 s of a
 whole Python process against 0.163 s for all thirteen (median of 10 interleaved pairs,
-2-core VM), and ``clproj run`` pays its start-up before the app starts. The full list is built for help,
-for no command and for a name that is none of them (argparse then lists the choices).
+2-core VM), and ``clproj run`` pays its start-up before the app starts. The full list is
+built for help, for no command and for a name that is none of them (argparse then lists
+the choices).
 """
 
 from __future__ import annotations

@@ -109,13 +109,13 @@ def all_zero(data: Any) -> bool:
     """Whether every byte of ``data`` is zero: one pass, stopping at the first that is not
     (a buffer equal to itself shifted by one byte, and a zero first byte)."""
     with _bytes_of(data) as (p, n):
-        return n == 0 or (ctypes.string_at(p, 1) == b"\0" and _memcmp(p, p + 1, n - 1) == 0)
+        return n == 0 or (ctypes.string_at(p, 1) == b"\0" and _memcmp()(p, p + 1, n - 1) == 0)
 
 
 def same_bytes(a: Any, b: Any) -> bool:
     """Whether two buffers of one size hold the same bytes (C's memcmp)."""
     with _bytes_of(a) as (x, n), _bytes_of(b) as (y, m):
-        return n == m and _memcmp(x, y, n) == 0
+        return n == m and _memcmp()(x, y, n) == 0
 
 
 class _PyBuffer(ctypes.Structure):
@@ -162,12 +162,8 @@ def _buffer_api() -> tuple[Any, Any]:
     return get, release
 
 
-def _memcmp(a: int, b: int, n: int) -> int:
-    return _libc_memcmp()(a, b, n)
-
-
 @functools.cache
-def _libc_memcmp() -> Any:
+def _memcmp() -> Any:
     fn = ctypes.CDLL(None).memcmp
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int

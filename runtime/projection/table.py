@@ -5,6 +5,7 @@ laying out a table is a job of its own."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 
@@ -33,11 +34,8 @@ SHAPES_PER_ROW = 4
 
 
 def _most_common(values: list[str]) -> tuple[str, int]:
-    counts: dict[str, int] = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    best = max(counts, key=lambda v: counts[v]) if counts else ""
-    return best, counts.get(best, 0)
+    """The most frequent value and its count (the first seen among equals)."""
+    return Counter(values).most_common(1)[0] if values else ("", 0)
 
 
 def _recommended(doc: dict[str, Any]) -> str:
