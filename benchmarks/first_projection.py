@@ -27,12 +27,14 @@ and reads only the pages its work-items touch). Per app: the wall times. Suites:
 apps (``benchmarks/apps``, one process running all of them), the shared PolyBench eight
 (``../shared/validation/polybench``) and BabelStream (``../shared/validation/babelstream``)
 at 1 MiB to 400 MiB arrays and 2 iterations, and as shipped (its defaults: 256 MiB arrays,
-100 iterations; suite ``babelstream-shipped`` alone). ``--quick``: the paper's eight apps,
+100 iterations; suite ``babelstream-shipped`` alone), and ``flat``: benchmarks/flat_app.py
+at 10^2-10^5 loop trips per work-item and 1 MiB-1 GiB buffers, the axes along which the
+first projection must stay flat (within 2x). ``--quick``: the paper's eight apps,
 three PolyBench apps and BabelStream at 1 and 400 MiB. ``--app NAME=FOLDER`` (repeatable):
 also an app of no suite here, ``FOLDER/app`` run in FOLDER (``--suites ''``: that alone).
 
     POCL_DEVICES=pthread python -m clproj.benchmarks.first_projection [--quick] \\
-        [--suites apps,polybench,babelstream,babelstream-shipped] [--out benchmarks/results/first_projection.md]
+        [--suites apps,polybench,babelstream,babelstream-shipped,flat] [--out benchmarks/results/first_projection.md]
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 BABELSTREAM_SIZES = (1 << 17, 1 << 20, 1 << 23, 52_428_800)  # doubles per array: 1-400 MiB
 QUICK_BABELSTREAM = (1 << 17, 52_428_800)
 QUICK_POLYBENCH = ("atax", "gemver", "jacobi-1d-imper")
+# Suite "flat" (benchmarks/flat_app.py): the issue's axes, 10^2-10^5 loop trips per
+# work-item and 1 MiB-1 GiB buffers, one kernel per run; the target is max/min <= 2x.
+FLAT_TRIPS = (100, 1_000, 10_000, 100_000)
+FLAT_MIBS = (1, 16, 256, 1024)
+TARGET_FLAT = 2.0
 # The settings of each method; "live-idle" (`--methods`): beside the app only while a whole
 # core is idle, what "live" does at nice 19 whatever the load; "live-own-server": live, with
 # a fork server started by each emulation (CLPROJ_EMULATOR_SERVER=emulation) instead of one
@@ -181,6 +188,41 @@ def polybench(work: str, env: dict[str, str], quick: bool) -> list[dict[str, Any
     return rows
 
 
+def flat(work: str, env: dict[str, str], quick: bool) -> list[dict[str, Any]]:
+    """benchmarks/flat_app.py along both axes (``--quick``: the ends of each)."""
+    app = [sys.executable, "-m", "clproj.benchmarks.flat_app"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rows = []
+    for axis, kernel, flag, points in (
+        ("loop trips", "loopsum", "--trips", FLAT_TRIPS),
+        ("MiB per buffer", "copy", "--mib", FLAT_MIBS),
+    ):
+        for p in (points[0], points[-1]) if quick else points:
+            name = f"flat: {kernel}, {p:,} {axis}"
+            row = measure(name, [*app, kernel, flag, str(p)], repo, env, work)
+            rows.append(dict(row, axis=axis, point=p))
+    return rows
+
+
+def flatness(rows: list[dict[str, Any]], method: str) -> list[str]:
+    """Table lines: per axis of suite ``flat``, the first launch to projection at each point
+    and the largest over the smallest."""
+    lines = []
+    for axis in dict.fromkeys(r["axis"] for r in rows if "axis" in r):
+        pts = [r for r in rows if r.get("axis") == axis]
+        since = [
+            min((k["since_launch_s"] for k in r[method]["kernels"] if k["since_launch_s"]),
+                default=None)
+            for r in pts
+        ]  # fmt: skip
+        got = [s for s in since if s is not None]
+        ratio = max(got) / min(got) if len(got) == len(since) and got else None
+        cells = ", ".join(f"{r['point']:,}: {fmt(s)}" for r, s in zip(pts, since, strict=True))
+        verdict = "-" if ratio is None else "met" if ratio <= TARGET_FLAT else "not met"
+        lines.append(f"| {axis} | {method} | {cells} | {fmt(ratio)} | {verdict} |")
+    return lines
+
+
 def fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
@@ -239,6 +281,18 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         )
     methods = list(METHODS)
     first = methods[0]
+    flat_lines = [line for m in methods for line in flatness(rows, m)]
+    if flat_lines:
+        lines += [
+            "",
+            "Suite *flat* (`benchmarks/flat_app.py`, one kernel per run, its first launch to "
+            f"its projection, s): flat means largest / smallest <= {TARGET_FLAT:g}.",
+            "",
+            "| axis | method | first launch to projection at each point (s) | largest / "
+            f"smallest | target <= {TARGET_FLAT:g}x |",
+            "|---|---|---|---|---|",
+            *flat_lines,
+        ]
     lines += [
         "",
         "| app | plain (s) | "
@@ -289,7 +343,7 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suites", default="apps,polybench,babelstream")
+    ap.add_argument("--suites", default="apps,polybench,babelstream,flat")
     ap.add_argument("--quick", action="store_true", help="a subset of each suite")
     ap.add_argument("--out", help="also write the report (Markdown) here")
     ap.add_argument(
@@ -317,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     METHODS.clear()
     METHODS.update({m: ALL_METHODS[m] for m in args.methods.split(",")})
     suites = set(args.suites.split(","))
-    unknown = suites - {"apps", "polybench", "babelstream", "babelstream-shipped", ""}
+    unknown = suites - {"apps", "polybench", "babelstream", "babelstream-shipped", "flat", ""}
     if unknown:
         ap.error(f"unknown suite(s) {', '.join(sorted(unknown))}")
     rows: list[dict[str, Any]] = []
@@ -331,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             sweep = "babelstream" in suites
             shipped = "babelstream-shipped" in suites or (sweep and not args.quick)
             rows += babelstream(work, env, args.quick, sweep, shipped)
+        if "flat" in suites:
+            rows += flat(work, env, args.quick)
         for name, folder in extra:
             rows.append(measure(name, ["./app"], os.path.abspath(folder), env, work))
     if args.json:

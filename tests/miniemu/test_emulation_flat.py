@@ -119,3 +119,35 @@ def test_a_held_pyopencl_cache_lock_does_not_stall_the_runs(tmp_path, monkeypatc
     prof = emulate_bounded(record)
     assert prof.emulation["method"] == "loop-extrapolated"
     assert time.perf_counter() - start < 30
+
+
+def test_flat_app_runs_each_axis_and_checks_its_result():
+    """benchmarks/flat_app.py (first_projection's suite ``flat``) computes the right sums
+    and copies on the local device, and refuses a knob below 1."""
+    import subprocess
+    import sys
+
+    app = [sys.executable, "-m", "clproj.benchmarks.flat_app"]
+    for args in (["loopsum", "--trips", "300"], ["copy", "--mib", "2"]):
+        done = subprocess.run([*app, *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    bad = subprocess.run([*app, "copy", "--mib", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--mib" in bad.stderr
+
+
+def test_flatness_is_the_largest_over_the_smallest_first_projection():
+    """The suite's verdict: per axis, the largest first launch to projection over the
+    smallest, against 2x; an unprojected point gives no ratio, never a pass."""
+    from clproj.benchmarks.first_projection import flatness
+
+    def row(axis, point, since):
+        kernels = [{"kernel": "k", "since_launch_s": since, "emulation_s": 0.01}]
+        return {"axis": axis, "point": point, "live": {"kernels": kernels}}
+
+    rows = [row("loop trips", 100, 0.2), row("loop trips", 1000, 0.3)]
+    rows += [row("MiB per buffer", 1, 0.1), row("MiB per buffer", 1024, 1.1)]
+    lines = flatness(rows, "live")
+    assert "| 1.50 | met |" in lines[0]
+    assert "| 11.00 | not met |" in lines[1]
+    rows.append(row("MiB per buffer", 64, None))
+    assert flatness(rows, "live")[1].endswith("| - | - |")
