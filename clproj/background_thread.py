@@ -20,6 +20,7 @@ process without its handler.
 
 from __future__ import annotations
 
+import contextvars
 import signal
 import threading
 from collections.abc import Callable, Iterable
@@ -77,6 +78,7 @@ def map_in_threads(
     before it runs ``atexit``, so an app whose kernel was being emulated in parallel
     probes (miniemu.bounded) would wait for them to end. These are daemon threads; the
     emulators they wait for die with the process (``miniemu.worker --parent-pid``).
+    Each thread sees the caller's context variables (a copy of its context).
     """
     work = list(items)
     results: list[Any] = [None] * len(work)
@@ -96,7 +98,12 @@ def map_in_threads(
                 errors[i] = exc
 
     count = min(len(work), workers or len(work))
-    threads = [background_thread(serve, f"{name}-{k}") for k in range(count)]
+    # each thread runs in a copy of the caller's context: its context variables (e.g. the
+    # priority of emulator runs, miniemu.oclgrind.runs_at_nice) hold there too
+    threads = [
+        background_thread(contextvars.copy_context().run, f"{name}-{k}", (serve,))
+        for k in range(count)
+    ]
     for th in threads:
         th.start()
     for th in threads:

@@ -10,8 +10,12 @@ the run afterwards already holds the finished projections and the reuse cache's 
 The app's record writer renames each record into ``records/`` once it is whole; this
 scheduler lists that folder every :data:`POLL_S`, takes new records in launch order, and
 starts each at once, one per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation
-started while the app runs runs at nice 19 (its thread and the emulator process it
-starts), which orders it behind the app's threads *within one scheduling group*. The
+started while the app runs forks its emulator runs at nice 19
+(:func:`miniemu.oclgrind.runs_at_nice`), which orders them behind the app's threads
+*within one scheduling group*; the thread that plans the runs, fits the probes and
+projects keeps its priority: ``clproj run`` shares the app's session, and at nice 19 that
+thread waited behind the app's busy threads (PolyBench 2mm's first kernel projected 7.3-7.5
+s after its launch, 0.70 s at the thread's own priority, 2-core VM). The
 emulator server runs in a session of its own (miniemu.oclgrind: its process group is
 killed as one), and where the kernel groups tasks by session (Linux's autogroup, on in
 Debian's kernels) the server's group and the app's share the CPUs evenly while both are
@@ -147,13 +151,14 @@ class LiveProjector:
                 self._cond.wait(POLL_S)
 
     def _run(self, record: Any, during: bool) -> None:
+        from clproj.miniemu.oclgrind import runs_at_nice
         from clproj.runtime.projection.live import failed_projection, project_record
 
-        if during:  # this thread and the emulator it starts go behind the app (docstring)
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LIVE_NICE)
+        # the emulator runs go behind the app; this thread keeps its priority (docstring)
+        nice = runs_at_nice(LIVE_NICE) if during else contextlib.nullcontext()
         try:
-            doc = project_record(record, self.devices(), self.mode, cache=self.cache)
+            with nice:
+                doc = project_record(record, self.devices(), self.mode, cache=self.cache)
         except Exception as exc:  # one launch's failure is that launch's row, not the run's
             doc = failed_projection(record, f"{type(exc).__name__}: {exc}")
         starved = "time budget" in str(doc.get("error", "")) or (

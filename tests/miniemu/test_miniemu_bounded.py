@@ -326,21 +326,31 @@ def test_emulations_in_a_shared_server_block_fork_from_one_server_and_match():
         assert a.total == b.total
 
 
-def test_a_shared_servers_run_yields_as_the_thread_that_asked_for_it():
-    """Live emulation beside an app asks at nice 19 (runtime.projection.live_run); the
-    shared server was started at the caller's priority, so the run lowers its own."""
+@pytest.mark.parametrize("how", ["thread at nice 19", "runs_at_nice(19)"])
+def test_a_shared_servers_run_yields_as_the_thread_that_asked_for_it(how: str) -> None:
+    """Live emulation beside an app asks for nice-19 runs (runtime.projection.live_run,
+    through ``runs_at_nice``, its own thread staying at its priority); a thread at nice 19
+    gets them too. The shared server was started at the caller's priority, so the run
+    lowers its own."""
     import threading
     import time
 
-    from clproj.miniemu.oclgrind import shared_server
+    from clproj.miniemu.oclgrind import runs_at_nice, shared_server
     from tests.conftest import emulators_of
 
     seeds = np.full(256, 8, np.uint32)  # spins until the 2 s wall backstop
     r = from_arrays(SRC, "spin", [seeds, np.zeros(256, np.uint32)], [256], [256])
+    asker: list[int] = []
 
     def low_priority() -> None:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        miniemu.emulate(r, mode="bounded", budget="wall=2,instructions=1e12")
+        me = threading.get_native_id()
+        if how == "thread at nice 19":
+            os.setpriority(os.PRIO_PROCESS, me, 19)
+            miniemu.emulate(r, mode="bounded", budget="wall=2,instructions=1e12")
+        else:
+            with runs_at_nice(19):
+                miniemu.emulate(r, mode="bounded", budget="wall=2,instructions=1e12")
+        asker.append(os.getpriority(os.PRIO_PROCESS, me))
 
     before = set(emulators_of(os.getpid()))  # other tests' workers, if any are left
     with shared_server():
@@ -359,6 +369,7 @@ def test_a_shared_servers_run_yields_as_the_thread_that_asked_for_it():
         thread.join()
     # a run lowers its priority first thing after the fork: seen later, it is at 19
     assert last and set(last.values()) == {19}, last
+    assert asker == [19 if how == "thread at nice 19" else 0]
 
 
 STRIDE = """
