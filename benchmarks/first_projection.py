@@ -6,8 +6,9 @@ natively and under ``clproj run --mode project --devices measured --json`` once 
 from an empty projection cache, interleaved so they share the machine's load:
 
 * ``live``: the default, ``clproj run`` emulating and projecting each record while the app
-  runs, at nice 19 (``CLPROJ_LIVE_EMULATION=1``, runtime/projection/live_run.py), every
-  emulation forking its runs from one server held for the whole run
+  runs, its emulator runs at nice 19 (``CLPROJ_LIVE_EMULATION=1``,
+  runtime/projection/live_run.py), every emulation forking its runs from one server held
+  for the whole run
   (``CLPROJ_EMULATOR_SERVER=run``, miniemu.oclgrind.shared_server);
 * ``live-own-server``: the same, each emulation starting a server of its own
   (``CLPROJ_EMULATOR_SERVER=emulation``);
@@ -250,8 +251,8 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         f"{' '.join(argv)}` ({os.cpu_count()} cores, load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
-        "*live*: emulated and projected by `clproj run` while the app runs, at nice 19 "
-        "(`CLPROJ_LIVE_EMULATION=1`, the default), every emulation forking its runs from one "
+        "*live*: emulated and projected by `clproj run` while the app runs, its emulator "
+        "runs at nice 19 (`CLPROJ_LIVE_EMULATION=1`, the default), every emulation forking its runs from one "
         "server for the whole run (`CLPROJ_EMULATOR_SERVER=run`, the default); "
         "*live-own-server*: the same with a server started by each emulation "
         "(`CLPROJ_EMULATOR_SERVER=emulation`); *live-writer-hash*: as *live*, each large "

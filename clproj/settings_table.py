@@ -222,7 +222,8 @@ TABLE: tuple[Setting, ...] = (
         "1",
         "cli",
         "Project mode: `clproj run` emulates and projects each recorded launch while the app "
-        "runs, at nice 19 so the app takes its cores back: `1` as soon as it is recorded, "
+        "runs, its emulator runs at nice 19 so the app takes its cores back: `1` as soon as "
+        "it is recorded, "
         "`auto` only while a whole core is idle, `0` never (every emulation after the app "
         "exits).",
         ("auto", "1", "0"),
