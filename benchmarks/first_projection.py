@@ -8,8 +8,7 @@ from an empty projection cache, interleaved so they share the machine's load:
 * ``live``: the default, ``clproj run`` emulating and projecting each record while the app
   runs, its emulator runs at nice 19 (``CLPROJ_LIVE_EMULATION=1``,
   runtime/projection/live_run.py), every emulation forking its runs from one server held
-  for the whole run
-  (``CLPROJ_EMULATOR_SERVER=run``, miniemu.oclgrind.shared_server);
+  for the whole run (``CLPROJ_EMULATOR_SERVER=run``, miniemu.oclgrind.shared_server);
 * ``live-own-server``: the same, each emulation starting a server of its own
   (``CLPROJ_EMULATOR_SERVER=emulation``);
 * ``live-writer-hash``: the same as ``live``, each large snapshot hashed by the app's
@@ -53,7 +52,8 @@ from typing import Any
 from clproj.console import publish
 from clproj.runtime.evaluation.validate_suite import ensure_built, parse_run_output
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(REPO, "..", "shared")
 BABELSTREAM_SIZES = (1 << 17, 1 << 20, 1 << 23, 52_428_800)  # doubles per array: 1-400 MiB
 QUICK_BABELSTREAM = (1 << 17, 52_428_800)
 QUICK_POLYBENCH = ("atax", "gemver", "jacobi-1d-imper")
@@ -145,9 +145,8 @@ def our_apps(work: str, env: dict[str, str], quick: bool) -> list[dict[str, Any]
     from clproj.benchmarks.apps.paper import PAPER_APPS
 
     names = [a.name for a in PAPER_APPS] if quick else sorted(APPS)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     app = [sys.executable, "-m", "clproj.benchmarks.apps", *names, "--size", "small"]
-    return [measure(f"our {len(names)} apps (one process, small)", app, repo, env, work)]
+    return [measure(f"our {len(names)} apps (one process, small)", app, REPO, env, work)]
 
 
 def babelstream(
@@ -192,7 +191,6 @@ def polybench(work: str, env: dict[str, str], quick: bool) -> list[dict[str, Any
 def flat(work: str, env: dict[str, str], quick: bool) -> list[dict[str, Any]]:
     """benchmarks/flat_app.py along both axes (``--quick``: the ends of each)."""
     app = [sys.executable, "-m", "clproj.benchmarks.flat_app"]
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rows = []
     for axis, kernel, flag, points in (
         ("loop trips", "loopsum", "--trips", FLAT_TRIPS),
@@ -200,7 +198,7 @@ def flat(work: str, env: dict[str, str], quick: bool) -> list[dict[str, Any]]:
     ):
         for p in (points[0], points[-1]) if quick else points:
             name = f"flat: {kernel}, {p:,} {axis}"
-            row = measure(name, [*app, kernel, flag, str(p)], repo, env, work)
+            row = measure(name, [*app, kernel, flag, str(p)], REPO, env, work)
             rows.append(dict(row, axis=axis, point=p))
     return rows
 
@@ -252,8 +250,8 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
         "*live*: emulated and projected by `clproj run` while the app runs, its emulator "
-        "runs at nice 19 (`CLPROJ_LIVE_EMULATION=1`, the default), every emulation forking its runs from one "
-        "server for the whole run (`CLPROJ_EMULATOR_SERVER=run`, the default); "
+        "runs at nice 19 (`CLPROJ_LIVE_EMULATION=1`, the default), every emulation forking "
+        "its runs from one server for the whole run (`CLPROJ_EMULATOR_SERVER=run`, the default); "
         "*live-own-server*: the same with a server started by each emulation "
         "(`CLPROJ_EMULATOR_SERVER=emulation`); *live-writer-hash*: as *live*, each large "
         "snapshot hashed after its copy by the record writer (`CLPROJ_SNAPSHOT_HASH=writer`) "

@@ -33,6 +33,22 @@ from clproj.miniemu.backend import GroupStats, RawEmulation
 from clproj.paths import scratch_dir, scratch_parent, temp_dir
 
 RUNTIME = "/usr/lib/oclgrind/liboclgrind-rt.so"
+VERSION = "oclgrind 21.10"
+_CLEARED_ENV = (
+    "OCLGRIND_QUICK",
+    "OCLGRIND_DATA_RACES",
+    "OCLGRIND_UNINITIALIZED",
+    "OCLGRIND_INTERACTIVE",
+    "OCLGRIND_INST_COUNTS",
+    "OCLGRIND_CHECK_API",
+    "OCLGRIND_PLUGINS",
+    "CLPROJ_STATS_OUT",
+    "CLPROJ_STATS_STOP_AFTER_GROUPS",
+    "CLPROJ_STATS_MAX_WORK_ITEMS",
+    "CLPROJ_STATS_MAX_INSTRUCTIONS",
+    "CLPROJ_STATS_BUDGET_S",
+)
+
 # The nice value of the emulator runs started in this context (runs_at_nice), None: the
 # asking thread's own.
 _RUN_NICE: contextvars.ContextVar[int | None] = contextvars.ContextVar("run_nice", default=None)
@@ -59,32 +75,19 @@ def runs_at_nice(nice: int) -> Iterator[None]:
         _RUN_NICE.reset(token)
 
 
+def _thread_nice() -> int:
+    """The calling thread's own nice value (0 where it cannot be read)."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except OSError:
+        return 0
+
+
 def run_nice() -> int:
     """The nice value an emulator run started here gets: the asking thread's, lowered to
     :func:`runs_at_nice`'s (never raised)."""
-    try:
-        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    except OSError:
-        nice = 0
-    wanted = _RUN_NICE.get()
+    nice, wanted = _thread_nice(), _RUN_NICE.get()
     return nice if wanted is None else max(nice, wanted)
-
-
-VERSION = "oclgrind 21.10"
-_CLEARED_ENV = (
-    "OCLGRIND_QUICK",
-    "OCLGRIND_DATA_RACES",
-    "OCLGRIND_UNINITIALIZED",
-    "OCLGRIND_INTERACTIVE",
-    "OCLGRIND_INST_COUNTS",
-    "OCLGRIND_CHECK_API",
-    "OCLGRIND_PLUGINS",
-    "CLPROJ_STATS_OUT",
-    "CLPROJ_STATS_STOP_AFTER_GROUPS",
-    "CLPROJ_STATS_MAX_WORK_ITEMS",
-    "CLPROJ_STATS_MAX_INSTRUCTIONS",
-    "CLPROJ_STATS_BUDGET_S",
-)
 
 
 class OclgrindBackend:
@@ -148,7 +151,7 @@ class OclgrindBackend:
             cmd = [sys.executable, "-m", "clproj.miniemu.worker", os.path.abspath(record_path)]
             cmd += ["--parent-pid", str(os.getpid())]
             # an increment over the nice value it inherits from this thread
-            lower = run_nice() - os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            lower = run_nice() - _thread_nice()
             if settings.is_set("CLPROJ_EMULATION_NICE"):
                 lower = max(lower, int(settings.get("CLPROJ_EMULATION_NICE")))
             if lower > 0:

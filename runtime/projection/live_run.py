@@ -14,8 +14,7 @@ started while the app runs forks its emulator runs at nice 19
 (:func:`miniemu.oclgrind.runs_at_nice`), which orders them behind the app's threads
 *within one scheduling group*; the thread that plans the runs, fits the probes and
 projects keeps its priority: ``clproj run`` shares the app's session, and at nice 19 that
-thread waited behind the app's busy threads (PolyBench 2mm's first kernel projected 7.3-7.5
-s after its launch, 0.70 s at the thread's own priority, 2-core VM). The
+thread waited behind the app's busy threads (figures: ``runs_at_nice``). The
 emulator server runs in a session of its own (miniemu.oclgrind: its process group is
 killed as one), and where the kernel groups tasks by session (Linux's autogroup, on in
 Debian's kernels) the server's group and the app's share the CPUs evenly while both are
