@@ -78,6 +78,7 @@ setup(
         "nvidia-ml-py>=12.535",
         "pyzmq>=25.0",
         "msgpack>=1.0.5",
+        "blake3>=0.4",
         "rich>=13.0",
     ],
     extras_require={

@@ -12,7 +12,7 @@ takes that blob's hash (:meth:`LaunchRecord.resolve_blobs`) only where it is the
 exactly that snapshot (its sequence number), else hashes the bytes. A launch's input of
 zeros costs neither either: the record names no blob (read back as zeros); a
 ``--verify`` output of zeros is a sparse file whose hash is computed once per size
-(:func:`clproj.intercept.blobs.zeros_sha256`). Either way its "last snapshot" is an
+(:func:`clproj.intercept.blobs.zeros_key`). Either way its "last snapshot" is an
 anonymous mapping of the kernel's zero page, compared as zeros (:func:`all_zero`) without
 being read. A snapshot that is neither costs one more copy, from
 the staging buffer into its file. The cost: a staging buffer the

@@ -1,7 +1,7 @@
 """Launch records: one kernel launch, self-contained and replayable (docs/formats.md §1).
 
 A record is a msgpack map in ``DIR/records/<id>.clrec``; buffer snapshots live in the
-content-addressed blob store ``DIR/blobs/<sha256>`` (:mod:`intercept.blobs`) so that
+content-addressed blob store ``DIR/blobs/<content key>`` (:mod:`intercept.blobs`) so that
 identical inputs (the same matrix passed to a thousand launches) are stored once. Records
 made in memory (:func:`from_arrays`) keep their blobs in memory; saving copies them to
 the store. This module is the record itself and its files (save, load, list); a loaded
@@ -29,12 +29,12 @@ import msgpack
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
 from clproj.intercept import identity
-from clproj.intercept.blobs import BlobStore, prepared_zeros_sha256, sha256
+from clproj.intercept.blobs import BlobStore, content_key, prepared_zeros_key
 from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map
 from clproj.untrusted import BadField, is_int, read_regular_file, short
 
 FORMAT = "clproj.launch-record"
-VERSION = 1
+VERSION = 2  # 2: blobs named by BLAKE3-256 (version 1: sha256; intercept.blobs)
 
 RECORDS_SUBDIR = "records"
 SUFFIX = ".clrec"
@@ -53,7 +53,7 @@ class ArgRecord:
     data: bytes | None = None  # scalar bytes
     size: int | None = None  # buffer or local size in bytes
     flags: int | None = None  # cl_mem_flags of a buffer
-    blob: str | None = None  # sha256 of pre-launch buffer content; None: zeros
+    blob: str | None = None  # content key of pre-launch buffer content; None: zeros
     what: str | None = None  # for unsupported: "image", "pipe", "svm", "sampler"
     origin: int | None = None  # sub-buffer: byte offset in its parent
     parent: int | None = None  # sub-buffer: size of the parent buffer
@@ -121,7 +121,7 @@ class LaunchRecord:
     device: dict = field(default_factory=dict)  # name, vendor, type, driver
     binary_kind: str | None = None  # None | "il" | "binary"
     measured_time_ns: int | None = None
-    outputs: dict[int, str] | None = None  # arg index -> blob sha of post-launch content
+    outputs: dict[int, str] | None = None  # arg index -> blob key of post-launch content
     emulatable: bool = True
     not_emulatable_reason: str | None = None
     id: str = ""
@@ -160,13 +160,13 @@ class LaunchRecord:
             [a.data or b"" for a in self.args if a.kind == "scalar"],
         )
 
-    def blob(self, sha: str, size: int | None = None) -> bytes:
-        """Content of blob ``sha``; ``size`` (the declared buffer size) bounds the read."""
-        if sha in self.blobs:
-            return self.blobs[sha]
+    def blob(self, blob_key: str, size: int | None = None) -> bytes:
+        """Content of blob ``blob_key``; ``size`` (the declared buffer size) bounds the read."""
+        if blob_key in self.blobs:
+            return self.blobs[blob_key]
         if self.store_dir is None:
-            raise ClprojError(f"blob {sha} is not available: the record has no blob store")
-        return BlobStore(self.store_dir).get(sha, size)
+            raise ClprojError(f"blob {blob_key} is not available: the record has no blob store")
+        return BlobStore(self.store_dir).get(blob_key, size)
 
     def add_blob(
         self,
@@ -178,7 +178,7 @@ class LaunchRecord:
     ) -> str:
         """Attach a buffer's content; returns the key to put in ``ArgRecord.blob``.
 
-        The key is a placeholder until :func:`save` replaces it by the content's sha256:
+        The key is a placeholder until :func:`save` replaces it by the content's key:
         hashing a multi-MiB snapshot is left to the writer thread (:class:`RecordWriter`),
         the app's thread only copies it. ``scratch``: ``data`` is the mapped scratch file
         of the record's store at that path (:meth:`BlobStore.scratch`); saving renames it
@@ -227,18 +227,18 @@ class LaunchRecord:
             data = self.blobs.pop(key)
             source, seq, same = self.blob_sources.pop(key, (None, None, None))
             had = last.get(source) if last is not None else None
-            sha = had[1] if had is not None and same is not None and had[0] == same else None
-            renamed[key] = sha = self._content_hash(key, data, sha)
+            blob_key = had[1] if had is not None and same is not None and had[0] == same else None
+            renamed[key] = blob_key = self._content_hash(key, data, blob_key)
             if last is not None and source is not None:
-                last[source] = (seq, sha)
-            self.blobs[sha] = data
+                last[source] = (seq, blob_key)
+            self.blobs[blob_key] = data
             if key in self.blob_files:
                 path = self.blob_files.pop(key)
-                if sha in self.blob_files:  # the same content twice: one file is enough
+                if blob_key in self.blob_files:  # the same content twice: one file is enough
                     with contextlib.suppress(OSError):
                         os.unlink(path)
                 else:
-                    self.blob_files[sha] = path
+                    self.blob_files[blob_key] = path
         if not renamed:
             return
         for a in self.args:
@@ -261,11 +261,11 @@ class LaunchRecord:
         """The content hash of pending blob ``key``: of its bytes, or where the shim found
         them all zero, of that many zeros (hashed once per size)."""
         if key not in self.zero_blobs:
-            return sha256(data)
+            return content_key(data)
         self.zero_blobs.discard(key)
-        sha = prepared_zeros_sha256(len(data))
-        self.zero_blobs.add(sha)
-        return sha
+        blob_key = prepared_zeros_key(len(data))
+        self.zero_blobs.add(blob_key)
+        return blob_key
 
     def arg(self, index: int) -> ArgRecord:
         for a in self.args:
@@ -371,21 +371,21 @@ def save(
     """
     record.resolve_blobs(last)
     store = BlobStore(directory)
-    shas = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
-    shas += list((record.outputs or {}).values())
+    blob_keys = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
+    blob_keys += list((record.outputs or {}).values())
     source = BlobStore(record.store_dir) if link_blobs and record.store_dir else None
     record.stored_bytes = 0
-    for sha in shas:
-        if sha in record.blobs and not store.has(sha):  # stored below, by this save
-            record.stored_bytes += len(record.blobs[sha])
-        scratch = record.blob_files.pop(sha, None)
+    for blob_key in blob_keys:
+        if blob_key in record.blobs and not store.has(blob_key):  # stored below, by this save
+            record.stored_bytes += len(record.blobs[blob_key])
+        scratch = record.blob_files.pop(blob_key, None)
         if scratch is not None:  # read into the store's own file: named, not copied
             if os.path.dirname(os.path.abspath(scratch)) == os.path.abspath(store.path):
-                store.adopt(scratch, sha)
+                store.adopt(scratch, blob_key)
                 continue
-            record.blob_files[sha] = scratch  # another store's: removed by drop_blobs
-        if not store.has(sha):
-            _store(record, store, source, sha)
+            record.blob_files[blob_key] = scratch  # another store's: removed by drop_blobs
+        if not store.has(blob_key):
+            _store(record, store, source, blob_key)
     if not record.id:
         record.id = new_id(record.kernel, directory)
     if not record.created:
@@ -407,15 +407,15 @@ def save(
     return path
 
 
-def _store(record: LaunchRecord, store: BlobStore, source: BlobStore | None, sha: str) -> None:
-    """Put blob ``sha`` of ``record`` into ``store``: sparse where it is zeros, linked
+def _store(record: LaunchRecord, store: BlobStore, source: BlobStore | None, blob_key: str) -> None:
+    """Put blob ``blob_key`` of ``record`` into ``store``: sparse where it is zeros, linked
     from ``source`` where only that store has it (``save``'s ``link_blobs``), else copied."""
-    if sha in record.zero_blobs and sha in record.blobs:
-        store.put_zeros(len(record.blobs[sha]), sha)
-    elif source is not None and sha not in record.blobs and source.has(sha):
-        store.link(sha, source)
+    if blob_key in record.zero_blobs and blob_key in record.blobs:
+        store.put_zeros(len(record.blobs[blob_key]), blob_key)
+    elif source is not None and blob_key not in record.blobs and source.has(blob_key):
+        store.link(blob_key, source)
     else:
-        store.put(record.blob(sha), sha if sha in record.blobs else None)
+        store.put(record.blob(blob_key), blob_key if blob_key in record.blobs else None)
 
 
 def _bad(path: str, what: str) -> ClprojError:
@@ -445,8 +445,10 @@ def load(path: str) -> LaunchRecord:
         raise _bad(path, f"field 'format' is {short(m.get('format'))}, expected {FORMAT!r}")
     version = m.get("version")
     if not is_int(version) or version != VERSION:
+        why = " (its blobs are named by sha256)" if version == 1 else ""
         raise ClprojError(
-            f"{path}: field 'version' is {short(version)}; this clproj reads version {VERSION}",
+            f"{path}: field 'version' is {short(version)}{why}; this clproj reads version "
+            f"{VERSION}",
             "use the clproj version that wrote the record, or record the launch again",
         )
     try:
@@ -521,9 +523,11 @@ def from_arrays(
             recs.append(ArgRecord(i, "local", size=a.nbytes))
         elif isinstance(a, np.ndarray):
             data = np.ascontiguousarray(a).tobytes()
-            sha = sha256(data)
-            blobs[sha] = data
-            recs.append(ArgRecord(i, "buffer", size=len(data), flags=1, blob=sha))  # READ_WRITE
+            blob_key = content_key(data)
+            blobs[blob_key] = data
+            recs.append(
+                ArgRecord(i, "buffer", size=len(data), flags=1, blob=blob_key)
+            )  # READ_WRITE
         elif isinstance(a, np.generic):
             recs.append(ArgRecord(i, "scalar", data=a.tobytes()))
         elif isinstance(a, (bytes, bytearray)):

@@ -1,26 +1,26 @@
 """A snapshot's content hash, computed on a thread of its own while the snapshot is copied.
 
 Why: a launch record can be emulated only once it is whole, and its blobs are named by
-their sha256 (intercept.blobs). A changed snapshot of a large buffer was copied into its
+their content key (intercept.blobs). A changed snapshot of a large buffer was copied into its
 scratch file in the app's thread (1.2-3 ms per MiB on the 2-core VM: page faults of a new
 file) and hashed afterwards on the record writer's thread (about 1 ms per MiB), one after
-the other: PolyBench gemver's 256 MiB matrix waited 0.3 s for its hash after the copy,
-BabelStream's 400 MiB arrays 0.4 s each, queued behind each other. Hashing each chunk as
+the other: PolyBench gemver's 256 MiB matrix waited 0.3 s for its (then sha256) hash after
+the copy, BabelStream's 400 MiB arrays 0.4 s each, queued behind each other. Hashing each chunk as
 soon as it is copied, from the file's pages the copy just touched, overlaps the two: the
-record's hash is ready about when the copy ends. :mod:`hashlib` releases the interpreter
-lock while it hashes a chunk, so the two threads run on two cores; on a busy machine the
+record's hash is ready about when the copy ends (the hash, BLAKE3, is faster than the
+copy: intercept.blobs). The hasher releases the interpreter lock while it hashes a chunk, so the two threads run on two cores; on a busy machine the
 hash costs the same CPU time as before, only earlier.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from clproj.background_thread import background_thread
+from clproj.intercept.blobs import content_hasher
 
 # Bytes copied before the hasher is told: small enough that a chunk is still in the cache
 # when it is hashed, large enough that the hand-over (a lock and a wake-up) costs nothing.
@@ -28,12 +28,15 @@ CHUNK_BYTES = 4 << 20
 
 
 class StreamHash:
-    """sha256 of ``data`` (``size`` bytes) as a copier fills it from the start:
+    """The content key of ``data`` (``size`` bytes) as a copier fills it from the start:
     :meth:`filled` says how far, :meth:`result` waits for the hex digest, :meth:`cancel`
-    stops the hasher (the copy failed: ``data`` is about to be closed)."""
+    stops the hasher (the copy failed: ``data`` is about to be closed). ``hasher`` makes
+    the incremental hash (the content key's; benchmarks/snapshot_copy.py times another
+    beside it)."""
 
-    def __init__(self, data: Any, size: int) -> None:
+    def __init__(self, data: Any, size: int, hasher: Callable[[], Any] = content_hasher) -> None:
         self._data = data
+        self._hasher = hasher
         self._size = size
         self._ready = 0
         self._cancelled = False
@@ -57,7 +60,7 @@ class StreamHash:
         self._thread.join()
 
     def result(self) -> str:
-        """The hex sha256 of all ``size`` bytes, once the copier has filled them."""
+        """The content key (hex) of all ``size`` bytes, once the copier has filled them."""
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -66,7 +69,7 @@ class StreamHash:
         return self._digest
 
     def _run(self) -> None:
-        h = hashlib.sha256()
+        h = self._hasher()
         done = 0
         try:
             while done < self._size:
@@ -114,12 +117,18 @@ def write_file(
         os.close(fd)
 
 
-def copy_and_hash(path: str, target: Any, source: Any, size: int) -> StreamHash:
+def copy_and_hash(
+    path: str,
+    target: Any,
+    source: Any,
+    size: int,
+    hasher: Callable[[], Any] = content_hasher,
+) -> StreamHash:
     """Copy ``size`` bytes of ``source`` into the file ``path`` chunk by chunk, hashing
     each chunk from ``target`` (a mapping of that file: its pages are the ones just
     written, still in the cache) on a thread of its own as soon as it is written;
     returns the hash."""
-    digest = StreamHash(target, size)
+    digest = StreamHash(target, size, hasher)
     try:
         write_file(path, source, size, digest.filled)
     except BaseException:

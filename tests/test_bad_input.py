@@ -350,7 +350,12 @@ RECORD_CASES = [
     RecordCase("id-with-path", put("id", "../../evil"), r"'id'"),
     RecordCase("measured-negative", put("measured_time_ns", -5), r"'measured_time_ns'"),
     RecordCase("device-not-a-map", put("device", "gpu"), r"'device'"),
-    RecordCase("version-2", put("version", 2), r"'version'"),
+    RecordCase("version-newer", put("version", 3), r"'version'"),
+    RecordCase(
+        "version-1-sha256-blobs",
+        put("version", 1),
+        r"'version' is 1 \(its blobs are named by sha256\)",
+    ),
     RecordCase("record-is-dev-zero", _path_dev_zero, r"/dev/zero is a character device"),
     RecordCase("record-is-fifo", _path_fifo, r"record\.clrec is a FIFO"),
     RecordCase("record-is-directory", _path_directory, r"records is a directory"),

@@ -190,7 +190,8 @@ def _notify_hooks(  # noqa: C901
     tens of milliseconds per kernel family)."""
     from clproj.errors import ClprojError
     from clproj.intercept import hooks
-    from clproj.intercept.record import ArgRecord, LaunchRecord, new_id, save, sha256
+    from clproj.intercept.blobs import content_key
+    from clproj.intercept.record import ArgRecord, LaunchRecord, new_id, save
     from clproj.intercept.shim_runtime import record_dir
     from clproj.runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
     from clproj.runtime.route.errors import log_once
@@ -231,7 +232,7 @@ def _notify_hooks(  # noqa: C901
                 data, _ = r.p.enqueue_read(b.buf, offset=b.offset, size=b.size, blocking=True)
             else:
                 data, _ = r.p.enqueue_read(b, blocking=True)
-            a.blob = sha256(bytes(data))
+            a.blob = content_key(data)
             rec.blobs[a.blob] = bytes(data)
     rec.id = new_id(k.name, record_dir())
     try:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
+import blake3
 import msgpack
 import numpy as np
 import pytest
@@ -46,7 +46,7 @@ def test_round_trip(tmp_path):
     assert back.signature == rec.signature and back.program_hash == rec.program_hash
     assert R.list_records(str(tmp_path)) == [path]
     m = msgpack.unpackb(Path(path).read_bytes(), raw=False)
-    assert m["format"] == R.FORMAT and m["version"] == 1 and m["signature"] == rec.signature
+    assert m["format"] == R.FORMAT and m["version"] == 2 and m["signature"] == rec.signature
 
 
 def test_local_null_and_signature():
@@ -68,7 +68,30 @@ def test_content_addressing(tmp_path):
     assert len(blobs) == 2  # x and y, shared by both records
     assert len(R.list_records(str(tmp_path))) == 2
     store = BlobStore(str(tmp_path))
-    assert store.put(b"abc") == store.put(b"abc") and store.get(R.sha256(b"abc")) == b"abc"
+    assert store.put(b"abc") == store.put(b"abc") and store.get(R.content_key(b"abc")) == b"abc"
+
+
+def test_content_key_is_blake3_whatever_the_threads_or_the_chunks():
+    """Blob keys are BLAKE3-256: the published vectors of the empty input and "abc", and
+    the same key hashed whole and chunk by chunk as a snapshot is copied
+    (intercept.snapshot_hash)."""
+    from clproj.intercept import blobs
+    from clproj.intercept.snapshot_hash import StreamHash
+
+    assert blobs.content_key(b"") == (
+        "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
+    )
+    assert blobs.content_key(b"abc") == (
+        "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
+    )
+    data = np.random.default_rng(3).integers(0, 256, (8 << 20) + 12345, np.uint8)
+    whole = blobs.content_key(data)
+    assert whole == blake3.blake3(data.tobytes(), max_threads=blake3.blake3.AUTO).hexdigest()
+    stream = StreamHash(memoryview(data), data.nbytes)
+    for end in (1, 4096, 5 << 20, data.nbytes):
+        stream.filled(end)
+    assert stream.result() == whole and blobs.is_blob_key(whole)
+    assert blobs.zeros_key(3 << 20) == blobs.content_key(bytes(3 << 20))
 
 
 def test_errors(tmp_path):
@@ -79,8 +102,11 @@ def test_errors(tmp_path):
     def write(obj):
         bad.write_bytes(msgpack.packb(obj, use_bin_type=True))
 
-    write({**m, "version": 2})
+    write({**m, "version": R.VERSION + 1})
     with pytest.raises(ClprojError, match="'version'"):
+        R.load(str(bad))
+    write({**m, "version": 1})  # its blob keys are sha256: refused, not misread
+    with pytest.raises(ClprojError, match=r"'version' is 1 \(its blobs are named by sha256\)"):
         R.load(str(bad))
     write({**m, "format": "something"})
     with pytest.raises(ClprojError, match="'format'"):
@@ -125,7 +151,7 @@ def test_background_writer_hashes_and_writes_before_hooks(tmp_path):
     assert [s[0] for s in seen] == [r.id for r in recs] and all(s[1] for s in seen)
     for i, rec in enumerate(recs):
         back = R.load(rec.path)
-        assert back.args[1].blob == back.args[2].blob == R.sha256(back.buffer_bytes(1))
+        assert back.args[1].blob == back.args[2].blob == R.content_key(back.buffer_bytes(1))
         assert back.buffer_bytes(2) == np.full(64, i, np.float32).tobytes()
     assert len(os.listdir(tmp_path / "blobs")) == 4
 
@@ -227,9 +253,11 @@ def test_a_snapshot_equal_to_its_buffers_last_takes_its_hash_unhashed(tmp_path, 
     data = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
     last: dict[int, tuple[int, str]] = {}
     hashed: list[int] = []
-    sha256 = R.sha256
+    content_key = R.content_key
     big = lambda b: len(b) >= data.nbytes  # noqa: E731  (not from_arrays' 4-byte placeholder)
-    monkeypatch.setattr(R, "sha256", lambda b: (big(b) and hashed.append(len(b))) or sha256(b))
+    monkeypatch.setattr(
+        R, "content_key", lambda b: (big(b) and hashed.append(len(b))) or content_key(b)
+    )
 
     def saved(content: np.ndarray, seq: int, same: int | None) -> R.LaunchRecord:
         rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)], 1)
@@ -316,16 +344,16 @@ def test_a_snapshot_of_zeros_is_stored_sparse_and_hashed_once_per_size(tmp_path,
     src = "__kernel void k(__global float *a, __global float *b) { }"
     rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)] * 2, 1)
     hashed: list[int] = []
-    sha256 = R.sha256
-    monkeypatch.setattr(R, "sha256", lambda b: hashed.append(len(b)) or sha256(b))
-    blobs.zeros_sha256.cache_clear()
+    content_key = R.content_key
+    monkeypatch.setattr(R, "content_key", lambda b: hashed.append(len(b)) or content_key(b))
+    blobs.zeros_key.cache_clear()
     for i, a in enumerate(rec.args):
         a.size = size
         a.blob = rec.add_blob(memoryview(zeros), source=(0xA + i, seq, None), zeros=True)
     R.save(rec, str(tmp_path), last={})
-    want = hashlib.sha256(bytes(size)).hexdigest()
+    want = blake3.blake3(bytes(size)).hexdigest()
     assert rec.args[0].blob == rec.args[1].blob == want and rec.stored_bytes == size
-    assert hashed == [] and blobs.zeros_sha256.cache_info().misses == 1  # one hash
+    assert hashed == [] and blobs.zeros_key.cache_info().misses == 1  # one hash
     blob = tmp_path / "blobs" / want
     assert blob.stat().st_size == size and blob.stat().st_blocks == 0  # sparse
     assert R.load(rec.path).buffer_bytes(0) == bytes(size)  # content hash checked
@@ -369,7 +397,7 @@ def test_snapshot_comparisons_work_on_read_only_mappings_without_numpy():
 def test_a_snapshot_hashed_while_copied_is_named_by_its_content(tmp_path, monkeypatch):
     """The shim copies a changed snapshot into its scratch file chunk by chunk while a
     thread hashes each copied chunk (intercept.snapshot_hash): the writer takes that hash
-    without hashing the blob again, and it is the sha256 of the content, also for a size
+    without hashing the blob again, and it is the content key of the content, also for a size
     that is not a whole number of chunks."""
     from clproj.intercept import snapshot_hash as S
 
@@ -377,15 +405,17 @@ def test_a_snapshot_hashed_while_copied_is_named_by_its_content(tmp_path, monkey
     src = "__kernel void k(__global float *a) { }"
     data = np.random.default_rng(5).random((1 << 18) + 3, np.float32)  # 4 chunks and a bit
     hashed: list[int] = []
-    sha256 = R.sha256
-    monkeypatch.setattr(R, "sha256", lambda b: (len(b) > 8 and hashed.append(len(b))) or sha256(b))
+    content_key = R.content_key
+    monkeypatch.setattr(
+        R, "content_key", lambda b: (len(b) > 8 and hashed.append(len(b))) or content_key(b)
+    )
     path, view = BlobStore(str(tmp_path)).scratch(data.nbytes)
     digest = S.copy_and_hash(path, view, memoryview(data.tobytes()), data.nbytes)
     rec = R.from_arrays(src, "k", [np.zeros(1, np.float32)], 1)
     rec.args[0].size = data.nbytes
     rec.args[0].blob = rec.add_blob(view, scratch=path, digest=digest)
     R.save(rec, str(tmp_path))
-    assert rec.args[0].blob == hashlib.sha256(data.tobytes()).hexdigest()
+    assert rec.args[0].blob == blake3.blake3(data.tobytes()).hexdigest()
     assert not hashed  # the writer hashed nothing
     assert not os.path.exists(path)  # the scratch file became the blob
     assert BlobStore(str(tmp_path)).get(rec.args[0].blob, data.nbytes) == data.tobytes()
@@ -424,8 +454,8 @@ def test_a_zeros_hash_started_at_the_snapshot_is_computed_once():
     from clproj.intercept import blobs
 
     size = (3 << 20) + 5
-    blobs.zeros_sha256.cache_clear()
-    blobs.prepare_zeros_sha256(size)
-    blobs.prepare_zeros_sha256(size)  # once per size
-    assert blobs.prepared_zeros_sha256(size) == hashlib.sha256(bytes(size)).hexdigest()
-    assert blobs.zeros_sha256.cache_info().misses == 1
+    blobs.zeros_key.cache_clear()
+    blobs.prepare_zeros_key(size)
+    blobs.prepare_zeros_key(size)  # once per size
+    assert blobs.prepared_zeros_key(size) == blake3.blake3(bytes(size)).hexdigest()
+    assert blobs.zeros_key.cache_info().misses == 1

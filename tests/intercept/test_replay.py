@@ -29,14 +29,14 @@ def test_replay_axpy(cl_device, tmp_path):
     assert res.outputs[1] == x.tobytes() and res.matches is None
     assert res.device == cl_device.name.strip()
     # a saved record with outputs verifies
-    rec.outputs = {2: R.sha256(res.outputs[2]), 1: R.sha256(res.outputs[1])}
-    rec.blobs.update({R.sha256(v): v for v in res.outputs.values()})
+    rec.outputs = {2: R.content_key(res.outputs[2]), 1: R.content_key(res.outputs[1])}
+    rec.blobs.update({R.content_key(v): v for v in res.outputs.values()})
     again = replay(R.load(R.save(rec, str(tmp_path))), cl_device, check_outputs=True)
     assert again.matches is True
     assert again.time_ns is None or again.time_ns >= 0
     # a wrong expectation is caught
-    rec.outputs = {2: R.sha256(x.tobytes())}
-    rec.blobs[R.sha256(x.tobytes())] = x.tobytes()
+    rec.outputs = {2: R.content_key(x.tobytes())}
+    rec.blobs[R.content_key(x.tobytes())] = x.tobytes()
     assert replay(rec, cl_device, check_outputs=True).matches is False
 
 

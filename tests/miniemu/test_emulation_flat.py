@@ -8,14 +8,13 @@ pages the sampled work-items touch, read from a cold page cache.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
 import pytest
 
 from clproj.benchmarks.emulation_flat import COPY, ROWSUM, evict, resident_bytes
-from clproj.intercept.blobs import BlobStore
+from clproj.intercept.blobs import BlobStore, zeros_key
 from clproj.intercept.record import from_arrays, load, save
 from clproj.miniemu.bounded import Budget, emulate_bounded
 
@@ -70,11 +69,7 @@ def test_one_gib_snapshot_costs_the_touched_pages(tmp_path):
     """A copy over two 1 GiB snapshots, cold page cache: the emulation reads < 1 MiB of
     them (sparse blob files: nothing is written to the disk)."""
     size = 2**30
-    zero = bytes(2**24)
-    h = hashlib.sha256()
-    for _ in range(size // len(zero)):
-        h.update(zero)
-    sha = h.hexdigest()
+    sha = zeros_key(size)
     store = BlobStore(str(tmp_path))
     os.makedirs(store.path)
     blob = os.path.join(store.path, sha)
