@@ -10,9 +10,9 @@ The bound is *counted*, never timed: the plugin counts instructions and work-ite
 stops at the same instruction on an idle and on a loaded machine, and every decision and
 extrapolation below uses counted quantities only (instructions, work-items, loop
 iterations, ScalarEvolution trip counts), so a profile is a function of the kernel and its
-inputs. Until 2026-11-24 the wall-clock budget (3 s) stopped runs and decided whether
-there was time left for the probes, so the same launch got different profiles run to run
-(PolyBench gemver_kernel2: 0.34x or 0.93x of measured on the GPUs). The wall clock is now
+inputs. A wall-clock budget that stops runs and decides whether there is time left for
+the probes gives the same launch different profiles run to run (measured with a 3 s one:
+PolyBench gemver_kernel2 at 0.34x or 0.93x of measured on the GPUs). The wall clock is
 only a backstop (``Budget.wall_s``, 30 s of emulation per run): where it cuts a run short
 the profile says ``budget: "wall"``, gets confidence ``low`` and is not written to the
 projection cache.
@@ -100,8 +100,8 @@ class Budget:
     from the kernel's start (loading the record is not emulation: a 256 MB PolyBench
     record takes seconds to load under load), ten times what the counted budget costs
     there on the loaded 2-core VM; where it fires, the profile is marked
-    ``budget: "wall"`` (until 2026-11-24 it was the budget itself, 3 s for all runs of a
-    profile, and made profiles depend on the machine's load).
+    ``budget: "wall"`` (as the budget itself, 3 s for all runs of a profile, it made
+    profiles depend on the machine's load: module docstring).
     """
 
     wall_s: float = 30.0

@@ -162,8 +162,8 @@ __kernel void gated(__global const float *a, __global float *x, __global const f
 
 def test_counted_budget_gives_the_same_profile_on_any_machine():
     """The plugin stops at the instruction budget, counted: two runs give one profile, and
-    a wall-clock backstop that does not fire changes nothing (until 2026-11-24 the 3 s wall
-    budget stopped the run at a load-dependent point)."""
+    a wall-clock backstop that does not fire changes nothing (a wall budget would stop the
+    run at a load-dependent point)."""
     seeds = np.full(256, 8, np.uint32)
     r = from_arrays(SRC, "spin", [seeds, np.zeros(256, np.uint32)], [256], [256])
     a = miniemu.emulate(r, mode="bounded", budget="instructions=200000")
