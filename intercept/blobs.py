@@ -9,7 +9,7 @@ record format that refers to them.
 The content key is BLAKE3-256 (hex), not sha256: a launch's record can be emulated only
 once every changed snapshot is hashed, and on the 2-core Xeon VM (no SHA instructions)
 sha256 takes 0.75-0.9 s per GiB on a core, BLAKE3 0.23-0.28 s, less than the snapshot's
-copy into its file (0.3 s per GiB), so a hash computed beside the copy no longer delays the
+copy into its file (0.3 s per GiB), so a hash computed beside the copy does not delay the
 record (benchmarks/results/snapshot_copy.md). hashlib has nothing faster than sha256 here
 (sha1 0.76, blake2b 1.6, md5 1.8 s per GiB).
 """

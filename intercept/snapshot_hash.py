@@ -1,15 +1,16 @@
 """A snapshot's content hash, computed on a thread of its own while the snapshot is copied.
 
 Why: a launch record can be emulated only once it is whole, and its blobs are named by
-their content key (intercept.blobs). A changed snapshot of a large buffer was copied into its
-scratch file in the app's thread (1.2-3 ms per MiB on the 2-core VM: page faults of a new
-file) and hashed afterwards on the record writer's thread (about 1 ms per MiB), one after
-the other: PolyBench gemver's 256 MiB matrix waited 0.3 s for its (then sha256) hash after
-the copy, BabelStream's 400 MiB arrays 0.4 s each, queued behind each other. Hashing each chunk as
-soon as it is copied, from the file's pages the copy just touched, overlaps the two: the
-record's hash is ready about when the copy ends (the hash, BLAKE3, is faster than the
-copy: intercept.blobs). The hasher releases the interpreter lock while it hashes a chunk, so the two threads run on two cores; on a busy machine the
-hash costs the same CPU time as before, only earlier.
+their content key (intercept.blobs). A changed snapshot of a large buffer is copied into
+its scratch file in the app's thread; hashed afterwards on the record writer's thread, one
+after the other, the record waits for both: with sha256 (about 1 ms per MiB) PolyBench
+gemver's 256 MiB matrix waited 0.3 s for its hash after the copy, BabelStream's 400 MiB
+arrays 0.4 s each, queued behind each other (2-core VM). Hashing each chunk as soon as it
+is copied, from the file's pages the copy just touched, overlaps the two: the record's
+hash is ready about when the copy ends (the hash, BLAKE3, is faster than the copy:
+benchmarks/results/snapshot_copy.md). The hasher releases the interpreter lock while it
+hashes a chunk, so the two threads run on two cores; on a busy machine the hash costs the
+same CPU time, only earlier.
 """
 
 from __future__ import annotations
