@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         lines = [
             "## A changed snapshot's copy into its file (the app's launch waits for it)\n",
             f"`python -m clproj.benchmarks.snapshot_copy --mib {args.mib} --rounds "
-            f"{args.rounds}` ({os.cpu_count()} cores, files in {os.path.dirname(work)}, "
+            f"{args.rounds}{f' --dir {args.dir}' if args.dir else ''}` ({os.cpu_count()} cores, files in {os.path.dirname(work)}, "
             f"{fs.f_bsize}-byte blocks; load average at the end "
             f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}; "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n",
