@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
+from clproj.intercept.record import VERSION as RECORD_VERSION
 from clproj.runtime.evaluation.validate_suite import run_in_session
 
 # Per suite kind: the sources that make the binary and the g++ line that builds it (the
@@ -187,7 +188,12 @@ def record_run(
     if os.path.exists(done):
         with open(done, encoding="utf-8") as fh:
             meta = json.load(fh)
-        if meta.get("args") == list(args) and meta.get("kernels") == list(kernels):
+        # records of another format version (e.g. blobs named by sha256) are made again
+        if (meta.get("args"), meta.get("kernels"), meta.get("record_version")) == (
+            list(args),
+            list(kernels),
+            RECORD_VERSION,
+        ):
             return RecordedRun(
                 tag, list(args), True, meta.get("wall_s", 0.0), True, None, _records(rec)
             )
@@ -212,6 +218,12 @@ def record_run(
     if rc != 0 or not records:
         why = f"app exit code {rc}" if rc else "no launch was recorded"
         return RecordedRun(tag, list(args), False, wall, error=why, output_tail=tail)
-    meta = {"args": list(args), "kernels": list(kernels), "wall_s": wall, "app_stdout": out[-4000:]}
+    meta = {
+        "args": list(args),
+        "kernels": list(kernels),
+        "record_version": RECORD_VERSION,
+        "wall_s": wall,
+        "app_stdout": out[-4000:],
+    }
     write_atomic(done, json.dumps(meta, indent=1).encode())
     return RecordedRun(tag, list(args), True, wall, False, None, records)

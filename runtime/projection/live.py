@@ -339,7 +339,13 @@ def complete_run(
         paths = list_records(record_dir)
     except ClprojError:
         paths = []
-    records = sorted((load(p) for p in paths), key=lambda r: (r.created, r.id))
+    records = []
+    for path in paths:  # one unreadable record (e.g. an older clproj's) costs only itself
+        try:
+            records.append(load(path))
+        except ClprojError as exc:
+            print(f"clproj: not projected: {exc.cause}", file=sys.stderr)
+    records.sort(key=lambda r: (r.created, r.id))
     _settle_published(done, records)
     missing = [r for r in records if r.signature not in done]
     programs = {r.program_hash: (r.source, r.options) for r in records}

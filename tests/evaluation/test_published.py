@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from clproj.intercept.record import VERSION as RECORD_VERSION
 from clproj.runtime.evaluation import published_babelstream as pbs
 from clproj.runtime.evaluation import published_mixbench as pmb
 
@@ -155,6 +156,17 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
     for needle in ("amd-radeon-7970", "hd7970-spec", "within 0.8-1.25x", "MAPE", "triad",
                    "not selected"):  # fmt: skip
         assert needle in res.stdout, needle
+
+    # Records of another format version (an older clproj's) are recorded again, not
+    # refused: the finished run says which version its records are.
+    done = work / "runs" / "s65536" / "run.json"
+    meta = json.loads(done.read_text())
+    assert meta["record_version"] == RECORD_VERSION
+    done.write_text(json.dumps(dict(meta, record_version=RECORD_VERSION - 1)))
+    res = clproj(*args, "--devices", "hd7970-spec")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "run s65536: 4 records (cached)" not in res.stderr and "4 records" in res.stderr
+    assert json.loads(done.read_text())["record_version"] == RECORD_VERSION
 
 
 def test_not_a_suite_is_a_one_line_error(tmp_path):

@@ -112,3 +112,36 @@ def test_bad_cached_device_profile_is_not_used(tmp_path, monkeypatch, content):
     finally:
         monkeypatch.undo()
         settings.reload()
+
+
+def test_an_unreadable_record_in_the_record_folder_costs_only_itself(tmp_path):
+    """`clproj run --record DIR` again over a folder holding an older clproj's record
+    (version 1, blobs named by sha256) and a damaged one: both are reported in a line
+    each, and this run's four launches are projected."""
+    import msgpack
+
+    from clproj.intercept.record import RECORDS_SUBDIR
+
+    cache = tmp_path / "cache"
+    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
+    if os.path.isdir(session_profiles):  # measured once a session
+        shutil.copytree(session_profiles, cache / "profiles")
+    env = dict(os.environ, CLPROJ_CACHE=str(cache))
+    rec = tmp_path / "rec"
+    first = run_project(env, "--record", str(rec))
+    assert first.returncode == 3, first.stderr[-2000:]
+    records = sorted((rec / RECORDS_SUBDIR).glob("*.clrec"))
+    assert len(records) == 4
+    old = msgpack.unpackb(records[0].read_bytes(), raw=False)
+    (rec / RECORDS_SUBDIR / "old-1.clrec").write_bytes(msgpack.packb(dict(old, version=1)))
+    (rec / RECORDS_SUBDIR / "torn-1.clrec").write_bytes(records[1].read_bytes()[:40])
+    shutil.rmtree(cache / "projections")  # this run projects its launches again
+    second = run_project(env, "--json", "--record", str(rec))
+    assert second.returncode == 3, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr
+    lines = [x for x in second.stderr.splitlines() if x.startswith("clproj: not projected:")]
+    assert len(lines) == 2, second.stderr[-3000:]
+    assert any("'version' is 1 (its blobs are named by sha256)" in x for x in lines)
+    doc = json.loads(second.stdout)
+    assert {p["kernel"] for p in doc["projections"]} == {"k0", "k1", "k2", "k3"}
+    assert all(p["projections"] for p in doc["projections"])
