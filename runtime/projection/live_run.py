@@ -8,8 +8,8 @@ started inside the app dies with it and was done again), and the process that co
 the run afterwards already holds the finished projections and the reuse cache's anchors.
 
 The app's record writer renames each record into ``records/`` once it is whole; this
-scheduler lists that folder every :data:`POLL_S`, takes new records in launch order, and
-starts each at once, one per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation
+scheduler lists that folder when a file is renamed into it (clproj.folder_watch; every
+:data:`POLL_S` anyway), takes new records in launch order, and starts each at once, one per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation
 started while the app runs forks its emulator runs at nice 19
 (:func:`miniemu.oclgrind.runs_at_nice`), which orders them behind the app's threads
 *within one scheduling group*; the thread that plans the runs, fits the probes and
@@ -90,14 +90,31 @@ class LiveProjector:
         self._running = 0
         self._app_ended = False
         self._stop = False
+        self._changed = False  # records/ changed since the loop last listed it
+        self._watch: Any = None
         self._cond = threading.Condition()
         self._scan_lock = threading.Lock()
         self._cores = max(1, os.cpu_count() or 1)
         self._thread = background_thread(self._loop, "clproj-live")
 
     def start(self) -> None:
+        from clproj.folder_watch import FolderWatch
+        from clproj.intercept.record import RECORDS_SUBDIR
+
         self.devices()  # the pinned profile files, read once before any emulation
+        # records/ made now (the writer makes it too, as it would), so that it is watched
+        # from the app's first record on
+        folder = os.path.join(self.record_dir, RECORDS_SUBDIR)
+        with contextlib.suppress(OSError):  # unwatched: found by the poll
+            os.makedirs(folder, exist_ok=True)
+        self._watch = FolderWatch(folder, self._wake)
         self._thread.start()
+
+    def _wake(self) -> None:
+        """A file was renamed or written into records/: list it now, not at the next poll."""
+        with self._cond:
+            self._changed = True
+            self._cond.notify_all()
 
     def devices(self) -> list[Any]:
         if self._devices is None:
@@ -164,7 +181,9 @@ class LiveProjector:
                     during = not self._app_ended
                 background_thread(self._run, "clproj-live-emulate", (record, during)).start()
             with self._cond:
-                self._cond.wait(POLL_S)
+                if not self._changed:  # one that came during the listing is listed now
+                    self._cond.wait(POLL_S)
+                self._changed = False
 
     def _run(self, record: Any, during: bool) -> None:
         from clproj.miniemu.oclgrind import runs_at_nice
@@ -232,6 +251,8 @@ class LiveProjector:
             self._stop = True
             self._cond.notify_all()
         self._thread.join(timeout=5.0)
+        if self._watch is not None:
+            self._watch.close()
         return self.done
 
 
