@@ -9,10 +9,10 @@ the run afterwards already holds the finished projections and the reuse cache's 
 
 The app's record writer renames each record into ``records/`` once it is whole; this
 scheduler lists that folder when a file is renamed into it (clproj.folder_watch; every
-:data:`POLL_S` anyway), takes new records in launch order, and starts each at once, one per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation
-started while the app runs forks its emulator runs at nice 19
-(:func:`miniemu.oclgrind.runs_at_nice`), which orders them behind the app's threads
-*within one scheduling group*; the thread that plans the runs, fits the probes and
+:data:`POLL_S` anyway), takes new records in launch order, and starts each at once, one
+per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation started while the app
+runs forks its emulator runs at nice 19 (:func:`miniemu.oclgrind.runs_at_nice`), which
+orders them behind the app's threads *within one scheduling group*; the thread that plans the runs, fits the probes and
 projects keeps its priority: ``clproj run`` shares the app's session, and at nice 19 that
 thread waited behind the app's busy threads (figures: ``runs_at_nice``). The
 emulator server runs in a session of its own (miniemu.oclgrind: its process group is
@@ -44,6 +44,7 @@ from typing import Any
 
 from clproj import settings
 from clproj.background_thread import background_thread
+from clproj.folder_watch import FolderWatch
 
 POLL_S = 0.1  # listing records/ ten times a second costs nothing measurable
 LIVE_NICE = 19
@@ -91,19 +92,18 @@ class LiveProjector:
         self._app_ended = False
         self._stop = False
         self._changed = False  # records/ changed since the loop last listed it
-        self._watch: Any = None
+        self._watch: FolderWatch | None = None
         self._cond = threading.Condition()
         self._scan_lock = threading.Lock()
         self._cores = max(1, os.cpu_count() or 1)
         self._thread = background_thread(self._loop, "clproj-live")
 
     def start(self) -> None:
-        from clproj.folder_watch import FolderWatch
         from clproj.intercept.record import RECORDS_SUBDIR
 
         self.devices()  # the pinned profile files, read once before any emulation
-        # records/ made now (the writer makes it too, as it would), so that it is watched
-        # from the app's first record on
+        # records/ made now (the writer would make it at its first record), so that it is
+        # watched from the app's first record on
         folder = os.path.join(self.record_dir, RECORDS_SUBDIR)
         with contextlib.suppress(OSError):  # unwatched: found by the poll
             os.makedirs(folder, exist_ok=True)
