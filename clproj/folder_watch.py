@@ -68,8 +68,11 @@ class FolderWatch:
         self.active = True
 
     def _run(self) -> None:
+        poller = select.poll()  # not select(): no limit on the descriptors' numbers
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
         while True:
-            ready, _, _ = select.select([self._fd, self._stop_r], [], [])
+            ready = {fd for fd, _ in poller.poll()}
             if self._stop_r in ready:
                 return
             try:
