@@ -7,6 +7,7 @@ unless ``--curve off`` (trusted networks only). See docs/cluster.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import time
@@ -230,8 +231,12 @@ def fetch_status(endpoint: str, keys: keys_mod.Keys | None, timeout: float) -> d
         sock.close(0)
         raise ClprojError(f"cannot connect to {endpoint!r}: {exc}", ENDPOINT_FIX) from None
     try:
-        sock.send(protocol.pack("status", id=1))
         deadline = time.monotonic() + timeout
+        # A peer that refuses the CURVE handshake can drop the connection before the send:
+        # a DEALER with no peer blocks in send, so it waits no longer than the timeout.
+        sock.setsockopt(zmq.SNDTIMEO, max(1, int(timeout * 1000)))
+        with contextlib.suppress(zmq.Again):
+            sock.send(protocol.pack("status", id=1))
         while time.monotonic() < deadline:
             if sock.poll(100):
                 try:
