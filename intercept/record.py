@@ -27,6 +27,7 @@ from typing import Any
 import msgpack
 
 from clproj.atomic import write_atomic
+from clproj.cl_names import CL_MEM_READ_WRITE
 from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.intercept.blobs import BlobStore, content_key, prepared_zeros_key
@@ -526,8 +527,8 @@ def from_arrays(
             blob_key = content_key(data)
             blobs[blob_key] = data
             recs.append(
-                ArgRecord(i, "buffer", size=len(data), flags=1, blob=blob_key)
-            )  # READ_WRITE
+                ArgRecord(i, "buffer", size=len(data), flags=CL_MEM_READ_WRITE, blob=blob_key)
+            )
         elif isinstance(a, np.generic):
             recs.append(ArgRecord(i, "scalar", data=a.tobytes()))
         elif isinstance(a, (bytes, bytearray)):

@@ -185,15 +185,13 @@ def record_run(
     folder = os.path.join(work, "runs", tag)
     done = os.path.join(folder, "run.json")
     rec = os.path.join(folder, "record")
+    # what a finished run must match to be reused: records of another format version
+    # (e.g. blobs named by sha256) are made again
+    identity = {"args": list(args), "kernels": list(kernels), "record_version": RECORD_VERSION}
     if os.path.exists(done):
         with open(done, encoding="utf-8") as fh:
             meta = json.load(fh)
-        # records of another format version (e.g. blobs named by sha256) are made again
-        if (meta.get("args"), meta.get("kernels"), meta.get("record_version")) == (
-            list(args),
-            list(kernels),
-            RECORD_VERSION,
-        ):
+        if all(meta.get(k) == v for k, v in identity.items()):
             return RecordedRun(
                 tag, list(args), True, meta.get("wall_s", 0.0), True, None, _records(rec)
             )
@@ -218,12 +216,6 @@ def record_run(
     if rc != 0 or not records:
         why = f"app exit code {rc}" if rc else "no launch was recorded"
         return RecordedRun(tag, list(args), False, wall, error=why, output_tail=tail)
-    meta = {
-        "args": list(args),
-        "kernels": list(kernels),
-        "record_version": RECORD_VERSION,
-        "wall_s": wall,
-        "app_stdout": out[-4000:],
-    }
+    meta = {**identity, "wall_s": wall, "app_stdout": out[-4000:]}
     write_atomic(done, json.dumps(meta, indent=1).encode())
     return RecordedRun(tag, list(args), True, wall, False, None, records)

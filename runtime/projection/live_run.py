@@ -12,10 +12,10 @@ scheduler lists that folder when a file is renamed into it (clproj.folder_watch;
 :data:`POLL_S` anyway), takes new records in launch order, and starts each at once, one
 per core (``CLPROJ_LIVE_EMULATION=1``, the default). An emulation started while the app
 runs forks its emulator runs at nice 19 (:func:`miniemu.oclgrind.runs_at_nice`), which
-orders them behind the app's threads *within one scheduling group*; the thread that plans the runs, fits the probes and
-projects keeps its priority: ``clproj run`` shares the app's session, and at nice 19 that
-thread waited behind the app's busy threads (figures: ``runs_at_nice``). The
-emulator server runs in a session of its own (miniemu.oclgrind: its process group is
+orders them behind the app's threads *within one scheduling group*; the thread that plans
+the runs, fits the probes and projects keeps its priority: ``clproj run`` shares the app's
+session, and at nice 19 that thread waited behind the app's busy threads (figures:
+``runs_at_nice``). The emulator server runs in a session of its own (miniemu.oclgrind: its process group is
 killed as one), and where the kernel groups tasks by session (Linux's autogroup, on in
 Debian's kernels) the server's group and the app's share the CPUs evenly while both are
 busy: the emulation gets up to half of a machine the app keeps busy, and the app pays
