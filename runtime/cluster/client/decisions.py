@@ -120,7 +120,7 @@ class Decisions:
             and now - max(ks.sent_at, fs.sent_at if fs is not None else 0.0) >= REASK_MIN_S
         ):
             rid = p.requests.next_id()
-            p.transport.sock.send(protocol.pack("place", id=rid, **self._fields(key, ks, bufs, fs)))
+            p.transport.to_broker(protocol.pack("place", id=rid, **self._fields(key, ks, bufs, fs)))
             ks.asking, ks.since_ask, ks.sent_at = rid, 0, now
             if fs is not None:
                 fs.sent_at = now

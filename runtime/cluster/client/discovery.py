@@ -94,7 +94,7 @@ class Directory:
         deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
             self.welcome = None
-            p.transport.sock.send(protocol.pack("hello", client=p.transport.routing_id.hex()))
+            p.transport.to_broker(protocol.pack("hello", client=p.transport.routing_id.hex()))
             t_end = (
                 min(deadline, time.monotonic() + 2.0)
                 if wait_s > 0

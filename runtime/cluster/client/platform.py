@@ -20,12 +20,14 @@ names from here.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import zmq
 
 from clproj import settings
+from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.runtime.cluster import protocol
 from clproj.runtime.cluster.client.coherence import (
@@ -105,6 +107,7 @@ class RemotePlatform:
             ctx,
             direct_mode=settings.get("CLPROJ_DIRECT"),
             on_link_closed=lambda: self.fast.drop_all(),
+            send_timeout_s=timeout_s,
         )
         self.shm_path = ShmPath(
             self.directory,
@@ -413,7 +416,7 @@ class RemotePlatform:
         """Give the broker a kernel's projected seconds per device (e.g. from
         runtime.projection.model), and its projected joules per launch where known."""
         extra = {"energies": energies} if energies else {}
-        self.transport.sock.send(
+        self.transport.to_broker(
             protocol.pack("projection", key=key, times=times, source=source, **extra)
         )
 
@@ -442,10 +445,16 @@ class RemotePlatform:
         return self.requests.broker_call("status")["status"]
 
     def close(self) -> None:
-        """Release everything on the nodes, say goodbye to the broker, close the sockets."""
+        """Release everything on the nodes, say goodbye to the broker, close the sockets.
+
+        The releases and the goodbye are sent only where a peer takes them at once: a
+        broker or node that is gone has nothing to release, and an app's exit must not
+        wait for it."""
         try:
-            for dev in self.directory.live():
-                self.cmd(dev, "release_all", {})
-            self.transport.sock.send(protocol.pack("bye"))
+            self.transport.stop_waiting()
+            with contextlib.suppress(ClprojError):  # what could not be sent is moot now
+                for dev in self.directory.live():
+                    self.cmd(dev, "release_all", {})
+                self.transport.to_broker(protocol.pack("bye"))
         finally:
             self.transport.close()

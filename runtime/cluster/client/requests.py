@@ -158,7 +158,7 @@ class Requests:
     def broker_call(self, t: str, **fields: Any) -> dict[str, Any]:
         """Ask the broker ``t`` and wait for its answer (raises on an error answer)."""
         rid = self.next_id()
-        self.p.transport.sock.send(protocol.pack(t, id=rid, **fields))
+        self.p.transport.to_broker(protocol.pack(t, id=rid, **fields))
         deadline = time.monotonic() + self.p.timeout_s
         while rid not in self.broker_replies:
             if time.monotonic() > deadline:

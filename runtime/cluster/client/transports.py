@@ -42,13 +42,23 @@ log = logging.getLogger("clproj.client")
 
 Dispatch = Callable[[dict[str, Any], list[Any]], None]
 
+# Messages a DEALER queues for a peer before a send waits (its high-water mark).
+SEND_QUEUE = 10000
 
-def _dealer(ctx: zmq.Context, routing_id: bytes) -> zmq.Socket:
-    """A DEALER socket with the client's options (routing id, high-water marks, retry)."""
+
+def _dealer(ctx: zmq.Context, routing_id: bytes, send_timeout_s: float) -> zmq.Socket:
+    """A DEALER socket with the client's options (routing id, high-water marks, retry,
+    send timeout).
+
+    Why a send timeout: a DEALER blocks in send while it has no peer to queue for (a
+    broker or node that refused this client's CURVE key drops the connection, and under
+    load zmq may not have connected again yet) or its queue is full (a peer that stopped
+    reading); without one, the app under route mode would hang in an OpenCL call."""
     s = ctx.socket(zmq.DEALER)
     protocol.secure_socket_options(s)
     s.setsockopt(zmq.ROUTING_ID, routing_id)
-    s.setsockopt(zmq.SNDHWM, 10000)
+    s.setsockopt(zmq.SNDTIMEO, max(1, round(send_timeout_s * 1000)))
+    s.setsockopt(zmq.SNDHWM, SEND_QUEUE)
     s.setsockopt(zmq.RCVHWM, 10000)
     s.setsockopt(zmq.RECONNECT_IVL, 100)
     s.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
@@ -59,6 +69,8 @@ class Transports:
     """The broker socket (``sock``), direct zmq sockets per node endpoint and same-host
     Unix links per node socket path, all under one poller.
 
+    ``send_timeout_s``: how long a send may wait for a zmq peer to take the message
+    before it fails with the cause (:func:`_dealer`).
     ``on_link_closed`` runs when a same-host link closes (fast-launch slots live on the
     node's side of a link and must be forgotten)."""
 
@@ -72,11 +84,14 @@ class Transports:
         ctx: zmq.Context | None,
         direct_mode: str,
         on_link_closed: Callable[[], None],
+        send_timeout_s: float = 60.0,
     ) -> None:
         self.directory = directory
         self.ctx = ctx or zmq.Context.instance()
         self.routing_id = b"c" + os.urandom(15)
-        self.sock = _dealer(self.ctx, self.routing_id)
+        self.send_timeout_s = send_timeout_s
+        self.broker = broker
+        self.sock = _dealer(self.ctx, self.routing_id, send_timeout_s)
         self.curve_keys = keys or load(keys_dir, "member") if needs_curve(broker, curve) else None
         if self.curve_keys is not None:
             make_client(self.sock, self.curve_keys)
@@ -106,7 +121,7 @@ class Transports:
                 return link
         s = self.dsocks.get(d.direct)
         if s is None:
-            s = _dealer(self.ctx, self.routing_id)
+            s = _dealer(self.ctx, self.routing_id, self.send_timeout_s)
             if d.direct_key:
                 k = self.curve_keys
                 if k is None:
@@ -150,14 +165,40 @@ class Transports:
     # ---- sending -----------------------------------------------------------------
     def send(self, sock: Any, header: Any, data: Any = None) -> None:
         """Send a command (header, optional data frame) on ``sock``; queued while corked
-        when ``sock`` is a same-host link."""
+        when ``sock`` is a same-host link. A zmq peer that takes nothing within
+        ``send_timeout_s`` fails the send with its cause (ClprojError)."""
         if self.corked and isinstance(sock, unixlink.Link):
             sock.send_multipart([header] if data is None else [header, data], False, False)
             self.dirty.add(sock)
-        elif data is None:
-            sock.send(header)
-        else:
-            sock.send_multipart([header, data], copy=False)
+            return
+        try:
+            if data is None:
+                sock.send(header)
+            else:
+                sock.send_multipart([header, data], copy=False)
+        except zmq.Again:
+            raise ClprojError(
+                f"{self._peer(sock)} took no message for {self.send_timeout_s:g} s (not "
+                "connected: not running, or it refused this client's CURVE key; or it stopped "
+                "reading)",
+                "check that the broker and its nodes run, and --broker and the keys",
+            ) from None
+
+    def stop_waiting(self) -> None:
+        """From now on a send that a zmq peer does not take at once fails (closing)."""
+        self.send_timeout_s = 0.0
+        for s in (self.sock, *self.dsocks.values()):
+            s.setsockopt(zmq.SNDTIMEO, 0)
+
+    def to_broker(self, header: Any) -> None:
+        """Send a message to the broker (:meth:`send` on the broker socket)."""
+        self.send(self.sock, header)
+
+    def _peer(self, sock: Any) -> str:
+        if sock is self.sock:
+            return f"the broker at {self.broker}"
+        ep = next((ep for ep, s in self.dsocks.items() if s is sock), "?")
+        return f"the node at {ep}"
 
     def send_fast(self, fast: unixlink.Link, frame: bytes) -> None:
         """Send a fast-launch frame on a node's fast link (queued while corked)."""
