@@ -30,6 +30,23 @@ os.environ.setdefault("CLPROJ_COLD_PROFILE", "tiny")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def own_cache_env(tmp_path, **extra: str) -> dict[str, str]:
+    """The environment for a test's runs with a cache of its own (``tmp_path/cache``): an
+    empty projection cache, the session's device profiles copied in (a device is measured
+    once a session). Once a profile is there it stays for every run of the test
+    (``CLPROJ_COLD_PROFILE=off``): one measured while the suite kept the machine busy would
+    be measured again by the first run that finds it quiet (devices.local), and a new
+    profile is a new projection-cache key, so a later run would project anew."""
+    cache = tmp_path / "cache"
+    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
+    if os.path.isdir(session_profiles) and not (cache / "profiles").exists():
+        shutil.copytree(session_profiles, cache / "profiles")
+    env = dict(os.environ, CLPROJ_CACHE=str(cache), **extra)
+    if (cache / "profiles").is_dir() and any((cache / "profiles").iterdir()):
+        env["CLPROJ_COLD_PROFILE"] = "off"
+    return env
+
+
 def clproj_project(*options: str) -> list[str]:
     """``clproj run --mode project --json OPTIONS`` (append ``--`` and the app)."""
     return [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--json", *options]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import numpy as np
 
 from clproj.intercept.blobs import BlobStore
 from clproj.intercept.record import from_arrays, load, save
-from tests.conftest import clproj_project, emulations_of, emulators_of, running
+from tests.conftest import clproj_project, emulations_of, emulators_of, own_cache_env, running
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_app.py")
@@ -24,11 +23,7 @@ APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_app.py")
 
 def _env(tmp_path, **extra: str) -> dict[str, str]:
     """An empty projection cache of this test's own, with the session's device profiles."""
-    cache = tmp_path / "cache"
-    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
-    if os.path.isdir(session_profiles) and not (cache / "profiles").exists():
-        shutil.copytree(session_profiles, cache / "profiles")
-    return dict(os.environ, CLPROJ_CACHE=str(cache), POCL_DEVICES="pthread", **extra)
+    return own_cache_env(tmp_path, POCL_DEVICES="pthread", **extra)
 
 
 def _clproj_run(tmp_path, app: list[str]) -> list[str]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import clproj_project
+from tests.conftest import clproj_project, own_cache_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -20,11 +19,7 @@ def run_project(
 ) -> dict:
     """``clproj run --mode project --json`` with a projection cache of this test's own
     (the session's device profiles are copied in, so a device is measured once a session)."""
-    cache = tmp_path / "cache"
-    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
-    if os.path.isdir(session_profiles) and not (cache / "profiles").exists():
-        shutil.copytree(session_profiles, cache / "profiles")
-    env = dict(os.environ, CLPROJ_CACHE=str(cache))
+    env = own_cache_env(tmp_path)
     if path is not None:
         env["PATH"] = path
     out = subprocess.run(

@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from clproj import settings
+from tests.conftest import own_cache_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Four kernels, one launch each, then exit status 3: four launch families, so each launch
@@ -60,10 +61,7 @@ def run_project(env: dict[str, str], *flags: str) -> subprocess.CompletedProcess
 
 def test_bad_cached_projections_are_projected_again(tmp_path):
     cache = tmp_path / "cache"
-    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
-    if os.path.isdir(session_profiles):  # measured once a session
-        shutil.copytree(session_profiles, cache / "profiles")
-    env = dict(os.environ, CLPROJ_CACHE=str(cache))
+    env = own_cache_env(tmp_path)
     first = run_project(env, "--json")
     assert first.returncode == 3, first.stderr[-2000:]
     files = sorted((cache / "projections").glob("*.json"))
@@ -78,11 +76,7 @@ def test_bad_cached_projections_are_projected_again(tmp_path):
         spoil(doc)
         path.write_text(json.dumps(doc))
     files[3].write_bytes(b"\xff\xfe{")  # not UTF-8
-    # The device profile the first run used stays: one measured while the machine was busy
-    # is measured again by the first run that finds it quiet (devices.local), and a new
-    # profile is a new cache key, so the third run would project anew (seen once under
-    # the suite's own load).
-    env["CLPROJ_COLD_PROFILE"] = "off"
+    env = own_cache_env(tmp_path)  # the profile the first run measured, if it did, stays
     second = run_project(env)  # the tables: where a missing field was a traceback
     assert second.returncode == 3, second.stderr[-2000:]
     assert "Traceback" not in second.stderr
@@ -131,11 +125,7 @@ def test_an_unreadable_record_in_the_record_folder_costs_only_itself(tmp_path):
 
     from clproj.intercept.record import RECORDS_SUBDIR
 
-    cache = tmp_path / "cache"
-    session_profiles = os.path.join(os.environ["CLPROJ_CACHE"], "profiles")
-    if os.path.isdir(session_profiles):  # measured once a session
-        shutil.copytree(session_profiles, cache / "profiles")
-    env = dict(os.environ, CLPROJ_CACHE=str(cache))
+    env = own_cache_env(tmp_path)
     rec = tmp_path / "rec"
     first = run_project(env, "--record", str(rec))
     assert first.returncode == 3, first.stderr[-2000:]
@@ -144,7 +134,7 @@ def test_an_unreadable_record_in_the_record_folder_costs_only_itself(tmp_path):
     old = msgpack.unpackb(records[0].read_bytes(), raw=False)
     (rec / RECORDS_SUBDIR / "old-1.clrec").write_bytes(msgpack.packb(dict(old, version=1)))
     (rec / RECORDS_SUBDIR / "torn-1.clrec").write_bytes(records[1].read_bytes()[:40])
-    shutil.rmtree(cache / "projections")  # this run projects its launches again
+    shutil.rmtree(tmp_path / "cache" / "projections")  # this run projects its launches again
     second = run_project(env, "--json", "--record", str(rec))
     assert second.returncode == 3, second.stderr[-2000:]
     assert "Traceback" not in second.stderr
