@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .stamps
-NATIVE_SOURCES := $(wildcard native/*.py native/*.h native/shim/*.c native/shim/*.h native/energy_window/*.c native/nodelink/*.c native/nodelink/*.h native/oclgrind_plugin/*.cpp native/oclgrind_plugin/*.h) setup.py intercept/shim_runtime.py
+NATIVE_SOURCES := $(wildcard native/*.py native/*.h native/shim/*.c native/shim/*.h native/energy_window/*.c native/live_pages/*.c native/live_pages/*.h native/nodelink/*.c native/nodelink/*.h native/oclgrind_plugin/*.cpp native/oclgrind_plugin/*.h) setup.py intercept/shim_runtime.py
 # Two PoCL drivers (one thread vs all cores) form a genuinely heterogeneous local pair.
 export POCL_DEVICES ?= pthread basic
 

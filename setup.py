@@ -7,7 +7,8 @@ Three native parts are built here, never by hand:
 * the node's native same-host link, a cffi extension (``native/build_nodelink.py``);
 * the Oclgrind statistics plugin (C++), compiled by ``native/build_plugin.py`` from
   our ``build_ext`` step, because Oclgrind loads it with ``dlopen`` and it must not
-  depend on Python.
+  depend on Python; likewise the plain-C libraries loaded with ``dlopen`` or ctypes
+  (the energy-window preload, the emulator's live pages).
 
 They land inside the Python packages (clproj.intercept, clproj.runtime.cluster.node,
 clproj.miniemu), so an editable
@@ -45,6 +46,16 @@ class BuildExtWithPlugin(build_ext):
             os.path.join(
                 "devices" if self.inplace else os.path.join(self.build_lib, "clproj", "devices"),
                 build_energy_window.LIBRARY_FILENAME,
+            )
+        )
+        import build_live_pages  # native/build_live_pages.py: the emulator's live view
+
+        build_live_pages.build(
+            os.path.join(
+                "intercept"
+                if self.inplace
+                else os.path.join(self.build_lib, "clproj", "intercept"),
+                build_live_pages.LIBRARY_FILENAME,
             )
         )
 

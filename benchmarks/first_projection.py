@@ -16,6 +16,9 @@ from an empty projection cache, interleaved so they share the machine's load:
   copied (intercept.snapshot_hash);
 * ``live-read-all``: the same as ``live``, every buffer read into the staging buffer
   (``CLPROJ_SNAPSHOT_READS=all``), none left unread or mapped (intercept.shim_runtime);
+* ``live-no-view``: the same as ``live``, each launch emulated once its record is whole
+  (``CLPROJ_SNAPSHOT_VIEW=off``), not from its live record while the app copies its large
+  snapshots (intercept.live_view);
 * ``post-app``: every emulation after the app (``CLPROJ_LIVE_EMULATION=0``);
 * ``live-idle`` (``--methods``): while the app runs, only on an idle core
   (``CLPROJ_LIVE_EMULATION=auto``).
@@ -72,6 +75,7 @@ ALL_METHODS = {
     "live-own-server": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "emulation"},
     "live-writer-hash": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_HASH": "writer"},
     "live-read-all": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_READS": "all"},
+    "live-no-view": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_VIEW": "off"},
     "post-app": {"CLPROJ_LIVE_EMULATION": "0"},
     "live-idle": {"CLPROJ_LIVE_EMULATION": "auto"},
 }
@@ -258,7 +262,9 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "instead of while it is copied; *live-read-all*: as *live*, every buffer read into "
         "the staging buffer (`CLPROJ_SNAPSHOT_READS=all`) instead of leaving unread those "
         "no command wrote and mapping the others on a device whose memory is the host's; "
-        "*post-app*: every emulation after the "
+        "*live-no-view*: as *live*, each launch emulated once its record is whole "
+        "(`CLPROJ_SNAPSHOT_VIEW=off`) instead of from its live record while the app copies "
+        "its large snapshots; *post-app*: every emulation after the "
         "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
         "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",
         "",

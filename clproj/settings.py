@@ -28,7 +28,8 @@ import sys
 from typing import Any
 
 from clproj.errors import ClprojError
-from clproj.settings_table import FALSE, TABLE, TRUE, Setting
+from clproj.settings_schema import FALSE, TRUE, Setting
+from clproj.settings_table import TABLE
 
 INT_RE = re.compile(r"[+-]?[0-9]+")
 """An ``int`` value: what C's scanner in the generated header accepts too (no ``_``)."""

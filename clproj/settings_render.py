@@ -16,7 +16,8 @@ import json
 import math
 import os
 
-from clproj.settings_table import FALSE, SCOPES, TABLE, TRUE, Setting
+from clproj.settings_schema import FALSE, SCOPES, TRUE, Setting
+from clproj.settings_table import TABLE
 
 C_PATH = os.path.join("native", "clproj_settings.h")
 """The header's place in the repository (``make`` and the tests regenerate/compare it)."""

@@ -1,5 +1,6 @@
-"""The rows of clproj's settings table: every ``CLPROJ_*`` setting's name, type, default,
-scope and meaning.
+"""clproj's settings table: every ``CLPROJ_*`` setting's name, type, default, scope and
+meaning, one :class:`clproj.settings_schema.Setting` each; route mode's and the cluster's
+rows are in :mod:`clproj.settings_cluster`.
 
 Why a module of its own: the rows are data (about sixty of them) and change far more often
 than the rules that read them (:mod:`clproj.settings`) or render them into docs/settings.md
@@ -9,37 +10,8 @@ and native/clproj_settings.h (:mod:`clproj.settings_render`). After editing a ro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-SCOPES = {
-    "cli": "clproj's commands",
-    "app": "inside the intercepted app (shim or its Python side)",
-    "both": "clproj's commands and the app",
-    "bench": "the benchmark host programs",
-    "internal": "set by clproj for its own processes; not a user setting",
-    "test": "tests only",
-}
-"""What each ``scope`` means (docs/settings.md lists it)."""
-
-TRUE = ("1", "true", "yes", "on")
-"""Boolean spellings of true (any case): the Python reader and the generated C header share them."""
-FALSE = ("0", "false", "no", "off")
-"""Boolean spellings of false (any case); an empty value is unset, i.e. the default."""
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One row of the table."""
-
-    name: str
-    type: str  # "bool" | "str" | "list" | "path" | "choice" | "float" | "int"
-    default: Any
-    scope: str  # a key of SCOPES: who reads it
-    description: str
-    choices: tuple[str, ...] = ()
-    bounds: tuple[float, float] | None = None  # "int" / "float": inclusive range
-
+from clproj.settings_cluster import CLUSTER
+from clproj.settings_schema import Setting
 
 TABLE: tuple[Setting, ...] = (
     # --- the user's settings: clproj's commands and the intercepted app ---
@@ -48,8 +20,8 @@ TABLE: tuple[Setting, ...] = (
         "path",
         "~/.cache/clproj",
         "both",
-        "Folder of the per-user caches: device profiles measured on this machine "
-        "(`profiles/`) and launch projections (`projections/`).",
+        "Folder of the per-user caches: device profiles measured on this machine (`profiles/`) "
+        "and launch projections (`projections/`).",
     ),
     Setting(
         "CLPROJ_CONFIG",
@@ -64,19 +36,19 @@ TABLE: tuple[Setting, ...] = (
         "bool",
         False,
         "both",
-        "Act as on a machine nobody profiled: the committed measured profiles never match "
-        "a local device, so every local device takes the cold-start path (cached, measured "
-        "now, or generic). `--devices measured` still lists the committed profiles. Tests "
-        "use it with an empty `CLPROJ_CACHE` to run as a new user's machine would.",
+        "Act as on a machine nobody profiled: the committed measured profiles never match a local "
+        "device, so every local device takes the cold-start path (cached, measured now, or "
+        "generic). `--devices measured` still lists the committed profiles. Tests use it with an "
+        "empty `CLPROJ_CACHE` to run as a new user's machine would.",
     ),
     Setting(
         "CLPROJ_COLD_PROFILE",
         "choice",
         "quick",
         "cli",
-        "How a local device with no committed or cached profile gets one: `quick` "
-        "microbenchmarks (under a minute on a 2-core CPU), `tiny` (seconds, rough: tests), "
-        "or `off` (no measuring: a spec-sheet or generic profile marked low-confidence).",
+        "How a local device with no committed or cached profile gets one: `quick` microbenchmarks "
+        "(under a minute on a 2-core CPU), `tiny` (seconds, rough: tests), or `off` (no "
+        "measuring: a spec-sheet or generic profile marked low-confidence).",
         ("quick", "tiny", "off"),
     ),
     Setting(
@@ -84,9 +56,9 @@ TABLE: tuple[Setting, ...] = (
         "int",
         10,
         "both",
-        "Scheduling priority (nice 0-19) of the Oclgrind emulator processes, so that an "
-        "emulation beside an application never takes its cores (project mode's emulations "
-        "while the app runs use 19).",
+        "Scheduling priority (nice 0-19) of the Oclgrind emulator processes, so that an emulation "
+        "beside an application never takes its cores (project mode's emulations while the app "
+        "runs use 19).",
         bounds=(0, 19),
     ),
     Setting(
@@ -94,10 +66,10 @@ TABLE: tuple[Setting, ...] = (
         "choice",
         "bounded",
         "both",
-        "How project and route mode emulate a launch in Oclgrind (docs/miniemu.md): "
-        "`bounded` (a budget per launch, heavy work-groups included), `single` (one "
-        "work-group), `quick` (a few work-groups) or `full` (every work-item). The app and "
-        "the post-run completion read the same value, so both sides emulate alike.",
+        "How project and route mode emulate a launch in Oclgrind (docs/miniemu.md): `bounded` (a "
+        "budget per launch, heavy work-groups included), `single` (one work-group), `quick` (a "
+        "few work-groups) or `full` (every work-item). The app and the post-run completion read "
+        "the same value, so both sides emulate alike.",
         ("bounded", "single", "quick", "full"),
     ),
     Setting(
@@ -105,19 +77,19 @@ TABLE: tuple[Setting, ...] = (
         "str",
         "local",
         "both",
-        "The devices projections are made for (`--devices`): `local`, `measured`, `all`, "
-        "or a comma list of profile keys and profile files. `clproj run` pins it for the "
-        "app to the resolved profile files (or `cluster` in route mode); unset in route "
-        "mode, it means `cluster`.",
+        "The devices projections are made for (`--devices`): `local`, `measured`, `all`, or a "
+        "comma list of profile keys and profile files. `clproj run` pins it for the app to the "
+        "resolved profile files (or `cluster` in route mode); unset in route mode, it means "
+        "`cluster`.",
     ),
     Setting(
         "CLPROJ_MODE",
         "choice",
         "observe",
         "app",
-        "What the shim does in the app (`--mode`, set by `clproj run`): `observe` (count "
-        "and time launches), `project` (also record and emulate them) or `route` (a virtual "
-        "platform whose kernels run on the cluster).",
+        "What the shim does in the app (`--mode`, set by `clproj run`): `observe` (count and time "
+        "launches), `project` (also record and emulate them) or `route` (a virtual platform whose "
+        "kernels run on the cluster).",
         ("observe", "project", "route"),
     ),
     Setting(
@@ -125,17 +97,17 @@ TABLE: tuple[Setting, ...] = (
         "bool",
         False,
         "app",
-        "Load the shim but pass every OpenCL call straight to the real driver "
-        "(no counting, timing or recording).",
+        "Load the shim but pass every OpenCL call straight to the real driver (no counting, "
+        "timing or recording).",
     ),
     Setting(
         "CLPROJ_TIMING",
         "choice",
         "1",
         "app",
-        "Launch timing in the app: `1` times a sample of the launches (see "
-        "`CLPROJ_TIMING_FIRST` / `CLPROJ_TIMING_EVERY`), `all` times every launch "
-        "(`clproj run --time-all`), `0` times none (no profiling queues).",
+        "Launch timing in the app: `1` times a sample of the launches (see `CLPROJ_TIMING_FIRST` "
+        "/ `CLPROJ_TIMING_EVERY`), `all` times every launch (`clproj run --time-all`), `0` times "
+        "none (no profiling queues).",
         ("1", "all", "0"),
     ),
     Setting(
@@ -160,25 +132,25 @@ TABLE: tuple[Setting, ...] = (
         "bool",
         True,
         "app",
-        "Print the per-kernel table to the app's stderr at exit (when no "
-        "`CLPROJ_SUMMARY_FILE` is given); `0` keeps the app's stderr clean.",
+        "Print the per-kernel table to the app's stderr at exit (when no `CLPROJ_SUMMARY_FILE` is "
+        "given); `0` keeps the app's stderr clean.",
     ),
     Setting(
         "CLPROJ_RECORD_DIR",
         "path",
         "",
         "app",
-        "Record launches (kernel source, arguments, buffer snapshots) into this folder "
-        "(`clproj run --record`); empty: no recording outside project and route mode, "
-        "which then record into a temporary folder removed when the app exits.",
+        "Record launches (kernel source, arguments, buffer snapshots) into this folder (`clproj "
+        "run --record`); empty: no recording outside project and route mode, which then record "
+        "into a temporary folder removed when the app exits.",
     ),
     Setting(
         "CLPROJ_RECORD_WHICH",
         "choice",
         "first",
         "app",
-        "Which launches are recorded (`--which`): `first` of each signature, `all`, or "
-        "`none` (recording off).",
+        "Which launches are recorded (`--which`): `first` of each signature, `all`, or `none` "
+        "(recording off).",
         ("first", "all", "none"),
     ),
     Setting(
@@ -193,11 +165,11 @@ TABLE: tuple[Setting, ...] = (
         "int",
         4 << 30,
         "app",
-        "Stop recording once this process's records would store more than this many bytes "
-        "of buffer snapshots (`--verify` counts the outputs too; a snapshot identical to "
-        "one stored is stored once and counts once); later launches still run, are counted "
-        "and timed. Recording also stops while the record folder's file system has less than "
-        "1 GiB free. `0`: no byte limit.",
+        "Stop recording once this process's records would store more than this many bytes of "
+        "buffer snapshots (`--verify` counts the outputs too; a snapshot identical to one stored "
+        "is stored once and counts once); later launches still run, are counted and timed. "
+        "Recording also stops while the record folder's file system has less than 1 GiB free. "
+        "`0`: no byte limit.",
         bounds=(0, 2**63 - 1),
     ),
     Setting(
@@ -205,16 +177,16 @@ TABLE: tuple[Setting, ...] = (
         "bool",
         False,
         "app",
-        "Check each recorded launch by replaying it and comparing its outputs "
-        "(`clproj run --verify`).",
+        "Check each recorded launch by replaying it and comparing its outputs (`clproj run "
+        "--verify`).",
     ),
     Setting(
         "CLPROJ_HOOKS",
         "list",
         "",
         "app",
-        "Python functions called with each launch record, as `module:function` (comma "
-        "list). `clproj run --mode project` adds its own.",
+        "Python functions called with each launch record, as `module:function` (comma list). "
+        "`clproj run --mode project` adds its own.",
     ),
     Setting(
         "CLPROJ_LIVE_EMULATION",
@@ -222,10 +194,9 @@ TABLE: tuple[Setting, ...] = (
         "1",
         "cli",
         "Project mode: `clproj run` emulates and projects each recorded launch while the app "
-        "runs, its emulator runs at nice 19 so the app takes its cores back: `1` as soon as "
-        "it is recorded, "
-        "`auto` only while a whole core is idle, `0` never (every emulation after the app "
-        "exits).",
+        "runs, its emulator runs at nice 19 so the app takes its cores back: `1` as soon as it is "
+        "recorded, `auto` only while a whole core is idle, `0` never (every emulation after the "
+        "app exits).",
         ("auto", "1", "0"),
     ),
     Setting(
@@ -233,10 +204,10 @@ TABLE: tuple[Setting, ...] = (
         "choice",
         "run",
         "both",
-        "Where bounded emulations fork their emulator runs from: `run`, one server for the "
-        "whole `clproj run` (project mode) or app (route mode); `emulation`, a server of "
-        "each emulation's own, which imports Python, numpy and pyopencl again for every "
-        "kernel (0.4-0.5 s on a 2-core machine; kept to measure the difference).",
+        "Where bounded emulations fork their emulator runs from: `run`, one server for the whole "
+        "`clproj run` (project mode) or app (route mode); `emulation`, a server of each "
+        "emulation's own, which imports Python, numpy and pyopencl again for every kernel "
+        "(0.4-0.5 s on a 2-core machine; kept to measure the difference).",
         ("run", "emulation"),
     ),
     Setting(
@@ -244,11 +215,22 @@ TABLE: tuple[Setting, ...] = (
         "choice",
         "streamed",
         "app",
-        "When a changed buffer snapshot of 1 MiB or more is hashed: `streamed`, on a thread "
-        "of its own while the app's thread copies it, chunk by chunk "
-        "(intercept.snapshot_hash); `writer`, after the copy, on the record writer's "
-        "thread (the record is whole later; kept to measure the difference).",
+        "When a changed buffer snapshot of 1 MiB or more is hashed: `streamed`, on a thread of "
+        "its own while the app's thread copies it, chunk by chunk (intercept.snapshot_hash); "
+        "`writer`, after the copy, on the record writer's thread (the record is whole later; kept "
+        "to measure the difference).",
         ("streamed", "writer"),
+    ),
+    Setting(
+        "CLPROJ_SNAPSHOT_VIEW",
+        "choice",
+        "live",
+        "app",
+        "Project mode, a launch whose large buffers are still to be copied into their snapshots "
+        "on a device whose memory is the host's: `live` publishes it first (`records/<id>.live`), "
+        "so the emulator reads the pages it touches from the app while the app copies "
+        "(intercept.live_view); `off` waits for the copies.",
+        ("live", "off"),
     ),
     Setting(
         "CLPROJ_SNAPSHOT_READS",
@@ -262,179 +244,16 @@ TABLE: tuple[Setting, ...] = (
         "measure the difference).",
         ("fewest", "all"),
     ),
-    # --- route mode and the cluster ---
-    Setting(
-        "CLPROJ_BROKER",
-        "str",
-        "",
-        "app",
-        "Route mode: the cluster's broker address (`clproj run --broker`); empty: an "
-        "embedded broker and a local node start with the app.",
-    ),
-    Setting(
-        "CLPROJ_KEYS",
-        "path",
-        "~/.config/clproj/keys",
-        "both",
-        "Folder of the cluster's CURVE keys (`clproj keys`, `--keys`).",
-    ),
-    Setting(
-        "CLPROJ_DIRECT",
-        "choice",
-        "1",
-        "both",
-        "How a client reaches a node: `1` directly (a Unix socket on the same host, else "
-        "zmq), `zmq` directly but always over zmq, `0` everything through the broker.",
-        ("1", "zmq", "0"),
-    ),
-    Setting(
-        "CLPROJ_FAST_LAUNCH",
-        "bool",
-        True,
-        "both",
-        "A client sends a repeated launch as a 24-byte frame to the node's native link; "
-        "`0` keeps every launch on the command socket (benchmarks compare both).",
-    ),
-    Setting(
-        "CLPROJ_SHM",
-        "bool",
-        True,
-        "both",
-        "Move buffer data between a client and a node on the same host through shared "
-        "memory (`/dev/shm`); `0` sends every byte through the sockets.",
-    ),
-    Setting(
-        "CLPROJ_SHM_MIN",
-        "int",
-        1 << 20,
-        "both",
-        "Smallest transfer (bytes) that goes through shared memory instead of the socket.",
-        bounds=(0, 2**63 - 1),
-    ),
-    Setting(
-        "CLPROJ_NODE_NATIVE",
-        "bool",
-        True,
-        "both",
-        "A node offers its native fast link (C thread) when it is built; `0` offers none "
-        "(benchmarks compare both).",
-    ),
-    Setting(
-        "CLPROJ_NODE_SETTLE_US",
-        "float",
-        150.0,
-        "both",
-        "A node polls a lone command on its serving thread for up to this many "
-        "microseconds before its waiter thread takes it over; `0` turns that off.",
-        bounds=(0, float("inf")),
-    ),
-    Setting(
-        "CLPROJ_ROUTE_WAIT",
-        "float",
-        60.0,
-        "app",
-        "Route mode: seconds the app waits for the cluster's devices to be announced.",
-        bounds=(0, float("inf")),
-    ),
-    Setting(
-        "CLPROJ_ROUTE_LIFETIME",
-        "float",
-        86400.0,
-        "app",
-        "Route mode: seconds the embedded broker and local node live at most (they stop "
-        "with the app in any case).",
-        bounds=(0, float("inf")),
-    ),
-    Setting(
-        "CLPROJ_ROUTE_PRESTART",
-        "bool",
-        True,
-        "app",
-        "Route mode: start the embedded cluster at the app's first `clGetPlatformIDs` "
-        "instead of at its first context.",
-    ),
-    Setting(
-        "CLPROJ_ROUTE_VERBOSE",
-        "bool",
-        False,
-        "app",
-        "Route mode: let the embedded broker's and node's logs reach the app's stderr.",
-    ),
-    Setting(
-        "CLPROJ_ROUTE_REPROJECT_S",
-        "float",
-        0.05,
-        "app",
-        "Route mode: at most one fresh projection per this many seconds for a family of "
-        "launches the reuse cache answers.",
-        bounds=(0, float("inf")),
-    ),
-    Setting(
-        "CLPROJ_OBJECTIVE",
-        "choice",
-        "time",
-        "both",
-        "What a device is chosen by in project and route modes (`clproj run --objective`): "
-        "projected time, energy (J) or energy x delay (docs/projection.md).",
-        choices=("time", "energy", "edp"),
-    ),
-    Setting(
-        "CLPROJ_DEADLINE_S",
-        "float",
-        0.0,
-        "both",
-        "Project and route modes (`clproj run --deadline`): only devices whose projected "
-        "launch time is within this many seconds are chosen (none: the fastest); 0: none.",
-        bounds=(0.0, 1e6),
-    ),
-    Setting(
-        "CLPROJ_MAX_SLOWDOWN",
-        "float",
-        0.0,
-        "both",
-        "Project and route modes (`clproj run --max-slowdown`): only devices at most this "
-        "fraction slower than the fastest are chosen (0.1: 10%); 0: no bound.",
-        bounds=(0.0, 1000.0),
-    ),
-    Setting(
-        "CLPROJ_SPLIT",
-        "bool",
-        False,
-        "app",
-        "Route mode: split qualifying launches across devices (`clproj run --split`).",
-    ),
-    Setting(
-        "CLPROJ_SPLIT_WAIT_S",
-        "float",
-        0.0,
-        "app",
-        "Route mode with `--split`: seconds a kernel's first launches wait for the split "
-        "decision instead of running unsplit meanwhile.",
-        bounds=(0, float("inf")),
-    ),
-    Setting(
-        "CLPROJ_SPLIT_CHECK",
-        "bool",
-        True,
-        "app",
-        "Route mode with `--split`: check a split against the measured times; `0` trusts "
-        "the projection alone (tests of the split's mechanics).",
-    ),
-    Setting(
-        "CLPROJ_SPLIT_FILE",
-        "path",
-        "",
-        "app",
-        "Route mode with `--split`: append each split decision to this file (JSON lines).",
-    ),
+    # --- route mode and the cluster (clproj.settings_cluster) ---
+    *CLUSTER,
     # --- benchmark host programs (benchmarks/apps/c_hosts) ---
     Setting(
         "CLPROJ_DEVICE",
         "int",
         0,
         "bench",
-        "The benchmark C hosts' device, an index in clproj's order (platforms as the "
-        "loader returns them, devices within each).",
+        "The benchmark C hosts' device, an index in clproj's order (platforms as the loader "
+        "returns them, devices within each).",
         bounds=(0, 2**31 - 1),
     ),
     Setting(
@@ -442,8 +261,8 @@ TABLE: tuple[Setting, ...] = (
         "path",
         "",
         "bench",
-        "Where the benchmark C hosts find their `.cl` sources; empty: next to the "
-        "executable (`<exe dir>/..`).",
+        "Where the benchmark C hosts find their `.cl` sources; empty: next to the executable "
+        "(`<exe dir>/..`).",
     ),
     # --- internal: set by clproj for its own processes, not by users ---
     Setting(
@@ -451,9 +270,9 @@ TABLE: tuple[Setting, ...] = (
         "path",
         "",
         "internal",
-        "`clproj run`'s temporary folder for this run; the app's helper processes put "
-        "their sockets and files in it, and clproj's parts in the app their scratch folders "
-        "(emulation, bounded probes, split checks): removed with the run however the app ends.",
+        "`clproj run`'s temporary folder for this run; the app's helper processes put their "
+        "sockets and files in it, and clproj's parts in the app their scratch folders (emulation, "
+        "bounded probes, split checks): removed with the run however the app ends.",
     ),
     Setting(
         "CLPROJ_PYTHON_PATH",
@@ -476,16 +295,16 @@ TABLE: tuple[Setting, ...] = (
         "path",
         "",
         "internal",
-        "`clproj run --mode project`: the app appends here the launches left for the "
-        "post-run completion.",
+        "`clproj run --mode project`: the app appends here the launches left for the post-run "
+        "completion.",
     ),
     Setting(
         "CLPROJ_ENERGY_LOG",
         "path",
         "",
         "internal",
-        "Energy windows of an unmodified app (the energy-window preload library): the "
-        "library appends one JSON line per window here; unset, it does nothing.",
+        "Energy windows of an unmodified app (the energy-window preload library): the library "
+        "appends one JSON line per window here; unset, it does nothing.",
     ),
     Setting(
         "CLPROJ_ENERGY_WINDOW_S",
@@ -500,8 +319,8 @@ TABLE: tuple[Setting, ...] = (
         "float",
         1.5,
         "internal",
-        "Energy-window preload: seconds the device is left quiet before the idle "
-        "samples (the driver's power reading is a 1 s average).",
+        "Energy-window preload: seconds the device is left quiet before the idle samples (the "
+        "driver's power reading is a 1 s average).",
         bounds=(0.0, 10.0),
     ),
     Setting(
@@ -517,8 +336,8 @@ TABLE: tuple[Setting, ...] = (
         "int",
         2,
         "internal",
-        "Energy-window preload: how many distinct launch shapes (global and local size) of "
-        "each kernel are measured; later shapes run as the app issues them.",
+        "Energy-window preload: how many distinct launch shapes (global and local size) of each "
+        "kernel are measured; later shapes run as the app issues them.",
         bounds=(1, 1000),
     ),
     Setting(
@@ -572,28 +391,28 @@ TABLE: tuple[Setting, ...] = (
         "bool",
         False,
         "internal",
-        "The Oclgrind plugin also reports each work-group's stored address ranges "
-        "(the partition safety check).",
+        "The Oclgrind plugin also reports each work-group's stored address ranges (the partition "
+        "safety check).",
     ),
     Setting(
         "CLPROJ_FAULT",
         "choice",
         "",
         "test",
-        "Fault injection for tests: `start` makes the app side's start-up fail, `launch` "
-        "makes every recorded launch raise.",
-        ("", "start", "launch"),
+        "Fault injection for tests: `start` makes the app side's start-up fail, `launch` makes "
+        "every recorded launch raise, `live-pages` makes every live region of the emulator "
+        "report a page it could not have (its emulation falls back to the record).",
+        ("", "start", "launch", "live-pages"),
     ),
     Setting(
         "CLPROJ_NODE_WEDGE_AFTER",
         "int",
         -1,
         "test",
-        "A node that stops serving after this many commands (`0`: from the start; `-1`: "
-        "never): it takes no more messages off its sockets, answers no probe and goes on "
-        "heartbeating, as a node whose serving loop hangs while its process lives. Its "
-        "fast-launch link is not stopped: tests run such a node with "
-        "`CLPROJ_NODE_NATIVE=0`.",
+        "A node that stops serving after this many commands (`0`: from the start; `-1`: never): "
+        "it takes no more messages off its sockets, answers no probe and goes on heartbeating, as "
+        "a node whose serving loop hangs while its process lives. Its fast-launch link is not "
+        "stopped: tests run such a node with `CLPROJ_NODE_NATIVE=0`.",
         bounds=(-1, float("inf")),
     ),
 )

@@ -31,6 +31,7 @@ from clproj.cl_names import CL_MEM_READ_WRITE
 from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.intercept.blobs import BlobStore, content_key, prepared_zeros_key
+from clproj.intercept.live_view import LIVE_SUFFIX, check_inline, check_live, save_live_copy
 from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map
 from clproj.untrusted import BadField, is_int, read_regular_file, short
 
@@ -143,6 +144,10 @@ class LaunchRecord:
     # bytes of blobs the last save() added to its store (the others were stored already):
     # what the recording process's CLPROJ_RECORD_MAX_BYTES counts
     stored_bytes: int = field(default=0, repr=False, compare=False)
+    # a live record (intercept.live_view): arg index -> where its buffer is read meanwhile,
+    # and the regions buffer_view opened over them (alive as long as the record)
+    live: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
+    live_regions: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def program_hash(self) -> str:
@@ -292,6 +297,15 @@ class LaunchRecord:
         if a.kind != "buffer":
             raise ClprojError(f"argument {index} of {self.kernel} is {a.kind}, not a buffer")
         size = int(a.size or 0)
+        if index in self.live:  # read from the app while it copies (intercept.live_view)
+            from clproj.intercept.live_pages import EXIT_STATUS, LiveRegion
+
+            where = self.live[index]
+            region = LiveRegion(
+                where.pid, where.address, size, where.copy, where.state, exit_status=EXIT_STATUS
+            )
+            self.live_regions.append(region)
+            return region.view
         if a.blob is None:
             return mmap.mmap(-1, max(1, size))
         if a.blob in self.blobs or self.store_dir is None:
@@ -299,6 +313,11 @@ class LaunchRecord:
         if a.size is None:
             return bytearray(self.blob(a.blob))
         return BlobStore(self.store_dir).map(a.blob, size)
+
+    def live_failed(self) -> bool:
+        """Whether a live buffer could not give a page (it was zeros): what was computed
+        from this record is void (intercept.live_pages)."""
+        return any(r.failed for r in self.live_regions)
 
     def output_bytes(self, index: int) -> bytes | None:
         """Post-launch content of buffer argument ``index``, if it was recorded."""
@@ -370,6 +389,8 @@ def save(
     that touches a few pages. A record meant to travel is saved with its own copies.
     ``last``: each device buffer's last snapshot hashed (:meth:`LaunchRecord.resolve_blobs`).
     """
+    if record.live:  # a working copy of a live record is live too
+        return save_live_copy(record, directory)
     record.resolve_blobs(last)
     store = BlobStore(directory)
     blob_keys = [a.blob for a in record.args if a.kind == "buffer" and a.blob]
@@ -462,6 +483,12 @@ def load(path: str) -> LaunchRecord:
     rdir = os.path.dirname(os.path.abspath(path))
     rec.store_dir = os.path.dirname(rdir) if os.path.basename(rdir) == RECORDS_SUBDIR else rdir
     rec.path = path
+    if path.endswith(LIVE_SUFFIX):  # only a live record's file may name another process
+        try:
+            rec.blobs.update(check_inline(m.get("inline", {})))
+            rec.live = check_live(m.get("live"), rec.store_dir, {a.index: a for a in args})
+        except BadField as exc:
+            raise _bad(path, f"field '{exc.field}': {exc.what}") from None
     return rec
 
 

@@ -124,9 +124,10 @@ _unified: dict[int, bool] = {}  # device -> its memory is the host's (clproj_hos
 
 
 @contextlib.contextmanager
-def _content(ffi, lib, L, mem, size: int, wait: bool) -> Iterator[Any]:
+def _content(ffi, lib, L, mem, size: int, wait: bool) -> Iterator[tuple[Any, int | None]]:
     """The ``size`` bytes of ``mem`` (after the launch's wait list when ``wait``), readable
-    for the duration of the ``with``.
+    for the duration of the ``with``, and their address when they are the buffer's own
+    memory (mapped; None for the staging buffer).
 
     Where the device's memory is the host's (PoCL's CPU devices), the buffer mapped for
     reading: its own memory, read once by the comparisons and the copy instead of being
@@ -146,7 +147,7 @@ def _content(ffi, lib, L, mem, size: int, wait: bool) -> Iterator[Any]:
         if ptr != ffi.NULL:
             view = memoryview(ffi.buffer(ptr, size))
             try:
-                yield view
+                yield view, int(ffi.cast("uintptr_t", ptr))
             finally:
                 with contextlib.suppress(BufferError):  # a view of it left in a traceback
                     view.release()
@@ -155,7 +156,7 @@ def _content(ffi, lib, L, mem, size: int, wait: bool) -> Iterator[Any]:
     with LAST.lock:
         stage = LAST.staging(size)
         _read(ffi, lib, L, mem, size, wait, into=stage)
-        yield stage
+        yield stage, None
 
 
 # Snapshots from this size on are mapped or read into the staging buffer (:func:`_content`)
@@ -196,29 +197,43 @@ def _snapshot(
     size: int,
     wait: bool,
     inputs: bool = False,
+    live: Any = None,
 ) -> str | None:
     """Snapshot buffer argument ``index`` into ``rec``; returns its (pending) blob key.
 
     ``inputs`` (the launch's inputs, not ``--verify``'s outputs): a snapshot of 1 MiB or
     more that is all zeros is recorded as no blob (null, which readers take as zeros):
     neither stored nor hashed (400 MiB of zeros: 0.1 s of a core with BLAKE3, 0.4-0.6 s
-    with sha256, beside the app's kernel)."""
+    with sha256, beside the app's kernel).
+
+    ``live`` (an :class:`intercept.live_view.LiveView` and the ExitStack that holds its
+    buffers mapped): a changed snapshot of a mapped buffer is not copied here but added
+    to the view, copied by :func:`_copy_live` once the launch's live record is out."""
     mem = L.args[index].mem
     if size < SCRATCH_MIN_BYTES:
         return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
     from clproj.intercept.blobs import BlobStore
     from clproj.intercept.last_snapshots import LAST
+    from clproj.intercept.live_view import LiveView
     from clproj.intercept.snapshot_hash import copy_and_hash, write_file
 
     source = int(ffi.cast("uintptr_t", mem))
     previous = LAST.previous(source, size)
     # compared with the buffer's last snapshot and with zeros (last_snapshots); only a
     # snapshot that is neither is copied into a file of its own
-    with _content(ffi, lib, L, mem, size, wait) as stage:
+    with contextlib.ExitStack() as mapped:
+        stage, address = mapped.enter_context(_content(ffi, lib, L, mem, size, wait))
         known, key = _known_content(rec, stage, source, previous, inputs)
         if known:
+            if key is not None and live is not None:
+                live[0].blocked = True  # an earlier snapshot's bytes: no file to name yet
             return key
         path, view = BlobStore(record_dir()).scratch(size)
+        if live is not None and address is not None:
+            key = rec.add_blob(view, scratch=path)  # the buffer stays mapped until copied
+            live[1].enter_context(mapped.pop_all())
+            live[0].add(LiveView.Copy(index, address, path, stage, size, key, source))
+            return key
         try:
             digest = None
             if settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed":
@@ -239,6 +254,81 @@ def _snapshot(
         os.unlink(path)
         raise
     return rec.add_blob(view, scratch=path, source=(source, seq, None), digest=digest)
+
+
+def _live_view(L) -> Any:
+    """A live view for this launch's snapshots (intercept.live_view), where one can help:
+    project mode under ``clproj run``, the record published at the launch, emulation
+    while the app runs."""
+    if (
+        settings.get("CLPROJ_MODE") != "project"
+        or L.verify
+        or settings.get("CLPROJ_SNAPSHOT_VIEW") != "live"
+        or str(settings.get("CLPROJ_LIVE_EMULATION")) == "0"
+        or settings.get("CLPROJ_SNAPSHOT_READS") != "fewest"
+        or not settings.get("CLPROJ_RUN_DIR")  # only clproj run reads (and removes) them
+    ):
+        return None
+    from clproj.intercept.live_view import LiveView
+
+    return LiveView(record_dir())
+
+
+def _live_map(rec, view) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+    """The live record's map and its inline snapshots; None where a buffer cannot be
+    described (a large one equal to an earlier snapshot: :attr:`LiveView.blocked`)."""
+    from clproj.intercept.live_view import inline_blob
+
+    if view.blocked:
+        return None
+    live_keys = {c.key for c in view.copies}
+    m = rec.to_map()
+    inline: dict[str, bytes] = {}
+    for a in m["args"]:
+        key = a.get("blob") if a.get("kind") == "buffer" else None
+        if key is None:
+            continue
+        if key in live_keys:
+            a["blob"] = None
+            continue
+        data = rec.blobs.get(key)
+        if key in rec.blob_files or not isinstance(data, (bytes, bytearray)):
+            return None
+        a["blob"], inline[a["blob"]] = inline_blob(data)
+    return m, inline
+
+
+def _copy_live(rec, view) -> None:
+    """Publish the launch's live record, then copy each of its buffers (the app's thread
+    waits for the copies as before; the emulator need not), then say they are whole."""
+    from clproj.intercept.last_snapshots import LAST
+    from clproj.intercept.snapshot_hash import copy_and_hash, write_file
+
+    described = _live_map(rec, view)
+    if described is not None:
+        try:
+            view.publish(rec.id, *described)
+        except OSError as exc:  # the record proper still follows
+            _log_once("live", f"live records not written ({exc}); launches wait for copies")
+    try:
+        for c in view.copies:
+            if view.published or settings.get("CLPROJ_SNAPSHOT_HASH") != "streamed":
+                # hashed by the record writer: while the app copies, the other core is the
+                # emulator's, which reads the live record
+                write_file(c.scratch, c.source, c.size)
+            else:
+                rec.blob_digests[c.key] = copy_and_hash(
+                    c.scratch, rec.blobs[c.key], c.source, c.size
+                )
+            rec.blob_sources[c.key] = (
+                c.device_buffer,
+                LAST.remember(c.device_buffer, c.scratch, c.size),
+                None,
+            )
+    except BaseException:
+        view.abandon()
+        raise
+    view.done()
 
 
 def _metadata(ffi, L):
@@ -356,10 +446,32 @@ def settle(reserved: int, stored: int) -> None:
         _settled.notify_all()
 
 
-def pre_launch(ffi, lib, L):
-    """Build the record and snapshot every buffer argument before the launch runs."""
+def _snapshot_inputs(ffi, lib, L, rec) -> None:
+    """Snapshot every buffer argument of ``rec`` (hashed by the record writer, off this
+    thread), name its device and give it its id."""
     from clproj.intercept.record import new_id
 
+    fewest = settings.get("CLPROJ_SNAPSHOT_READS") == "fewest"
+    view = _live_view(L)
+    with contextlib.ExitStack() as held:  # live: the buffers stay mapped until copied
+        live = None if view is None else (view, held)
+        for arg in rec.args:
+            if arg.kind == "buffer":
+                # no command wrote it yet (native/shim/writes.c): its content is undefined,
+                # recorded as no blob (zeros) without reading the buffer at all
+                arg.unwritten = bool(L.args[arg.index].fresh) and fewest
+                if not arg.unwritten:
+                    arg.blob = _snapshot(
+                        ffi, lib, L, rec, arg.index, int(arg.size), True, True, live
+                    )
+        rec.device = _device_info(ffi, lib, L.device)
+        rec.id = new_id(rec.kernel, record_dir())
+        if view is not None and view.copies:
+            _copy_live(rec, view)
+
+
+def pre_launch(ffi, lib, L):
+    """Build the record and snapshot every buffer argument before the launch runs."""
     if settings.get("CLPROJ_FAULT") == "launch":
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
     rec = _metadata(ffi, L)
@@ -371,19 +483,8 @@ def pre_launch(ffi, lib, L):
     need = sum(int(a.size) for a in rec.args if a.kind == "buffer") * (2 if L.verify else 1)
     if not within_record_budget(need, record_dir()):
         return 0
-    fewest = settings.get("CLPROJ_SNAPSHOT_READS") == "fewest"
     try:
-        for arg in rec.args:
-            if arg.kind == "buffer":  # hashed by the record writer, off this thread
-                # no command wrote it yet (native/shim/writes.c): its content is undefined,
-                # recorded as no blob (zeros) without reading the buffer at all
-                arg.unwritten = bool(L.args[arg.index].fresh) and fewest
-                if not arg.unwritten:
-                    arg.blob = _snapshot(
-                        ffi, lib, L, rec, arg.index, int(arg.size), True, inputs=True
-                    )
-        rec.device = _device_info(ffi, lib, L.device)
-        rec.id = new_id(rec.kernel, record_dir())
+        _snapshot_inputs(ffi, lib, L, rec)
     except BaseException:
         rec.drop_blobs()  # the launch passes through unrecorded: no scratch file stays
         settle(need, 0)

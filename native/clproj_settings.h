@@ -250,6 +250,12 @@ static inline const char *clproj_setting_snapshot_hash(void) {
     return clproj__choice("CLPROJ_SNAPSHOT_HASH", "streamed", choices, "one of streamed, writer");
 }
 
+/* CLPROJ_SNAPSHOT_VIEW (choice, app): see docs/settings.md. */
+static inline const char *clproj_setting_snapshot_view(void) {
+    static const char *const choices[] = {"live", "off", 0};
+    return clproj__choice("CLPROJ_SNAPSHOT_VIEW", "live", choices, "one of live, off");
+}
+
 /* CLPROJ_SNAPSHOT_READS (choice, app): see docs/settings.md. */
 static inline const char *clproj_setting_snapshot_reads(void) {
     static const char *const choices[] = {"fewest", "all", 0};
@@ -445,8 +451,8 @@ static inline int clproj_setting_store_ranges(void) { return clproj__bool("CLPRO
 
 /* CLPROJ_FAULT (choice, test): see docs/settings.md. */
 static inline const char *clproj_setting_fault(void) {
-    static const char *const choices[] = {"", "start", "launch", 0};
-    return clproj__choice("CLPROJ_FAULT", "", choices, "one of start, launch");
+    static const char *const choices[] = {"", "start", "launch", "live-pages", 0};
+    return clproj__choice("CLPROJ_FAULT", "", choices, "one of start, launch, live-pages");
 }
 
 /* CLPROJ_NODE_WEDGE_AFTER (int, test): see docs/settings.md. */

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clproj import settings, settings_render, settings_table
+from clproj import settings, settings_render, settings_schema, settings_table
 from clproj.errors import ClprojError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def test_every_name_read_in_the_code_has_a_row():
     names = {s.name for s in settings_table.TABLE}
     assert len(names) == len(settings_table.TABLE)
     for s in settings_table.TABLE:
-        assert s.scope in settings_table.SCOPES and s.description
+        assert s.scope in settings_schema.SCOPES and s.description
         assert (s.type == "choice") == bool(s.choices)
         settings.get(s.name)  # every default parses
 

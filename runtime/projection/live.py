@@ -319,6 +319,7 @@ def complete_run(
     :func:`emulation_mode`, as in the app. ``recommended`` is each launch's choice by
     ``objective`` (time, energy or edp).
     """
+    from clproj.intercept.live_view import remove_live_files
     from clproj.intercept.record import list_records, load
     from clproj.runtime.projection import device_set
 
@@ -334,6 +335,8 @@ def complete_run(
             done.update(live.done)
             _summary(done, live.during_app, live.after_app, time.perf_counter() - start)
             return choose(list(done.values()), objective)
+        finally:  # read no more: each launch has its record proper (intercept.live_view)
+            remove_live_files(record_dir)
         during = live.during_app
     try:
         paths = list_records(record_dir)

@@ -85,6 +85,10 @@ class LiveProjector:
         self.after_app = 0
         self._devices: list[Any] | None = None
         self._seen: set[str] = set()
+        # live records (intercept.live_view): id -> "on" while its projection stands or is
+        # under way (the record proper is then not emulated again), "failed" after
+        self._live: dict[str, str] = {}
+        self._finals: dict[str, str] = {}  # id -> record file held back behind its live one
         self._found: dict[str, float] = {}  # record id -> when a scan found its file
         self._queue: list[Any] = []
         self._later: list[Any] = []  # starved while the app ran: again after it
@@ -96,6 +100,7 @@ class LiveProjector:
         self._cond = threading.Condition()
         self._scan_lock = threading.Lock()
         self._cores = max(1, os.cpu_count() or 1)
+        self._started = time.time()
         self._thread = background_thread(self._loop, "clproj-live")
 
     def start(self) -> None:
@@ -125,30 +130,66 @@ class LiveProjector:
         return self._devices
 
     def _scan(self) -> None:
-        """Queue the records that appeared since the last scan, in launch order."""
+        """Queue the records that appeared since the last scan, in launch order. A live
+        record (``.live``: its buffers read from the app while it copies them) goes before
+        the record proper of its launch, which is emulated only if the live one fails."""
         from clproj.errors import ClprojError
+        from clproj.intercept.live_view import LIVE_SUFFIX
         from clproj.intercept.record import RECORDS_SUBDIR, SUFFIX, load
 
         folder = os.path.join(self.record_dir, RECORDS_SUBDIR)
         try:
-            names = [n for n in os.listdir(folder) if n.endswith(SUFFIX)]
+            names = [n for n in os.listdir(folder) if n.endswith((SUFFIX, LIVE_SUFFIX))]
         except OSError:
             return  # nothing recorded yet
+        names.sort(key=lambda n: not n.endswith(LIVE_SUFFIX))  # a launch's live one first
         fresh = []
         with self._scan_lock:  # the loop and finish() both scan: one at a time, whole
             for name in names:
                 if name in self._seen:
                     continue
                 self._seen.add(name)
+                path = os.path.join(folder, name)
+                rid = name[: -len(LIVE_SUFFIX if name.endswith(LIVE_SUFFIX) else SUFFIX)]
+                with self._cond:
+                    if name.endswith(SUFFIX) and self._live.get(rid) == "on":
+                        self._finals[rid] = path  # emulated only if the live one fails
+                        continue
                 try:
-                    fresh.append(load(os.path.join(folder, name)))
-                except ClprojError:
-                    continue  # complete_run reports a bad record
-                self._found[fresh[-1].id] = time.time()
+                    record = load(path)
+                except (ClprojError, OSError):
+                    continue  # complete_run reports a bad record; a live one can be gone
+                if record.live:
+                    if record.created < self._started:
+                        continue  # left by a run that was killed: its app is gone
+                    with self._cond:
+                        self._live[record.id] = "on"
+                fresh.append(record)
+                self._found.setdefault(fresh[-1].id, time.time())
             if fresh:
                 with self._cond:
                     self._queue += fresh
                     self._queue.sort(key=lambda r: (r.created, r.id))
+
+    def _live_failed(self, record: Any) -> None:
+        """A live record's projection failed: its record proper is emulated instead (now
+        if found, else when it appears)."""
+        from clproj.errors import ClprojError
+        from clproj.intercept.record import load
+
+        with self._cond:
+            self._live[record.id] = "failed"
+            path = self._finals.pop(record.id, None)
+        if path is not None:
+            try:
+                final = load(path)
+            except ClprojError:
+                return  # complete_run reports it
+            with self._cond:
+                self._queue.append(final)
+                self._queue.sort(key=lambda r: (r.created, r.id))
+                self._changed = True
+                self._cond.notify_all()
 
     def _left(self) -> int:
         """Records queued or under way (the caller holds the lock)."""
@@ -199,6 +240,13 @@ class LiveProjector:
         starved = "time budget" in str(doc.get("error", "")) or (
             doc.get("emulation", {}).get("budget") == "wall"
         )
+        if record.live and (starved or not doc.get("projections")):
+            # read live from the app and failed (or starved): its record proper instead
+            self._live_failed(record)
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+            return
         if during and starved:
             # At nice 19 beside an app that took its cores back, the emulation ran out of
             # its wall-clock budget: its counts depend on the load. Done again after the app.
@@ -208,6 +256,8 @@ class LiveProjector:
                 self._cond.notify_all()
             return
         doc["live"] = "during app" if during else "after app"
+        if record.live:  # emulated from the app's buffers while it copied them
+            doc["live_view"] = True
         if doc.get("projections"):  # a cached projection too: this run's latency
             doc["since_launch_s"] = round(time.time() - record.created, 4)
         if record.id in self._found:  # how much of that the record took to appear

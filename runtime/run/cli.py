@@ -187,6 +187,11 @@ def _prepare(args: argparse.Namespace, tmp: str) -> Run:
     if args.mode == "project":
         env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
         env.setdefault("CLPROJ_EMULATION_NICE", "10")
+        if settings.get("CLPROJ_SNAPSHOT_VIEW") == "live":
+            from clproj.intercept.live_pages import unavailable
+
+            if unavailable(tmp):  # the emulator could not read them: they would only delay
+                env["CLPROJ_SNAPSHOT_VIEW"] = "off"
     # everything the app's clproj parts create lives here, removed however the app ends
     env["CLPROJ_RUN_DIR"] = tmp
     return run

@@ -1,0 +1,34 @@
+"""Compile the live-pages library (``native/live_pages/live_pages.c``).
+
+Plain C, no Python inside: the emulator loads it with ctypes (intercept.live_pages) to
+read a launch's buffers from the app while the app copies them. Called from setup.py's
+``build_ext``; also usable directly: ``python native/build_live_pages.py [OUT]``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCE = os.path.join(REPO, "native", "live_pages", "live_pages.c")
+LIBRARY_FILENAME = "libclproj_live_pages.so"
+DEFAULT_OUT = os.path.join(REPO, "intercept", LIBRARY_FILENAME)
+CFLAGS = ["-O2", "-std=c11", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
+
+
+def build(output: str = DEFAULT_OUT, cc: str | None = None, extra: tuple[str, ...] = ()) -> str:
+    """Compile the library to ``output``; ``extra`` flags (e.g. sanitizers) are appended."""
+    cc = cc or os.environ.get("CC") or shutil.which("cc") or "gcc"
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    cmd = [cc, *CFLAGS, *extra, SOURCE, "-o", output, "-lpthread"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiling {SOURCE} failed:\n{' '.join(cmd)}\n{proc.stderr}")
+    return output
+
+
+if __name__ == "__main__":
+    print(build(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_OUT))

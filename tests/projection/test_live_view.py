@@ -1,0 +1,86 @@
+"""Live records (intercept.live_view): project mode emulates a launch from the app's own
+buffers while the app copies them, and projects it exactly as from its record."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from clproj.intercept.live_pages import unavailable
+from tests.conftest import clproj_project, own_cache_env
+
+APP = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gather_app.py")]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# what differs run to run: times, and whether the emulation ended before the app did
+TIMINGS = ("wall_s", "elapsed_s", "since_launch_s", "record_found_s", "measured_time_ns", "live")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One cache (one device profile) for every run of this module."""
+    folder = tmp_path_factory.mktemp("live-view")
+    why = unavailable(str(folder))
+    if why:  # clproj run turns live records off here, as it should
+        pytest.skip(f"live views cannot work on this machine: {why}")
+    return folder
+
+
+def project(shared, tmp_path, **env: str) -> tuple[dict, str]:
+    """The gather app under project mode, projected anew (no cached projection)."""
+    shutil.rmtree(shared / "cache" / "projections", ignore_errors=True)
+    rec = tmp_path / "rec"
+    out = subprocess.run(
+        [*clproj_project("--record", str(rec)), "--", *APP],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=own_cache_env(shared, POCL_DEVICES="pthread", **env),
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    docs = json.loads(out.stdout[out.stdout.index("{") :])["projections"]
+    assert len(docs) == 1 and docs[0]["kernel"] == "gather", docs
+    return docs[0], str(rec)
+
+
+def untimed(x):
+    """``x`` without the fields that are times of this run."""
+    if isinstance(x, dict):
+        return {k: untimed(v) for k, v in x.items() if k not in TIMINGS and k != "live_view"}
+    if isinstance(x, list):
+        return [untimed(v) for v in x]
+    return x
+
+
+@pytest.fixture(scope="module")
+def from_record(shared, tmp_path_factory):
+    """The launch projected from its record (the live view off)."""
+    doc, _ = project(shared, tmp_path_factory.mktemp("off"), CLPROJ_SNAPSHOT_VIEW="off")
+    assert "live_view" not in doc
+    return doc
+
+
+def test_a_live_record_projects_the_launch_as_its_record_does(shared, tmp_path, from_record):
+    doc, rec = project(shared, tmp_path)
+    assert doc.get("live_view") is True, doc.get("emulation")
+    # every count of the emulation (the indices decide which table lines the group reads)
+    assert untimed(doc) == untimed(from_record)
+    # the app removed its live files when it exited; the record proper stays
+    records = os.listdir(os.path.join(rec, "records"))
+    assert [n for n in records if n.endswith(".clrec")] and not [
+        n for n in records if n.endswith(".live")
+    ]
+    assert not os.path.exists(os.path.join(rec, "live"))
+
+
+def test_where_the_live_view_fails_the_launch_is_projected_from_its_record(
+    shared, tmp_path, from_record
+):
+    doc, _ = project(shared, tmp_path, CLPROJ_FAULT="live-pages")
+    assert "live_view" not in doc and doc.get("projections")
+    assert untimed(doc) == untimed(from_record)
