@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
-import subprocess
 import sys
+
+from compile_c import compile_c  # native/compile_c.py (native/ is on sys.path)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC_DIR = os.path.join(REPO, "benchmarks", "apps", "c_hosts")
@@ -32,18 +32,11 @@ def build(out_dir: str = DEFAULT_OUT, cc: str | None = None) -> list[str]:
     The binaries find their ``.cl`` file at ``<out_dir>/../<name>.cl``, so the default
     ``benchmarks/apps/bin`` needs no configuration; elsewhere set ``CLPROJ_KERNEL_DIR``.
     """
-    cc = cc or os.environ.get("CC") or shutil.which("cc") or "gcc"
-    os.makedirs(out_dir, exist_ok=True)
     built = []
     for src in sources():
         exe = os.path.join(out_dir, os.path.splitext(os.path.basename(src))[0])
-        cmd = [cc, *CFLAGS, "-I", SRC_DIR, "-I", NATIVE_DIR, src, "-o", exe, "-lOpenCL", "-lm"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"compiling {src} failed:\n{' '.join(cmd)}\n{proc.stderr}")
-        if proc.stderr.strip():
-            sys.stderr.write(proc.stderr)
-        built.append(exe)
+        flags = [*CFLAGS, "-I", SRC_DIR, "-I", NATIVE_DIR]
+        built.append(compile_c(src, exe, flags, ["-lOpenCL", "-lm"], cc))
     return built
 
 

@@ -8,9 +8,9 @@ setup.py's ``build_ext``; also usable directly: ``python native/build_energy_win
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
+
+from compile_c import compile_c  # native/compile_c.py (native/ is on sys.path)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(REPO, "native", "energy_window", "energy_window.c")
@@ -23,14 +23,8 @@ CFLAGS += ["-Wno-deprecated-declarations"]
 
 def build(output: str = DEFAULT_OUT, cc: str | None = None, extra: tuple[str, ...] = ()) -> str:
     """Compile the library to ``output``; ``extra`` flags (e.g. sanitizers) are appended."""
-    cc = cc or os.environ.get("CC") or shutil.which("cc") or "gcc"
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    cmd = [cc, *CFLAGS, *extra, "-I", NATIVE_DIR, SOURCE, "-o", output, "-lOpenCL", "-ldl"]
-    cmd += ["-lpthread"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"compiling {SOURCE} failed:\n{' '.join(cmd)}\n{proc.stderr}")
-    return output
+    flags = [*CFLAGS, *extra, "-I", NATIVE_DIR]
+    return compile_c(SOURCE, output, flags, ["-lOpenCL", "-ldl", "-lpthread"], cc)
 
 
 if __name__ == "__main__":

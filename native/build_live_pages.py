@@ -8,9 +8,9 @@ read a launch's buffers from the app while the app copies them. Called from setu
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
+
+from compile_c import compile_c  # native/compile_c.py (native/ is on sys.path)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(REPO, "native", "live_pages", "live_pages.c")
@@ -21,13 +21,7 @@ CFLAGS = ["-O2", "-std=c11", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
 
 def build(output: str = DEFAULT_OUT, cc: str | None = None, extra: tuple[str, ...] = ()) -> str:
     """Compile the library to ``output``; ``extra`` flags (e.g. sanitizers) are appended."""
-    cc = cc or os.environ.get("CC") or shutil.which("cc") or "gcc"
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    cmd = [cc, *CFLAGS, *extra, SOURCE, "-o", output, "-lpthread"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"compiling {SOURCE} failed:\n{' '.join(cmd)}\n{proc.stderr}")
-    return output
+    return compile_c(SOURCE, output, [*CFLAGS, *extra], ["-lpthread"], cc)
 
 
 if __name__ == "__main__":

@@ -179,6 +179,43 @@ def sanitizer_env() -> dict[str, str]:
     }
 
 
+# How the sanitizer tests rebuild a native part: AddressSanitizer and UndefinedBehaviorSanitizer,
+# the first report fatal, frames kept for the report.
+SANITIZER_FLAGS = (
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=undefined",
+    "-fno-omit-frame-pointer",
+    "-g",
+)
+
+
+def sanitizer_reports(text: str) -> list[str]:
+    """The lines of a process's output in which AddressSanitizer or UndefinedBehaviorSanitizer
+    reported something."""
+    return [ln for ln in text.splitlines() if "Sanitizer" in ln or "runtime error:" in ln]
+
+
+def run_tests_sanitized(runner: str, tmp_path, env: dict[str, str]) -> None:
+    """Run ``runner`` (a Python script that runs pytest against a sanitized build) in a
+    process with ``env`` (the sanitizer runtime preloaded): it must pass, skip nothing and
+    report nothing."""
+    import subprocess
+
+    script = tmp_path / "runner.py"
+    script.write_text(runner)
+    p = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and not sanitizer_reports(out), out[-4000:]
+    assert " passed" in p.stdout and "skipped" not in p.stdout, p.stdout[-2000:]
+
+
 # ---- native builds kept between runs ---------------------------------------------------------
 # The sanitizer tests build the plugin and the shim again with other flags (most of a minute
 # on 2 cores). A build is kept under build/ (ignored by git, emptied by ``make clean``) under

@@ -22,19 +22,14 @@ import tempfile
 import pytest
 
 from clproj.intercept.environment import read_summary, shim_environment
-from tests.conftest import build_key, kept_build
+from tests.conftest import SANITIZER_FLAGS as FLAGS
+from tests.conftest import build_key, kept_build, sanitizer_reports
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "native"))
 import build_shim  # noqa: E402  (native/ is a folder of build scripts, not a package)
 
-FLAGS = (
-    "-fsanitize=address,undefined",
-    "-fno-sanitize-recover=undefined",
-    "-fno-omit-frame-pointer",
-    "-g",
-)
 SHIM_FILENAME = "_shim" + sysconfig.get_config_var("EXT_SUFFIX")  # what cffi names it
 APPS = {  # C test app -> arguments
     "app_basic": ["20", "3"],
@@ -123,7 +118,7 @@ def test_shim_is_clean_under_sanitizers(
     )
     env.update(sanitizer_env, LD_PRELOAD=preload)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    reports = [ln for ln in p.stderr.splitlines() if "Sanitizer" in ln or "runtime error:" in ln]
+    reports = sanitizer_reports(p.stderr)
     assert not reports, p.stderr[-4000:]
     assert p.returncode == plain.returncode, p.stderr[-2000:]
     assert own_lines(p.stdout) == own_lines(plain.stdout)

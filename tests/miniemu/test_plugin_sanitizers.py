@@ -25,7 +25,7 @@ import pytest
 
 from clproj.intercept.record import LocalArg, from_arrays, save
 from clproj.miniemu.oclgrind import OclgrindBackend
-from tests.conftest import build_key, kept_build
+from tests.conftest import build_key, kept_build, sanitizer_reports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "native"))
@@ -171,7 +171,7 @@ def test_plugin_is_clean_under_sanitizers(which, sanitized_plugin, sanitizer_env
     kernel, args, gsz, lsz = launches()[which]
     path = save(from_arrays(SRC, kernel, args, gsz, lsz), str(tmp_path / "rec"))
     rc, err, lines = run_worker(path, sanitized_plugin, str(tmp_path), sanitizer_env)
-    reports = [ln for ln in err.splitlines() if "Sanitizer" in ln or "runtime error:" in ln]
+    reports = sanitizer_reports(err)
     assert rc == 0 and not reports, err[-4000:]
     plain_dir = tmp_path / "plain"
     plain_dir.mkdir()
