@@ -10,14 +10,16 @@ record with each buffer to be copied named by its address in the app (a mapped b
 a device whose memory is the host's), the copy's file and a state file. The emulator reads
 the pages its work-items touch from the app while the state says ``copying`` and from the
 copy once it says ``done`` (intercept.live_pages); the app never waits for the emulator.
-The record proper follows as before and is what every other reader uses; ``clproj run``
+A buffer equal to its earlier snapshot is named by that snapshot's blob once the record
+writer has written it (else the launch waits for its copies as before). The record proper
+follows as before and is what every other reader uses; ``clproj run``
 removes the live files once every projection is made (after the app, its pages come from
 the copies).
 
 Only where it can help and cannot harm: project mode under ``clproj run`` (whose scheduler
 reads them), the launch's record published at the launch, a device whose buffers are
-mapped in place, and every large buffer either copied now or known to be zeros; otherwise
-the launch is recorded as before.
+mapped in place, and every large buffer copied now, known to be zeros or named by a written
+blob; otherwise the launch is recorded as before.
 ``CLPROJ_SNAPSHOT_VIEW=off`` turns it off.
 """
 
@@ -30,7 +32,7 @@ import struct
 from typing import Any
 
 from clproj.atomic import write_atomic
-from clproj.intercept.blobs import content_key, is_blob_key
+from clproj.intercept.blobs import BlobStore, content_key, is_blob_key
 from clproj.untrusted import BadField, is_int
 
 LIVE_SUFFIX = ".live"
@@ -45,10 +47,8 @@ class LiveView:
     """The large snapshots of one launch that are still to be copied, and where they are.
 
     The shim adds (:meth:`add`) one per buffer (its address in this process, its scratch
-    file, and what the copy needs), marks the view :attr:`blocked` where a large buffer
-    is neither copied now nor zeros (it equals an earlier snapshot, whose file a reader
-    could not name yet), then publishes the ``.live`` record (:meth:`publish`), copies, and says
-    :meth:`done` (or :meth:`abandon` when a copy failed)."""
+    file, and what the copy needs), publishes the ``.live`` record (:meth:`publish`),
+    copies, and says :meth:`done` (or :meth:`abandon` when a copy failed)."""
 
     class Copy:
         """One buffer to copy: arg ``index`` at ``address``, ``size`` bytes of ``source``
@@ -66,7 +66,6 @@ class LiveView:
         self.store_dir = store_dir
         self.folder = os.path.join(store_dir, LIVE_SUBDIR)
         self.copies: list[LiveView.Copy] = []
-        self.blocked = False
         self.state_path = ""
         self.published: str | None = None
 
@@ -158,11 +157,14 @@ def save_live_copy(record: Any, directory: str) -> str:
 
     if not record.id:
         record.id = new_id(record.kernel, directory)
-    inline = {
-        a.blob: bytes(record.blob(a.blob, a.size))
-        for a in record.args
-        if a.kind == "buffer" and a.blob is not None
-    }
+    inline = {}
+    for a in record.args:
+        if a.kind != "buffer" or a.blob is None:
+            continue
+        if a.blob in record.blobs:
+            inline[a.blob] = bytes(record.blobs[a.blob])
+        else:  # an earlier snapshot's blob in the record's store: linked, not copied
+            BlobStore(directory).link(a.blob, BlobStore(record.store_dir))
     first = next(iter(record.live.values()))
     buffers = [(i, b.address, b.copy) for i, b in sorted(record.live.items())]
     record.path = write_live(

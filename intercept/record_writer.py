@@ -118,6 +118,16 @@ _writer: RecordWriter | None = None
 _last: dict[int, tuple[int, str]] = {}
 
 
+def hashed_snapshot(source: int) -> tuple[int, str] | None:
+    """(sequence number, content key) of the last snapshot of device buffer ``source``
+    that the project-mode writer has hashed, or None: a later launch whose buffer still
+    holds those bytes can name that blob before its own record is written
+    (intercept.live_view)."""
+    with _writer_lock:
+        writer = _writer
+    return None if writer is None else writer.last.get(source)
+
+
 def revise_later(record: LaunchRecord, directory: str, withdraw: bool = False) -> None:
     """Project mode: after :func:`save_later` of ``record``, write its file again (a field
     changed: the launch's measured time) or, with ``withdraw``, remove it (the launch

@@ -225,8 +225,6 @@ def _snapshot(
         stage, address = mapped.enter_context(_content(ffi, lib, L, mem, size, wait))
         known, key = _known_content(rec, stage, source, previous, inputs)
         if known:
-            if key is not None and live is not None:
-                live[0].blocked = True  # an earlier snapshot's bytes: no file to name yet
             return key
         path, view = BlobStore(record_dir()).scratch(size)
         if live is not None and address is not None:
@@ -276,11 +274,11 @@ def _live_view(L) -> Any:
 
 def _live_map(rec, view) -> tuple[dict[str, Any], dict[str, bytes]] | None:
     """The live record's map and its inline snapshots; None where a buffer cannot be
-    described (a large one equal to an earlier snapshot: :attr:`LiveView.blocked`)."""
+    described: a large one equal to an earlier snapshot whose blob is not written yet."""
+    from clproj.intercept.blobs import BlobStore
     from clproj.intercept.live_view import inline_blob
+    from clproj.intercept.record_writer import hashed_snapshot
 
-    if view.blocked:
-        return None
     live_keys = {c.key for c in view.copies}
     m = rec.to_map()
     inline: dict[str, bytes] = {}
@@ -292,9 +290,14 @@ def _live_map(rec, view) -> tuple[dict[str, Any], dict[str, bytes]] | None:
             a["blob"] = None
             continue
         data = rec.blobs.get(key)
-        if key in rec.blob_files or not isinstance(data, (bytes, bytearray)):
+        if isinstance(data, (bytes, bytearray)) and key not in rec.blob_files:
+            a["blob"], inline[a["blob"]] = inline_blob(data)  # a small one
+            continue
+        source, _, same = rec.blob_sources.get(key, (None, None, None))
+        hashed = hashed_snapshot(source) if same is not None else None
+        if hashed is None or hashed[0] != same or not BlobStore(view.store_dir).has(hashed[1]):
             return None
-        a["blob"], inline[a["blob"]] = inline_blob(data)
+        a["blob"] = hashed[1]  # the earlier snapshot's blob, written by now
     return m, inline
 
 
