@@ -19,15 +19,13 @@ import tempfile
 from typing import Any
 
 from clproj.errors import ClprojError
+from clproj.intercept.live_view import STATE_BYTES
 
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libclproj_live_pages.so")
 # A page the emulator waits for longer than this is zeros and the region failed: the copy
 # of a gigabyte takes under a second, and the wait only matters when the app died.
 WAIT_S = 30.0
 
-# the app's state file (native/live_pages/live_pages.h)
-COPYING, DONE, ABANDONED = 0, 1, 2
-STATE_BYTES = 4096
 NO_SUCH_PROCESS = 0x7FFFFFFF  # above any pid_max: CLPROJ_FAULT=live-pages reads from it
 # what an emulator that could not have a page of a live buffer exits with
 EXIT_STATUS = 3

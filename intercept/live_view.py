@@ -1,5 +1,5 @@
 """The app's side of a live view: a launch published before its large snapshots are copied,
-naming where the emulator can read them meanwhile (docs/formats.md §1, "Live views").
+naming where the emulator can read them meanwhile (docs/formats.md §1, "Live records").
 
 Why: project mode publishes a launch's record at the launch, but a record is whole only
 once each changed snapshot is copied (0.27-0.32 s per GiB on the 2-core VM) and hashed,
@@ -12,9 +12,8 @@ the pages its work-items touch from the app while the state says ``copying`` and
 copy once it says ``done`` (intercept.live_pages); the app never waits for the emulator.
 A buffer equal to its earlier snapshot is named by that snapshot's blob once the record
 writer has written it (else the launch waits for its copies as before). The record proper
-follows as before and is what every other reader uses; ``clproj run``
-removes the live files once every projection is made (after the app, its pages come from
-the copies).
+follows as before and is what every other reader uses; ``clproj run`` removes the live
+files once every projection is made (after the app, its pages come from the copies).
 
 Only where it can help and cannot harm: project mode under ``clproj run`` (whose scheduler
 reads them), the launch's record published at the launch, a device whose buffers are
@@ -38,7 +37,7 @@ from clproj.untrusted import BadField, is_int
 LIVE_SUFFIX = ".live"
 LIVE_SUBDIR = "live"  # <store>/live/: state files and links to the copies
 
-# the state file's one uint32 (native/live_pages/live_pages.h)
+# the state file's one uint32, as native/live_pages/live_pages.h names them (tested to agree)
 COPYING, DONE, ABANDONED = 0, 1, 2
 STATE_BYTES = 4096
 

@@ -156,7 +156,6 @@ static void serve_fault(lp_region *r, uintptr_t addr) {
         want = 0;
     }
     memset(r->chunk + want, 0, len - want);
-    (void)page;
     struct uffdio_copy copy = {
         .dst = (uintptr_t)r->base + off, .src = (uintptr_t)r->chunk, .len = len, .mode = 0};
     if (ioctl(r->uffd, UFFDIO_COPY, &copy) != 0 && errno == EEXIST) {
@@ -225,7 +224,6 @@ lp_region *clproj_lp_open(int pid, uint64_t remote, uint64_t size, const char *f
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     r->size = (size_t)size;
     r->mapped = (r->size + CHUNK_BYTES - 1) & ~(size_t)(CHUNK_BYTES - 1);
-    (void)page;
     r->pid = (pid_t)pid;
     r->remote = remote;
     r->wait_s = wait_s;

@@ -5,17 +5,20 @@ and the live section of a ``.live`` record, checked as untrusted input."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from clproj.errors import ClprojError
-from clproj.intercept.live_pages import ABANDONED, DONE, LiveRegion
-from clproj.intercept.live_view import check_live
+from clproj.intercept import live_view
+from clproj.intercept.live_pages import LiveRegion
+from clproj.intercept.live_view import ABANDONED, DONE, check_live
 from clproj.intercept.record import ArgRecord
 from clproj.untrusted import BadField
 
@@ -159,3 +162,15 @@ def test_with_an_exit_status_a_page_not_to_be_had_ends_the_process(tmp_path):
         pytest.skip(f"this machine refuses userfaultfd: {p.stderr.strip()[-200:]}")
     assert p.returncode == 3 and not p.stdout, (p.returncode, p.stdout, p.stderr[-2000:])
     assert "clproj: live pages: a page of the app's buffer could not be had" in p.stderr
+
+
+def test_the_state_values_are_the_c_librarys():
+    header = (
+        Path(__file__).resolve().parents[2] / "native" / "live_pages" / "live_pages.h"
+    ).read_text()
+    found = {m[0]: int(m[1]) for m in re.findall(r"#define (LIVE_[A-Z]+) (\d+)u", header)}
+    assert found == {
+        "LIVE_COPYING": live_view.COPYING,
+        "LIVE_DONE": live_view.DONE,
+        "LIVE_ABANDONED": live_view.ABANDONED,
+    }
