@@ -93,6 +93,19 @@ def test_wrong_global_read_is_rejected(bench, monkeypatch) -> None:
     assert gm.write(4, 64, 2, seed=5) > 0  # the others still check out
 
 
+def test_strided_reads_stay_inside_the_buffer(bench, pocl_device) -> None:
+    """Every group size the device allows, every stride: the last word a strided read
+    touches is inside the source buffer (it was not with 4096-item groups at stride 8)."""
+    gm = gmem.GlobalMemory(bench)
+    words = gm.nbytes // 4
+    wg = 1
+    while wg <= pocl_device.max_work_group_size:
+        for stride in (1, 2, 8, 32):
+            _, gsize, group, nreads = gm.stride_grid(stride, wg, 1)
+            assert gsize % group == 0 and nreads * stride <= words, (wg, stride)
+        wg *= 2
+
+
 def test_wrong_compute_kernel_is_rejected(bench) -> None:
     op = next(o for o in compute.OPS if o.name == "fp32_fma")
     wrong = dataclasses.replace(op, body="fma(x, a, b) * 1.001f")
