@@ -6,8 +6,9 @@ buffer into its snapshot file (0.27-0.32 s per GiB on the 2-core VM), while its 
 work-items read kilobytes. During that copy the buffer holds still (the app's thread is
 in the shim, the launch waits for it), so the pages the emulation touches are read from
 the app itself, and from the finished copy afterwards (intercept.live_view publishes
-where they are). A region that could not be given a page says so (:attr:`LiveRegion.failed`):
-what was computed from it is discarded and the launch is emulated from its record.
+where they are). An emulator whose region cannot be given a page ends (its exit status
+says so) and the launch is emulated from its record; a region opened without an exit
+status gives zeros instead and says so (:attr:`LiveRegion.failed`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 from typing import Any
 
 from clproj.errors import ClprojError
-from clproj.intercept.live_view import STATE_BYTES
+from clproj.intercept.live_view import new_state_file
 
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libclproj_live_pages.so")
 # A page the emulator waits for longer than this is zeros and the region failed: the copy
@@ -87,8 +88,8 @@ class LiveRegion:
         if faults and settings.get("CLPROJ_FAULT") == "live-pages":
             # as if the app had ended mid-copy (a test of the fall-back to the record)
             fd, fake = tempfile.mkstemp(prefix="clproj-live-fault-")
-            os.write(fd, bytes(STATE_BYTES))
             os.close(fd)
+            new_state_file(fake)
             pid, state = NO_SUCH_PROCESS, fake
         try:
             handle = lib.clproj_lp_open(
@@ -150,8 +151,7 @@ def unavailable(folder: str) -> str | None:
     state = os.path.join(folder, "live-probe.state")
     data = (ctypes.c_char * 4096)(*b"clproj")
     try:
-        with open(state, "wb") as fh:
-            fh.write(b"\0" * STATE_BYTES)
+        new_state_file(state)
         region = LiveRegion(
             os.getpid(), ctypes.addressof(data), len(data), state, state, 1.0, faults=False
         )

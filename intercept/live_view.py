@@ -77,7 +77,7 @@ class LiveView:
         None), ``inline`` (the small snapshots by content key) and the live section."""
         os.makedirs(self.folder, exist_ok=True)
         self.state_path = os.path.join(self.folder, f"{record_id}.state")
-        write_atomic(self.state_path, struct.pack("<I", COPYING).ljust(STATE_BYTES, b"\0"))
+        new_state_file(self.state_path)
         buffers = [(c.index, c.address, c.scratch) for c in self.copies]
         # a hard link: the copy keeps its name here when the record writer renames it
         self.published = write_live(
@@ -104,6 +104,11 @@ class LiveView:
         if self.published:
             with contextlib.suppress(OSError):
                 self._state(ABANDONED)
+
+
+def new_state_file(path: str) -> None:
+    """A state file at ``path`` saying ``copying``."""
+    write_atomic(path, struct.pack("<I", COPYING).ljust(STATE_BYTES, b"\0"))
 
 
 def write_live(

@@ -314,11 +314,6 @@ class LaunchRecord:
             return bytearray(self.blob(a.blob))
         return BlobStore(self.store_dir).map(a.blob, size)
 
-    def live_failed(self) -> bool:
-        """Whether a live buffer could not give a page (it was zeros): what was computed
-        from this record is void (intercept.live_pages)."""
-        return any(r.failed for r in self.live_regions)
-
     def output_bytes(self, index: int) -> bytes | None:
         """Post-launch content of buffer argument ``index``, if it was recorded."""
         if not self.outputs or index not in self.outputs:

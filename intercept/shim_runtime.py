@@ -215,7 +215,6 @@ def _snapshot(
     from clproj.intercept.blobs import BlobStore
     from clproj.intercept.last_snapshots import LAST
     from clproj.intercept.live_view import LiveView
-    from clproj.intercept.snapshot_hash import copy_and_hash, write_file
 
     source = int(ffi.cast("uintptr_t", mem))
     previous = LAST.previous(source, size)
@@ -233,12 +232,7 @@ def _snapshot(
             live[0].add(LiveView.Copy(index, address, path, stage, size, key, source))
             return key
         try:
-            digest = None
-            if settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed":
-                # hashed as it is copied: the record is whole about when the copy ends
-                digest = copy_and_hash(path, view, stage, size)
-            else:  # hashed by the record writer, after the copy
-                write_file(path, stage, size)
+            digest = _copy(path, view, stage, size, _streamed())
         except BaseException:
             view.close()
             os.unlink(path)
@@ -254,6 +248,23 @@ def _snapshot(
     return rec.add_blob(view, scratch=path, source=(source, seq, None), digest=digest)
 
 
+def _streamed() -> bool:
+    """Whether large snapshots are hashed as they are copied (``CLPROJ_SNAPSHOT_HASH``)."""
+    return settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed"
+
+
+def _copy(path: str, view: Any, stage: Any, size: int, streamed: bool) -> Any:
+    """Copy ``size`` bytes of ``stage`` into the scratch file ``path`` (mapped as ``view``);
+    ``streamed``: hashed as it is copied, so the record is whole about when the copy ends
+    (the hash under way is returned), else by the record writer after the copy (None)."""
+    from clproj.intercept.snapshot_hash import copy_and_hash, write_file
+
+    if streamed:
+        return copy_and_hash(path, view, stage, size)
+    write_file(path, stage, size)
+    return None
+
+
 def _live_view(L) -> Any:
     """A live view for this launch's snapshots (intercept.live_view), where one can help:
     project mode under ``clproj run``, the record published at the launch, emulation
@@ -263,7 +274,6 @@ def _live_view(L) -> Any:
         or L.verify
         or settings.get("CLPROJ_SNAPSHOT_VIEW") != "live"
         or str(settings.get("CLPROJ_LIVE_EMULATION")) == "0"
-        or settings.get("CLPROJ_SNAPSHOT_READS") != "fewest"
         or not settings.get("CLPROJ_RUN_DIR")  # only clproj run reads (and removes) them
     ):
         return None
@@ -305,7 +315,6 @@ def _copy_live(rec, view) -> None:
     """Publish the launch's live record, then copy each of its buffers (the app's thread
     waits for the copies as before; the emulator need not), then say they are whole."""
     from clproj.intercept.last_snapshots import LAST
-    from clproj.intercept.snapshot_hash import copy_and_hash, write_file
 
     described = _live_map(rec, view)
     if described is not None:
@@ -315,14 +324,13 @@ def _copy_live(rec, view) -> None:
             _log_once("live", f"live records not written ({exc}); launches wait for copies")
     try:
         for c in view.copies:
-            if view.published or settings.get("CLPROJ_SNAPSHOT_HASH") != "streamed":
-                # hashed by the record writer: while the app copies, the other core is the
-                # emulator's, which reads the live record
-                write_file(c.scratch, c.source, c.size)
-            else:
-                rec.blob_digests[c.key] = copy_and_hash(
-                    c.scratch, rec.blobs[c.key], c.source, c.size
-                )
+            # with the live record out, hashed by the record writer: while the app copies,
+            # the other core is the emulator's, which reads the live record
+            digest = _copy(
+                c.scratch, rec.blobs[c.key], c.source, c.size, _streamed() and not view.published
+            )
+            if digest is not None:
+                rec.blob_digests[c.key] = digest
             rec.blob_sources[c.key] = (
                 c.device_buffer,
                 LAST.remember(c.device_buffer, c.scratch, c.size),

@@ -15,8 +15,8 @@ runs forks its emulator runs at nice 19 (:func:`miniemu.oclgrind.runs_at_nice`),
 orders them behind the app's threads *within one scheduling group*; the thread that plans
 the runs, fits the probes and projects keeps its priority: ``clproj run`` shares the app's
 session, and at nice 19 that thread waited behind the app's busy threads (figures:
-``runs_at_nice``). The emulator server runs in a session of its own (miniemu.oclgrind: its process group is
-killed as one), and where the kernel groups tasks by session (Linux's autogroup, on in
+``runs_at_nice``). The emulator server runs in a session of its own (miniemu.oclgrind:
+its process group is killed as one), and where the kernel groups tasks by session (Linux's autogroup, on in
 Debian's kernels) the server's group and the app's share the CPUs evenly while both are
 busy: the emulation gets up to half of a machine the app keeps busy, and the app pays
 for it. Measured on the 2-core VM, server in its own session against in the app's (two
@@ -165,7 +165,7 @@ class LiveProjector:
                     with self._cond:
                         self._live[record.id] = "on"
                 fresh.append(record)
-                self._found.setdefault(fresh[-1].id, time.time())
+                self._found.setdefault(record.id, time.time())
             if fresh:
                 with self._cond:
                     self._queue += fresh
