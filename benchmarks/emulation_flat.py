@@ -19,7 +19,14 @@ are identical and how many snapshot bytes the first two read
 snapshots (``LaunchRecord.buffer_bytes``): what an emulator handed whole buffers pays.
 ``--records`` adds saved launch records (PolyBench, the heavy apps) to the comparison.
 
+``--loop-axis`` times the loop axis alone in half decades (10^2 to 10^5 trips, where the
+cost of a whole-group attempt peaked between the decades), in a run's server, with the
+probes' cost rule off (``CHEAPER_RATIO`` infinite: the attempt decides up to its budget)
+and on, interleaved per point for ``--rounds`` rounds, and compares every counter of each
+profile with the whole group's (``single`` mode, up to 10^4 trips).
+
     python -m clproj.benchmarks.emulation_flat [--max-mib 1024] [--records R.clrec ...] [--out FILE]
+    python -m clproj.benchmarks.emulation_flat --loop-axis [--rounds 3] [--out FILE]
 """
 
 from __future__ import annotations
@@ -163,6 +170,72 @@ def side_by_side(label: str, size: str, record: object, whole: bool, warm_up: ob
     )
 
 
+LOOP_TRIPS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
+WHOLE_UP_TO = 10_000  # trips: a whole group beyond costs tens of seconds of emulation
+
+
+def loop_axis(tmp: str, rounds: int) -> list[str]:
+    """Table lines: per trip count, seconds of the bounded emulation in a run's server
+    with the probes' cost rule off and on (median and range over ``rounds``), its method
+    and whether its counters equal the whole group's."""
+    import statistics
+
+    from clproj import miniemu
+    from clproj.miniemu import bounded
+    from clproj.miniemu.bounded import emulate_bounded
+    from clproj.miniemu.oclgrind import shared_server
+
+    records = {}
+    for trips in LOOP_TRIPS:
+        m = np.ones(ROWS * trips, dtype=np.float32)
+        rec = from_arrays(
+            ROWSUM, "rowsum", [m, np.zeros(ROWS, np.float32), np.int32(trips)], [ROWS], [64]
+        )
+        records[trips] = load(save(rec, os.path.join(tmp, f"loop{trips}")))
+        del m, rec
+    rule = bounded.CHEAPER_RATIO
+    times: dict[tuple[int, float], list[float]] = {}
+    profiles: dict[tuple[int, float], object] = {}
+    tiny = np.zeros(256, np.float64)
+    with shared_server():
+        emulate_bounded(load(save(from_arrays(COPY, "copy", [tiny, tiny], [256], None), tmp)))
+        for _ in range(rounds):
+            for trips in LOOP_TRIPS:
+                for ratio in (float("inf"), rule):
+                    bounded.CHEAPER_RATIO = ratio
+                    try:
+                        t0 = time.perf_counter()
+                        prof = emulate_bounded(records[trips])  # type: ignore[arg-type]
+                        times.setdefault((trips, ratio), []).append(time.perf_counter() - t0)
+                        profiles[(trips, ratio)] = prof
+                    finally:
+                        bounded.CHEAPER_RATIO = rule
+    lines = [
+        "| trips | attempt decides (s) | with cheaper probes (s) | method, off / on | "
+        "counters equal to the whole group's, off / on |",
+        "|---|---|---|---|---|",
+    ]
+
+    def cell(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"
+
+    for trips in LOOP_TRIPS:
+        off, on = profiles[(trips, float("inf"))], profiles[(trips, rule)]
+        same = "not emulated whole"
+        if trips <= WHOLE_UP_TO:
+            whole = miniemu.emulate(records[trips], mode="single", timeout_s=600)  # type: ignore[arg-type]
+            same = " / ".join("yes" if p.total == whole.total else "NO" for p in (off, on))  # type: ignore[attr-defined]
+        methods = " / ".join(p.emulation["method"] for p in (off, on))  # type: ignore[attr-defined]
+        lines.append(
+            f"| {trips:,} | {cell(times[(trips, float('inf'))])} | {cell(times[(trips, rule)])} "
+            f"| {methods} | {same} |"
+        )
+    for ratio, label in ((float("inf"), "attempt decides"), (rule, "with cheaper probes")):
+        meds = [statistics.median(times[(t, ratio)]) for t in LOOP_TRIPS]
+        lines.append(f"\n{label}: largest / smallest median {max(meds) / min(meds):.2f}x")
+    return lines
+
+
 def _short(path: str) -> str:
     """A record path as the table names it: its folder's name and its file name (the
     records are made by ``clproj run --mode project --record FOLDER``, module docstring)."""
@@ -177,7 +250,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-mib", type=int, default=1024, help="largest buffer (MiB)")
     ap.add_argument("--records", nargs="*", default=[], help="also compare these .clrec files")
     ap.add_argument("--out", help="also write the tables (Markdown) here")
+    ap.add_argument("--loop-axis", action="store_true", help="the loop axis alone, rule off/on")
+    ap.add_argument("--rounds", type=int, default=3, help="--loop-axis: rounds per point")
     args = ap.parse_args(argv)
+    if args.loop_axis:
+        load_avg = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        with tempfile.TemporaryDirectory(prefix="clproj-flat-") as tmp:
+            rows = loop_axis(tmp, max(1, args.rounds))
+        head = [
+            "## Emulation cost along the loop axis: the probes' cost rule off and on (one run)",
+            "",
+            f"`python -m clproj.benchmarks.emulation_flat --loop-axis --rounds {args.rounds} "
+            f"--out benchmarks/results/emulation_flat.md` ({os.cpu_count()}-core machine, "
+            f"load average at the start {load_avg}). A 256-row sum (groups of 64, rows of n "
+            "floats: n = 1,000 and 3,000 rows start off a 128-byte line) emulated bounded in a "
+            "run's server (`miniemu.oclgrind.shared_server`), with `CHEAPER_RATIO` infinite "
+            "(the attempt decides up to its budget) and as shipped, interleaved per point; "
+            "seconds: median (range) over the rounds.",
+            "",
+        ]
+        publish("\n".join(head + rows) + "\n", args.out)
+        return 0
     load_avg = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     lines = [
         "## Emulation cost vs buffer size and loop length (bounded mode, one run)",

@@ -61,8 +61,10 @@ BABELSTREAM_SIZES = (1 << 17, 1 << 20, 1 << 23, 52_428_800)  # doubles per array
 QUICK_BABELSTREAM = (1 << 17, 52_428_800)
 QUICK_POLYBENCH = ("atax", "gemver", "jacobi-1d-imper")
 # Suite "flat" (benchmarks/flat_app.py): the axes, 10^2-10^5 loop trips per
-# work-item and 1 MiB-1 GiB buffers, one kernel per run; the target is max/min <= 2x.
-FLAT_TRIPS = (100, 1_000, 10_000, 100_000)
+# work-item (in half decades: the attempt's cost peaked between the decades, at 3,000,
+# where it ran to its budget before the probes) and 1 MiB-1 GiB buffers, one kernel per
+# run; the target is max/min <= 2x.
+FLAT_TRIPS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
 FLAT_MIBS = (1, 16, 256, 1024)
 TARGET_FLAT = 2.0
 # The settings of each method; "live-idle" (`--methods`): beside the app only while a whole

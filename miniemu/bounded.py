@@ -48,6 +48,9 @@ Steps (docs/miniemu.md, "Bounded emulation"):
 With a fork server (the default, :func:`_attempt`), a short *scout* run beside the attempt
 plans the probes at once; when they predict that the attempt would stop at its budget, the
 attempt is not waited for. The profile is the one the steps above give, in less time.
+Probes also replace an attempt that would end within its budget where their fit checks
+and counts at most half the attempt's instructions (``CHEAPER_RATIO``), in either order of
+the runs, so that the cost stops growing with the trip count well before the budget.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from clproj.miniemu.counters import (
     lower_confidence,
 )
 from clproj.miniemu.extrapolate import (
+    FIT_HIGH,
     ProbePlan,
     budget_extrapolate,
     fit_probes,
@@ -73,6 +77,7 @@ from clproj.miniemu.extrapolate import (
     profile_of,
     start_probes,
     wait_probes,
+    with_scalar,
 )
 from clproj.miniemu.profile import KernelProfile, scale_stats
 from clproj.miniemu.scev import (
@@ -280,7 +285,9 @@ def emulate_bounded(
             first.stop_reason
         )
         not_probed = ""
-        if method is not None:
+        if isinstance(decided, tuple) and decided[1].get("instead_of_attempt"):
+            prof, method = decided[0], "loop-extrapolated"
+        elif method is not None:
             prof = profile_of(first, record)
             if method == "sampled-work-items":
                 prof.emulation["flags"].append(
@@ -314,29 +321,14 @@ def emulate_bounded(
                     confidence, prof.emulation["confidence"]
                 )
                 method = "budget-extrapolated"
-        # What bounded the emulation: counted budgets give the same profile on any
-        # machine; the wall-clock backstop does not, so its profiles say so.
-        stopped_by = {
-            "": "none",
-            "sampled-work-items": "work-items",
-            "instruction-budget": "instructions",
-            "time-budget": "wall",
-        }.get(first.stop_reason, "wall")
-        if runner.wall_stops:
-            stopped_by = "wall"
-            prof.emulation["flags"].append(
-                f"wall-clock backstop ({budget.wall_s:g} s of emulation per run) stopped "
-                f"{runner.wall_stops} of {runner.runs} runs: the statistics depend on this "
-                "machine's speed and load (not cached)"
-            )
-            prof.emulation["confidence"] = "low"
+        stopped_by, stop_reason = _what_bounded(first, prof, runner)
         prof.emulation.update(
             mode="bounded",
             method=method,
             wall_s=round(time.perf_counter() - runner.start_s, 4),
             emulator_runs=runner.runs,
             instructions_emulated=runner.instructions,
-            stop_reason=first.stop_reason,
+            stop_reason=stop_reason,
             budget=stopped_by,
             budget_limits={
                 "instructions": budget.instructions,
@@ -351,12 +343,48 @@ def emulate_bounded(
         return prof
 
 
+def _what_bounded(first: Any, prof: KernelProfile, runner: Runner) -> tuple[str, str]:
+    """``emulation.budget`` and ``stop_reason``: what bounded the emulation. Counted
+    budgets give the same profile on any machine; the wall-clock backstop does not, so
+    its profiles say so (flag, confidence ``low``)."""
+    stopped_by = {
+        "": "none",
+        "sampled-work-items": "work-items",
+        "instruction-budget": "instructions",
+        "time-budget": "wall",
+    }.get(first.stop_reason, "wall")
+    stop_reason = first.stop_reason
+    if prof.emulation.get("loop_extrapolation", {}).get("instead_of_attempt"):
+        # no run stopped: the probes were chosen for their cost (CHEAPER_RATIO)
+        stopped_by = stop_reason = "probes"
+    if runner.wall_stops:
+        stopped_by = "wall"
+        prof.emulation["flags"].append(
+            f"wall-clock backstop ({runner.budget.wall_s:g} s of emulation per run) stopped "
+            f"{runner.wall_stops} of {runner.runs} runs: the statistics depend on this "
+            "machine's speed and load (not cached)"
+        )
+        prof.emulation["confidence"] = "low"
+    return stopped_by, stop_reason
+
+
 # Instructions of the scout run: the plugin checks its budget every 4096 instructions, so
 # the scout stops at its 4th check, enough for the instructions per trip of a loop body.
 SCOUT_INSTRUCTIONS = 4 * 4096
 # The attempt is not waited for when the probes predict at least this many times its
 # instruction budget (the fit's own check error is at most 10% where it is used).
 SPECULATION_MARGIN = 1.5
+# Probes replace an attempt that would end within its budget when their fit checks within
+# FIT_HIGH and predicts the attempt at >= this many times the instructions the probes
+# counted, all together (``_cheaper_fit``). Why: otherwise the attempt's cost grows with
+# the loop's trip count up to the budget and past it (SPECULATION_MARGIN), while the probes
+# cost the same at any trip count, so the first projection is not flat in the loop length
+# (a 64-item group summing n floats, in a run's server, the attempt deciding: 0.05 s at
+# n = 100, 0.22 s at 1,000, 0.65 s at 3,000, 0.14 s from 10,000 on).
+# Why 2: the probes are d + 2 runs, each with its own fork and record load; measured, three
+# probes of about 210,000 instructions together take 0.13-0.14 s, as long as an attempt of
+# about 500,000 (0.09 s at 250,000, 0.22 s at 785,000): benchmarks/results/emulation_flat.md.
+CHEAPER_RATIO = 2.0
 
 
 def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, Any]]:  # noqa: C901
@@ -384,22 +412,23 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
     rec, budget = runner.record, runner.budget
     attempt = runner.start(rec)
     if runner.server is None:
-        return runner.wait(attempt), None, {}
+        first = runner.wait(attempt)
+        return first, _cheaper_probes(runner, first, args), {}
     try:
         scout = runner.wait(runner.start(rec, instructions=SCOUT_INSTRUCTIONS))
     except ClprojError as exc:
-        return runner.wait(attempt), None, {"scout": f"failed: {exc.cause[:120]}"}
+        first = runner.wait(attempt)
+        return first, _cheaper_probes(runner, first, args), {"scout": f"failed: {exc.cause[:120]}"}
     if scout.stop_reason in ("", "sampled-work-items"):
         runner.cancel(attempt)
-        return scout, None, {"scout": "finished the sample: it is the attempt"}
+        info = {"scout": "finished the sample: it is the attempt"}
+        return scout, _cheaper_probes(runner, scout, args), info
     counted = {"scout_instructions": scout.instructions_executed}
     plan = plan_probes(scout, args, budget) if scout.stop_reason == "instruction-budget" else ""
-    if (
-        isinstance(plan, str)
-        or not plan.uncapped
-        or plan.lanes * plan.x_actual * plan.ipi < budget.instructions
-    ):
-        return runner.wait(attempt), None, {"scout": "no speculative probes", **counted}
+    if isinstance(plan, str) or not plan.uncapped or not _worth_probing(plan, budget):
+        first = runner.wait(attempt)
+        info = {"scout": "no speculative probes", **counted}
+        return first, _cheaper_probes(runner, first, args), info
     # The attempt pauses while the probes run: on 2 cores four runs would share them, and
     # where the attempt is needed after all it continues from where it stopped.
     runner.server.pause(attempt)
@@ -431,6 +460,11 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
                     f"{predicted:.3g} instructions for it (budget {budget.instructions:g})"
                 )
                 return scout, fitted, info
+            if _cheaper_fit(fitted, predicted, raws):
+                # decided on counted quantities alone, whether or not the attempt ended
+                runner.cancel(attempt)
+                info["attempt"] = "not waited for (the probes are cheaper)"
+                return scout, _mark_cheaper(fitted, predicted, raws), info
     runner.server.pause(attempt, False)
     first = runner.wait(attempt)
     info["attempt"] = "waited for"
@@ -444,7 +478,8 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
         for h in probes:
             runner.cancel(h)
         info["probes"] = "dropped"
-        return first, None, info
+        tried = (plan, raws) if isinstance(raws, list) else None
+        return first, _cheaper_probes(runner, first, args, tried), info
     if raws is None:
         raws = wait_probes(runner, probes)
     info["probes"] = "used"
@@ -459,5 +494,71 @@ def _predicted_instructions(plan: ProbePlan, raws: list[Any]) -> float:
 
     n = plan.degree + 1
     ys = [float(r.instructions_executed) for r in raws]
-    coef = np.polyfit(plan.xs[:n], ys[:n], plan.degree)
+    coef = np.polyfit(plan.xs[-n:], ys[-n:], plan.degree)
     return float(np.polyval(coef, plan.x_actual))
+
+
+def _worth_probing(plan: ProbePlan, budget: Budget) -> bool:
+    """Whether the attempt, as the plan's run estimates it, reaches the instruction
+    budget, or its loop trips (to the power of the fit's degree) reach ``CHEAPER_RATIO``
+    x those of all probes together. Why trips: the counted ratio ``_cheaper_fit`` decides
+    on is never above the trips' ratio (the code outside the loop counts once per run, in
+    every probe), so no probes are run that the counted rule could not prefer, and the
+    scout's estimate of instructions per trip never decides."""
+    d = plan.degree
+    if plan.lanes * plan.x_actual**d * plan.ipi >= budget.instructions:
+        return True
+    return plan.x_actual**d >= CHEAPER_RATIO * sum(x**d for x in plan.xs)
+
+
+def _cheaper_fit(fitted: Any, predicted: float, raws: list[Any]) -> bool:
+    """The counted rule of ``CHEAPER_RATIO``: a fit that checks within FIT_HIGH and
+    predicts the attempt at >= CHEAPER_RATIO x the probes' instructions."""
+    probes = sum(r.instructions_executed for r in raws)
+    return (
+        isinstance(fitted, tuple)
+        and fitted[1]["check_error"] <= FIT_HIGH
+        and predicted >= CHEAPER_RATIO * probes
+    )
+
+
+def _mark_cheaper(fitted: Any, predicted: float, raws: list[Any]) -> Any:
+    """The fit, flagged as chosen for its cost (``emulation.budget`` ``"probes"``)."""
+    prof, detail = fitted
+    probes = sum(r.instructions_executed for r in raws)
+    detail["instead_of_attempt"] = True
+    prof.emulation["flags"].append(
+        f"attempt not run: the probes counted {probes:.3g} instructions, the fit predicts "
+        f"{predicted:.3g} for it (>= {CHEAPER_RATIO:g}x)"
+    )
+    return fitted
+
+
+def _cheaper_probes(
+    runner: Runner, first: Any, args: dict[int, int], tried: tuple[ProbePlan, list] | None = None
+) -> Any:
+    """After an attempt that ended within its budget: the probes' fit where
+    ``_cheaper_fit`` prefers it (else None), so that every order of the runs gives the
+    same profile. ``tried``: speculative probes already run, used where the attempt's
+    plan names the same knob values."""
+    if first.stop_reason not in ("", "sampled-work-items"):
+        return None
+    plan = plan_probes(first, args, runner.budget)
+    if isinstance(plan, str) or not plan.uncapped or not _worth_probing(plan, runner.budget):
+        return None
+    if tried and (tried[0].loop["id"], tried[0].knob, tried[0].values) == (
+        plan.loop["id"],
+        plan.knob,
+        plan.values,
+    ):
+        raws = tried[1]
+    else:
+        try:
+            raws = runner.run_all([with_scalar(runner.record, plan.knob, v) for v in plan.values])
+        except ClprojError:
+            return None
+    fitted = fit_probes(runner.record, plan, raws, first.loops, args)
+    predicted = _predicted_instructions(plan, raws)
+    if not _cheaper_fit(fitted, predicted, raws):
+        return None
+    return _mark_cheaper(fitted, predicted, raws)

@@ -2,7 +2,8 @@
 
 The loop axis: a 10^5-trip loop is extrapolated from probes without running the attempt
 to its instruction budget (fork server, scout, speculative probes), and the profile is the
-one the attempt-then-probes order gives. The buffer axis: a 1 GiB snapshot costs the
+one the attempt-then-probes order gives; from 10^3 trips the probes replace an attempt
+that would fit the budget, with the whole group's counts. The buffer axis: a 1 GiB snapshot costs the
 pages the sampled work-items touch, read from a cold page cache.
 """
 
@@ -13,7 +14,9 @@ import os
 import numpy as np
 import pytest
 
+from clproj import miniemu
 from clproj.benchmarks.emulation_flat import COPY, ROWSUM, evict, resident_bytes
+from clproj.benchmarks.flat_app import LOOPSUM, TABLE
 from clproj.intercept.blobs import BlobStore, zeros_key
 from clproj.intercept.record import from_arrays, load, save
 from clproj.miniemu.bounded import Budget, emulate_bounded
@@ -44,25 +47,47 @@ def test_long_loop_is_extrapolated_without_the_attempts_budget(tmp_path):
 
 
 def test_short_loop_keeps_its_full_group(tmp_path):
-    """1000 trips fit the budget: no speculation, the whole group is the profile."""
-    record = rowsum(tmp_path, 1000)
+    """300 trips: fewer than twice the probes' trips together (40 + 72 + 136), so no probe
+    can be cheaper: no speculation, the whole group is the profile."""
+    record = rowsum(tmp_path, 300)
     fast = emulate_bounded(record)
     slow = emulate_bounded(record, speculate=False)
     assert fast.emulation["method"] == slow.emulation["method"] == "full-group"
     assert fast.total == slow.total
     assert fast.emulation["speculation"]["scout"] == "no speculative probes"
+    assert fast.emulation["emulator_runs"] == 2  # the scout and the attempt
 
 
-def test_probes_predicting_a_near_budget_attempt_wait_for_it(tmp_path):
-    """Between the budget and the margin the attempt decides, with the same probes."""
-    record = rowsum(tmp_path, 3000)  # ~2.1e6 instructions in group 0: just over 2e6
+def loopsum(tmp_path, trips: int):
+    """benchmarks/flat_app.py's kernel: rows 64 floats apart that overlap past 64 trips."""
+    arrays = [np.ones(TABLE, np.float32), np.zeros(256, np.float32), np.int32(trips)]
+    rec = from_arrays(LOOPSUM, "loopsum", arrays, [256], [64])
+    return load(save(rec, str(tmp_path / f"l{trips}")))
+
+
+@pytest.mark.parametrize("make", [rowsum, loopsum], ids=["rowsum", "loopsum"])
+@pytest.mark.parametrize("trips", [1000, 3000])
+def test_cheaper_probes_replace_the_attempt_and_equal_the_whole_group(tmp_path, make, trips):
+    """Under the budget (1000) and just over it (3000), the probes cost less than half
+    the attempt: they replace it, in both orders of the runs, and every counter equals
+    the whole group's (``single`` mode). Both kernels walk rows whose
+    start is not line-aligned (n = 1000 and 3000 are 8 and 24 words past a multiple of
+    32: the probes keep that residue); loopsum's rows overlap past 64 trips, so its
+    footprint is fitted on the largest probes."""
+    record = make(tmp_path, trips)
+    whole = miniemu.emulate(record, mode="single", timeout_s=300)
     fast = emulate_bounded(record)
     slow = emulate_bounded(record, speculate=False)
-    assert fast.emulation["method"] == slow.emulation["method"]
-    assert fast.total == slow.total
-    spec = fast.emulation["speculation"]
-    assert spec["scout"] == "speculative probes"
-    assert spec["attempt"] == "waited for" and spec["probes"] == "used"
+    for prof in (fast, slow):
+        assert prof.emulation["method"] == "loop-extrapolated"
+        assert prof.total == whole.total
+    # over the budget (3000), the attempt-then-probes order reaches the same probes by
+    # running the attempt to its budget first
+    assert slow.emulation["budget"] == ("probes" if trips == 1000 else "instructions")
+    assert fast.emulation["budget"] == fast.emulation["stop_reason"] == "probes"
+    assert fast.emulation["loop_extrapolation"]["instead_of_attempt"] is True
+    assert fast.emulation["speculation"]["attempt"] == "not waited for (the probes are cheaper)"
+    assert fast.emulation["instructions_emulated"] < Budget().instructions / 5
 
 
 def test_one_gib_snapshot_costs_the_touched_pages(tmp_path):

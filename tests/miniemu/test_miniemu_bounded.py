@@ -10,6 +10,7 @@ import pytest
 from clproj import miniemu
 from clproj.intercept.record import from_arrays
 from clproj.miniemu.bounded import Budget
+from clproj.miniemu.extrapolate import KNOB_MODULUS, congruent
 from clproj.miniemu.reuse import ReuseCache
 from clproj.miniemu.scev import eval_scev
 
@@ -241,6 +242,17 @@ def test_probes_keep_a_row_stride_knob_coalescing_like_the_launch():
         for w in want[d]:
             for s in want[d][w]:
                 assert abs(got[d][w][s] - want[d][w][s]) <= 0.02 * want[d][w][s], (d, w, s)
+
+
+def test_probe_values_keep_the_launchs_residue_modulo_a_line():
+    """Knob values move to the launch's residue modulo 32 elements, each >= 32, and stay
+    as planned where that would merge two of them or pass the launch's own value."""
+    assert congruent([42, 84, 127], 1000) == [40, 72, 136]
+    assert congruent([42, 84, 127], 4096) == [32, 96, 128]
+    assert congruent([42, 84, 127], 3007) == [63, 95, 127]
+    assert congruent([5, 6, 7], 1000) == [5, 6, 7]
+    assert congruent([42, 84, 127], 100) == [42, 84, 127]
+    assert all(v % KNOB_MODULUS == 3000 % KNOB_MODULUS for v in congruent([40, 80, 120], 3000))
 
 
 TRIANGLE = """
