@@ -90,6 +90,44 @@ def test_cheaper_probes_replace_the_attempt_and_equal_the_whole_group(tmp_path, 
     assert fast.emulation["instructions_emulated"] < Budget().instructions / 5
 
 
+# Every 50th trip runs 100 more iterations of an inner loop: the instructions per trip
+# differ between the probes (1, 2 and 3 such trips in probes of 38, 70 and 134 trips at
+# n = 1350), so the fit checks > 2% off and is not preferred to the attempt for its cost.
+LUMPY = """
+__kernel void lumpy(__global const float *m, __global float *out, int n) {
+  const int r = get_global_id(0);
+  float acc = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    acc += m[r * n + j];
+    if (j % 50 == 0)
+      for (int k = 0; k < 100; ++k) acc = acc * 0.5f + 1.0f;
+  }
+  out[r] = acc;
+}
+"""
+
+
+def test_probes_that_do_not_check_wait_for_a_near_budget_attempt(tmp_path):
+    """Between the budget and the 1.5x margin, probes whose fit is off by more than 2% on
+    their check are not preferred for their cost: the attempt runs to its budget and then
+    decides, with the same (speculative) probes, as in the attempt-then-probes order."""
+    n = 1350  # the attempt: ~2.3e6 instructions, between the budget and 1.5x it
+    m = np.ones(256 * n, dtype=np.float32)
+    rec = from_arrays(LUMPY, "lumpy", [m, np.zeros(256, np.float32), np.int32(n)], [256], [64])
+    record = load(save(rec, str(tmp_path / "lumpy")))
+    fast = emulate_bounded(record)
+    slow = emulate_bounded(record, speculate=False)
+    assert fast.emulation["method"] == slow.emulation["method"] == "loop-extrapolated"
+    assert fast.total == slow.total
+    assert fast.emulation["loop_extrapolation"]["check_error"] > 0.02
+    spec = fast.emulation["speculation"]
+    assert spec["scout"] == "speculative probes"
+    assert Budget().instructions <= spec["predicted_attempt_instructions"]
+    assert spec["predicted_attempt_instructions"] < 1.5 * Budget().instructions
+    assert spec["attempt"] == "waited for" and spec["probes"] == "used"
+    assert fast.emulation["budget"] == slow.emulation["budget"] == "instructions"
+
+
 def test_one_gib_snapshot_costs_the_touched_pages(tmp_path):
     """A copy over two 1 GiB snapshots, cold page cache: the emulation reads < 1 MiB of
     them (sparse blob files: nothing is written to the disk)."""
