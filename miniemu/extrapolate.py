@@ -121,7 +121,9 @@ def probe_value(
 def congruent(values: list[int], actual: int) -> list[int]:
     """``values`` moved each to the nearest value >= ``KNOB_MODULUS`` of the launch's
     residue modulo ``KNOB_MODULUS`` (why: the constant's comment), or unchanged where that
-    leaves fewer distinct values or one past ``actual``."""
+    leaves fewer distinct values or one past ``actual``. A value moves by at most half
+    the modulus, and distinct values 32 apart span >= 64, so the largest grows by at most
+    a quarter: a probe planned within half the instruction budget stays within it."""
     r = actual % KNOB_MODULUS
     moved = [r + KNOB_MODULUS * max(1, round((v - r) / KNOB_MODULUS)) for v in values]
     if len(set(moved)) < len(values) or max(moved) > actual:
