@@ -127,6 +127,50 @@ def opencl_devices() -> list[Any]:
     return devices
 
 
+def device_identities() -> list[Any]:
+    """The devices of :func:`opencl_devices`, same order, as objects with the identity
+    and sizes a profile lookup reads (``devices.icd``: read through the ICD loader
+    without importing pyopencl), or pyopencl's own devices where the loader cannot be
+    read that way. :func:`as_opencl` turns one into pyopencl's to run code on it."""
+    from clproj.devices.icd import icd_devices
+
+    return icd_devices() or opencl_devices()
+
+
+def as_opencl(dev: Any, index: int) -> Any:
+    """The pyopencl device for ``dev``, device ``index`` of :func:`device_identities`."""
+    from clproj.devices.icd import IcdDevice
+
+    if not isinstance(dev, IcdDevice):
+        return dev
+    found = opencl_devices()
+    if not 0 <= index < len(found) or found[index].name.strip() != dev.name.strip():
+        raise ClprojError(
+            f"OpenCL device {index} ({dev.name.strip()}) is not pyopencl's device {index}",
+            "check that OCL_ICD_VENDORS and OCL_ICD_FILENAMES did not change while clproj ran",
+        )
+    return found[index]
+
+
+def slug(text: str) -> str:
+    out = "".join(c.lower() if c.isalnum() else "-" for c in text)
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-")
+
+
+def default_key(device: Any) -> str:
+    """The profile key of ``device`` (pyopencl's or a ``devices.icd`` identity), e.g.
+    ``pocl-pthread-amd-epyc`` or ``nvidia-h100-80gb-hbm3-nvidia-cuda``."""
+    name = device.name.strip()
+    plat = device.platform.name.strip()
+    if "Portable Computing Language" in plat:
+        driver, _, rest = name.partition("-")
+        cpu = rest.split("-")[-1] if "-" in rest else rest
+        return f"pocl-{slug(driver)}-{slug(cpu)}"
+    return f"{slug(name)}-{slug(plat.split()[0])}"
+
+
 def describe(index: int, dev: Any) -> DeviceInfo:
     return DeviceInfo(
         index=index,

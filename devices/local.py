@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clproj import paths, settings
+from clproj.cl_names import CL_DEVICE_TYPE_GPU
 from clproj.devices import discovery
 from clproj.devices.profile import (
     PROFILES_DIR,
@@ -95,9 +96,7 @@ def _label(dev: Any, index: int) -> str:
 
 def cache_key(dev: Any) -> str:
     """``local-<the key profile-device would give>``: no committed key starts so."""
-    from clproj.devices.microbench.runner import default_key
-
-    return "local-" + default_key(dev)
+    return "local-" + discovery.default_key(dev)
 
 
 def cache_path(dev: Any) -> str:
@@ -189,12 +188,10 @@ def generic_profile(dev: Any, reason: str) -> DeviceProfile:
     Xeon-16 and EPYC-2 committed profiles differ 10.6x in read bandwidth for 8x the
     cores). Nothing here is measured on the device: every output flags it.
     """
-    import pyopencl as cl
-
     from clproj.devices import specs
 
     platform, name, driver = _ident(dev)
-    is_gpu = bool(int(dev.type) & cl.device_type.GPU)
+    is_gpu = bool(int(dev.type) & CL_DEVICE_TYPE_GPU)
     kind = "GPU" if is_gpu else "CPU"
     sheet = specs.spec_for(name) if is_gpu else None
     if sheet is not None:
@@ -270,7 +267,7 @@ def resolve_device(
             print(f"clproj: {_label(dev, index)}: {why}; measuring it again", file=sys.stderr)
         path = cache_path(dev)
         try:
-            prof = measure(dev, index, mode, cache_key(dev))
+            prof = measure(discovery.as_opencl(dev, index), index, mode, cache_key(dev))
             prof.save(path)
             prof.path = path
             warn = prof.data["source"].get("load_warning", "")
@@ -291,11 +288,11 @@ def resolve_device(
 
 
 def resolve_all(measure_missing: bool = True, remeasure: bool = False) -> list[LocalProfile]:
-    """A profile for every local OpenCL device, in ``clproj devices`` order."""
-    from clproj.devices.discovery import opencl_devices
-
+    """A profile for every local OpenCL device, in ``clproj devices`` order (looked up
+    without importing pyopencl: devices.icd says why)."""
     return [
-        resolve_device(d, i, measure_missing, remeasure) for i, d in enumerate(opencl_devices())
+        resolve_device(d, i, measure_missing, remeasure)
+        for i, d in enumerate(discovery.device_identities())
     ]
 
 

@@ -39,24 +39,6 @@ from clproj.load import host_cores
 Step = tuple[str, Callable[[], None]]
 
 
-def _slug(text: str) -> str:
-    out = "".join(c.lower() if c.isalnum() else "-" for c in text)
-    while "--" in out:
-        out = out.replace("--", "-")
-    return out.strip("-")
-
-
-def default_key(device: Any) -> str:
-    """e.g. ``pocl-pthread-amd-epyc`` or ``nvidia-h100-80gb-hbm3-nvidia-cuda``."""
-    name = device.name.strip()
-    plat = device.platform.name.strip()
-    if "Portable Computing Language" in plat:
-        driver, _, rest = name.partition("-")
-        cpu = rest.split("-")[-1] if "-" in rest else rest
-        return f"pocl-{_slug(driver)}-{_slug(cpu)}"
-    return f"{_slug(name)}-{_slug(plat.split()[0])}"
-
-
 def _occupancy(bench: Bench, dev: Any) -> tuple[dict[str, int], dict[str, str], int]:
     """Occupancy limits, their provenance and the warp width."""
     if bench.is_cpu:
@@ -434,7 +416,7 @@ def _assemble(  # noqa: C901
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
-        "key": key or default_key(dev),
+        "key": key or discovery.default_key(dev),
         "identity": {
             "name": dev.name.strip(),
             "vendor": dev.vendor.strip(),
