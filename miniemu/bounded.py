@@ -27,9 +27,10 @@ Steps (docs/miniemu.md, "Bounded emulation"):
    analysis (``loops``: backedge-taken counts as expressions over kernel arguments) picks
    the scalar argument (the *knob*) that sets the trip count of the heaviest loop. The
    launch is re-emulated with the knob shrunk so that the loop runs a few dozen times
-   (``d + 2`` probes for a loop nest of arg-dependent depth ``d``); every counter is fitted
-   as a degree-``d`` polynomial of the loop's trip count on ``d + 1`` probes, checked on
-   the last one, and evaluated at the trip count of the launch's real argument values.
+   (``d + 2`` probes for a loop nest of arg-dependent depth ``d``, each knob value of the
+   launch's residue modulo 32 elements); every counter is fitted as a degree-``d``
+   polynomial of the loop's trip count on the ``d + 1`` largest probes, checked on the
+   smallest, and evaluated at the trip count of the launch's real argument values.
    All work-items take part in the probes, so warp-level statistics (transactions,
    divergence, bank conflicts) are real, not guessed. The probes are rejected when the
    knob also changes how many work-items reach the loop (loop entries per probe, counted:
