@@ -122,15 +122,30 @@ def _keep_sigint_death() -> None:
     instead of dying of SIGINT (measured: 3 of 6 runs of a routed pyopencl loop, a hardware
     watchpoint on the flag caught dataclasses' exec clearing it). ``sys.last_type`` (set
     when the interpreter printed the app's traceback) says what the app ended with; the flag
-    is set again after clproj's own exit work, when no thread of ours is working any more."""
+    is set again after clproj's own exit work.
+
+    The flag can still be cleared after that: by an exit function registered before ours
+    (they run after it) or a thread that runs before the interpreter stops them (seen once
+    in a loaded test run: exit status 1; reproduced with an earlier-registered exit
+    function that execs a string). So the C library's ``raise(SIGINT)`` is also registered
+    to run at the process's ``exit()``: reached only where the interpreter returned an exit
+    status instead of dying of SIGINT itself (it kills itself before ``exit()`` when the
+    flag holds), once finalization has put SIGINT's default action back."""
     if getattr(sys, "last_type", None) is not KeyboardInterrupt or not getattr(
         sys, "orig_argv", None
     ):
         return
     import ctypes
+    import signal
 
     with contextlib.suppress(ValueError, AttributeError):  # other interpreter versions
         ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 1
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None)
+        register = libc["__cxa_atexit"]  # C symbols, not private
+        register.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        c_raise = ctypes.cast(libc["raise"], ctypes.c_void_p).value
+        register(c_raise, ctypes.c_void_p(int(signal.SIGINT)), None)
 
 
 def at_exit(fn: Callable[[], None], *, last: bool = False) -> None:

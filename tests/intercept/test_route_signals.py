@@ -191,3 +191,38 @@ def test_sigint_kills_a_routed_c_app_as_natively(tmp_path, target):
     while time.monotonic() < deadline and any(alive(p) for p in helpers):
         time.sleep(0.1)
     assert not [p for p in helpers if alive(p)]
+
+
+LATE_EXEC = textwrap.dedent(
+    """
+    import atexit
+    atexit.register(lambda: exec("x = 1"))  # runs after clproj's exit work: clears the flag
+    from clproj.intercept import hooks
+    hooks.at_exit(lambda: None)  # clproj's exit work (intercept.hooks._keep_sigint_death)
+    {end}
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("end", "status"),
+    [
+        ("raise KeyboardInterrupt", -signal.SIGINT),  # as natively, though the flag was cleared
+        ("raise SystemExit(3)", 3),
+        ("raise ValueError('x')", 1),
+        ("try:\n    raise KeyboardInterrupt\nexcept KeyboardInterrupt:\n    pass", 0),
+    ],
+)
+def test_an_app_ending_in_keyboardinterrupt_dies_of_sigint_whatever_runs_after(
+    tmp_path, end, status
+):
+    """CPython's "unhandled KeyboardInterrupt" flag is cleared by any exec of a string; an
+    exit function the app registered before clproj's (it runs after) did so, and the app
+    exited 1 (seen once in a loaded run of the test above). Other endings keep their
+    status."""
+    app = tmp_path / "app.py"
+    app.write_text(LATE_EXEC.format(end=end))
+    out = subprocess.run(
+        [sys.executable, str(app)], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert out.returncode == status, out.stderr[-2000:]
