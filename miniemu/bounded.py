@@ -76,9 +76,9 @@ from clproj.miniemu.extrapolate import (
     loop_extrapolate,
     plan_probes,
     profile_of,
+    run_probes,
     start_probes,
     wait_probes,
-    with_scalar,
 )
 from clproj.miniemu.profile import KernelProfile, scale_stats
 from clproj.miniemu.scev import (
@@ -377,7 +377,7 @@ SCOUT_INSTRUCTIONS = 4 * 4096
 SPECULATION_MARGIN = 1.5
 # Probes replace an attempt that would end within its budget when their fit checks within
 # FIT_HIGH and predicts the attempt at >= this many times the instructions the probes
-# counted, all together (``_cheaper_fit``). Why: otherwise the attempt's cost grows with
+# counted, all together (``_cheaper``). Why: otherwise the attempt's cost grows with
 # the loop's trip count up to the budget and past it (SPECULATION_MARGIN), while the probes
 # cost the same at any trip count, so the first projection is not flat in the loop length
 # (a 64-item group summing n floats, in a run's server, the attempt deciding: 0.05 s at
@@ -461,19 +461,18 @@ def _attempt(runner: Runner, args: dict[int, int]) -> tuple[Any, Any, dict[str, 
                     f"{predicted:.3g} instructions for it (budget {budget.instructions:g})"
                 )
                 return scout, fitted, info
-            if _cheaper_fit(fitted, predicted, raws):
+            if (cheaper := _cheaper(fitted, predicted, raws)) is not None:
                 # decided on counted quantities alone, whether or not the attempt ended
                 runner.cancel(attempt)
                 info["attempt"] = "not waited for (the probes are cheaper)"
-                return scout, _mark_cheaper(fitted, predicted, raws), info
+                return scout, cheaper, info
     runner.server.pause(attempt, False)
     first = runner.wait(attempt)
     info["attempt"] = "waited for"
     same = (
         first.stop_reason == "instruction-budget"
         and isinstance(again := plan_probes(first, args, budget), ProbePlan)
-        and (again.loop["id"], again.knob, again.values)
-        == (plan.loop["id"], plan.knob, plan.values)
+        and again.same_runs(plan)
     )
     if not same:
         for h in probes:
@@ -502,7 +501,7 @@ def _predicted_instructions(plan: ProbePlan, raws: list[Any]) -> float:
 def _worth_probing(plan: ProbePlan, budget: Budget) -> bool:
     """Whether the attempt, as the plan's run estimates it, reaches the instruction
     budget, or its loop trips (to the power of the fit's degree) reach ``CHEAPER_RATIO``
-    x those of all probes together. Why trips: the counted ratio ``_cheaper_fit`` decides
+    x those of all probes together. Why trips: the counted ratio ``_cheaper`` decides
     on is never above the trips' ratio (the code outside the loop counts once per run, in
     every probe), so no probes are run that the counted rule could not prefer, and the
     scout's estimate of instructions per trip never decides."""
@@ -512,21 +511,18 @@ def _worth_probing(plan: ProbePlan, budget: Budget) -> bool:
     return plan.x_actual**d >= CHEAPER_RATIO * sum(x**d for x in plan.xs)
 
 
-def _cheaper_fit(fitted: Any, predicted: float, raws: list[Any]) -> bool:
-    """The counted rule of ``CHEAPER_RATIO``: a fit that checks within FIT_HIGH and
-    predicts the attempt at >= CHEAPER_RATIO x the probes' instructions."""
+def _cheaper(fitted: Any, predicted: float, raws: list[Any]) -> Any:
+    """The fit, flagged as chosen for its cost (``emulation.budget`` ``"probes"``), where
+    the counted rule of ``CHEAPER_RATIO`` prefers it: it checks within FIT_HIGH and
+    predicts the attempt at >= CHEAPER_RATIO x the probes' instructions; else None."""
     probes = sum(r.instructions_executed for r in raws)
-    return (
+    if not (
         isinstance(fitted, tuple)
         and fitted[1]["check_error"] <= FIT_HIGH
         and predicted >= CHEAPER_RATIO * probes
-    )
-
-
-def _mark_cheaper(fitted: Any, predicted: float, raws: list[Any]) -> Any:
-    """The fit, flagged as chosen for its cost (``emulation.budget`` ``"probes"``)."""
+    ):
+        return None
     prof, detail = fitted
-    probes = sum(r.instructions_executed for r in raws)
     detail["instead_of_attempt"] = True
     prof.emulation["flags"].append(
         f"attempt not run: the probes counted {probes:.3g} instructions, the fit predicts "
@@ -538,28 +534,21 @@ def _mark_cheaper(fitted: Any, predicted: float, raws: list[Any]) -> Any:
 def _cheaper_probes(
     runner: Runner, first: Any, args: dict[int, int], tried: tuple[ProbePlan, list] | None = None
 ) -> Any:
-    """After an attempt that ended within its budget: the probes' fit where
-    ``_cheaper_fit`` prefers it (else None), so that every order of the runs gives the
-    same profile. ``tried``: speculative probes already run, used where the attempt's
-    plan names the same knob values."""
+    """After an attempt that ended within its budget: the probes' fit where ``_cheaper``
+    prefers it (else None), so that every order of the runs gives the same profile.
+    ``tried``: speculative probes already run, used where the attempt's plan names the
+    same knob values."""
     if first.stop_reason not in ("", "sampled-work-items"):
         return None
     plan = plan_probes(first, args, runner.budget)
     if isinstance(plan, str) or not plan.uncapped or not _worth_probing(plan, runner.budget):
         return None
-    if tried and (tried[0].loop["id"], tried[0].knob, tried[0].values) == (
-        plan.loop["id"],
-        plan.knob,
-        plan.values,
-    ):
+    if tried and tried[0].same_runs(plan):
         raws = tried[1]
     else:
         try:
-            raws = runner.run_all([with_scalar(runner.record, plan.knob, v) for v in plan.values])
+            raws = run_probes(runner, plan)
         except ClprojError:
             return None
     fitted = fit_probes(runner.record, plan, raws, first.loops, args)
-    predicted = _predicted_instructions(plan, raws)
-    if not _cheaper_fit(fitted, predicted, raws):
-        return None
-    return _mark_cheaper(fitted, predicted, raws)
+    return _cheaper(fitted, _predicted_instructions(plan, raws), raws)

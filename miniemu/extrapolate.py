@@ -160,6 +160,15 @@ class ProbePlan:
     ipi: float  # instructions per trip of the loop in the run that planned the probes
     lanes: int  # work-items each run emulates
 
+    def same_runs(self, other: ProbePlan) -> bool:
+        """Whether ``other`` runs the same probes (loop, knob and its values): the runs
+        of one plan serve the other."""
+        return (self.loop["id"], self.knob, self.values) == (
+            other.loop["id"],
+            other.knob,
+            other.values,
+        )
+
 
 def plan_probes(first: Any, args: dict[int, int], budget: Budget) -> ProbePlan | str:
     """The probes ``first`` (a run stopped at a budget) calls for, or why there are none
@@ -182,23 +191,25 @@ def plan_probes(first: Any, args: dict[int, int], budget: Budget) -> ProbePlan |
     if len(targets) < degree + 2:
         return f"too few distinct probe trip counts for loop {lp['id']}"
     launch = Launch.of(first)
-    values = [probe_value(lp, args, knob, t, launch) for t in targets]
-    if any(v is None for v in values) or len(set(values)) < len(values):
+    found = [probe_value(lp, args, knob, t, launch) for t in targets]
+    if any(v is None for v in found) or len(set(found)) < len(found):
         return f"argument {knob} cannot set loop {lp['id']} to {targets} trips"
-    values = congruent([int(v) for v in values if v is not None], signed(args[knob], 64))
+    values = congruent([int(v) for v in found if v is not None], signed(args[knob], 64))
     try:
-        xs = [uniform_trips(lp, {**args, knob: v}, launch) for v in values if v is not None]
+        xs = [uniform_trips(lp, {**args, knob: v}, launch) for v in values]
         x_actual = uniform_trips(lp, args, launch)
     except NotEvaluable as exc:
         return f"loop {lp['id']} at the probes: {exc}"
-    return ProbePlan(
-        lp, knob, degree, [int(v) for v in values if v is not None], xs, x_actual,
-        cap >= budget.probe_trips, ipi, lanes,
-    )  # fmt: skip
+    return ProbePlan(lp, knob, degree, values, xs, x_actual, cap >= budget.probe_trips, ipi, lanes)
 
 
 def start_probes(runner: Runner, plan: ProbePlan) -> list[Any]:
     return [runner.start(with_scalar(runner.record, plan.knob, v)) for v in plan.values]
+
+
+def run_probes(runner: Runner, plan: ProbePlan) -> list[Any]:
+    """The probes' statistics, run to their end (parallel where the runner can)."""
+    return runner.run_all([with_scalar(runner.record, plan.knob, v) for v in plan.values])
 
 
 def wait_probes(runner: Runner, handles: list[Any]) -> list[Any] | str:
@@ -219,8 +230,7 @@ def loop_extrapolate(
     plan = plan_probes(first, args, runner.budget)
     if isinstance(plan, str):
         return plan
-    raws = runner.run_all([with_scalar(runner.record, plan.knob, v) for v in plan.values])
-    return fit_probes(runner.record, plan, raws, first.loops, args)
+    return fit_probes(runner.record, plan, run_probes(runner, plan), first.loops, args)
 
 
 def fit_probes(
