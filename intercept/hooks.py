@@ -16,6 +16,7 @@ import importlib
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from clproj import settings
 from clproj.intercept.record import LaunchRecord
@@ -141,11 +142,16 @@ def _keep_sigint_death() -> None:
     with contextlib.suppress(ValueError, AttributeError):  # other interpreter versions
         ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 1
     with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None)
-        register = libc["__cxa_atexit"]  # C symbols, not private
-        register.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        c_raise = ctypes.cast(libc["raise"], ctypes.c_void_p).value
-        register(c_raise, ctypes.c_void_p(int(signal.SIGINT)), None)
+        c_raise = ctypes.CDLL(None)["raise"]  # a C symbol, not private
+        _at_c_exit(ctypes.cast(c_raise, ctypes.c_void_p), ctypes.c_void_p(int(signal.SIGINT)))
+
+
+def _at_c_exit(fn: Any, arg: Any) -> None:
+    """Have the C library's ``exit()`` call ``fn(arg)`` (``__cxa_atexit``: C handlers, run
+    after the interpreter's own exit functions when there is an interpreter to finalize)."""
+    import ctypes
+
+    ctypes.CDLL(None)["__cxa_atexit"](fn, arg, None)  # a C symbol, not private
 
 
 def at_exit(fn: Callable[[], None], *, last: bool = False) -> None:
@@ -174,4 +180,4 @@ def at_exit(fn: Callable[[], None], *, last: bool = False) -> None:
     import ctypes
 
     _c_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _arg: _run_exit_fns())
-    ctypes.CDLL(None)["__cxa_atexit"](_c_callback, None, None)  # a C symbol, not private
+    _at_c_exit(_c_callback, None)
