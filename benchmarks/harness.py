@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from clproj.atomic import write_atomic
+from clproj.devices import discovery
 from clproj.errors import ClprojError
 
 FORMAT = "clproj.bench-results"
@@ -108,7 +109,7 @@ def device_identity(dev: Any, key: str | None = None) -> dict[str, Any]:
         "key": key or device_key(dev),
         "name": dev.name.strip(),
         "vendor": dev.vendor.strip(),
-        "type": _type_name(dev),
+        "type": discovery.type_name(dev.type),
         "platform": dev.platform.name.strip(),
         "platform_version": dev.platform.version.strip(),
         "driver": dev.driver_version.strip(),
@@ -123,19 +124,6 @@ def device_identity(dev: Any, key: str | None = None) -> dict[str, Any]:
     if ident["platform"] == "Portable Computing Language":
         ident["pocl_devices"] = os.environ.get("POCL_DEVICES")
     return ident
-
-
-def _type_name(dev: Any) -> str:
-    import pyopencl as cl
-
-    for flag, name in (
-        (cl.device_type.GPU, "GPU"),
-        (cl.device_type.CPU, "CPU"),
-        (cl.device_type.ACCELERATOR, "ACCELERATOR"),
-    ):
-        if dev.type & flag:
-            return name
-    return "OTHER"
 
 
 def host_identity() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from clproj.cl_names import CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU
 from clproj.errors import ClprojError
 
 NO_DEVICE_FIX = (
@@ -42,15 +43,15 @@ class DeviceInfo:
         return asdict(self)
 
 
-def _type_name(cl_type: int) -> str:
-    import pyopencl as cl
-
+def type_name(cl_type: int) -> str:
+    """``"GPU"``, ``"CPU"``, ``"ACCELERATOR"`` or ``"OTHER"`` for a ``CL_DEVICE_TYPE``
+    bitfield (the first of those bits set, in that order)."""
     for flag, name in (
-        (cl.device_type.GPU, "GPU"),
-        (cl.device_type.CPU, "CPU"),
-        (cl.device_type.ACCELERATOR, "ACCELERATOR"),
+        (CL_DEVICE_TYPE_GPU, "GPU"),
+        (CL_DEVICE_TYPE_CPU, "CPU"),
+        (CL_DEVICE_TYPE_ACCELERATOR, "ACCELERATOR"),
     ):
-        if cl_type & flag:
+        if int(cl_type) & flag:
             return name
     return "OTHER"
 
@@ -177,7 +178,7 @@ def describe(index: int, dev: Any) -> DeviceInfo:
         platform=dev.platform.name.strip(),
         name=dev.name.strip(),
         vendor=dev.vendor.strip(),
-        type=_type_name(dev.type),
+        type=type_name(dev.type),
         compute_units=int(dev.max_compute_units),
         clock_mhz=int(dev.max_clock_frequency),
         global_mem_bytes=int(dev.global_mem_size),

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from clproj import paths, settings
-from clproj.cl_names import CL_DEVICE_TYPE_GPU
 from clproj.devices import discovery
 from clproj.devices.profile import (
     PROFILES_DIR,
@@ -191,7 +190,7 @@ def generic_profile(dev: Any, reason: str) -> DeviceProfile:
     from clproj.devices import specs
 
     platform, name, driver = _ident(dev)
-    is_gpu = bool(int(dev.type) & CL_DEVICE_TYPE_GPU)
+    is_gpu = discovery.type_name(dev.type) == "GPU"
     kind = "GPU" if is_gpu else "CPU"
     sheet = specs.spec_for(name) if is_gpu else None
     if sheet is not None:
