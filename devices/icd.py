@@ -130,24 +130,22 @@ def icd_devices(path: str | None = None) -> list[IcdDevice] | None:
         platforms = loader.ids()
         if len(platforms) != 1:
             return None
-        out = []
-        for p in platforms:
-            platform = IcdPlatform(loader.text(p, CL_PLATFORM_NAME, platform=True))
-            for d in loader.ids(p):
-                out.append(
-                    IcdDevice(
-                        platform=platform,
-                        name=loader.text(d, CL_DEVICE_NAME),
-                        vendor=loader.text(d, CL_DEVICE_VENDOR),
-                        driver_version=loader.text(d, CL_DRIVER_VERSION),
-                        version=loader.text(d, CL_DEVICE_VERSION),
-                        type=loader.number(d, CL_DEVICE_TYPE),
-                        max_compute_units=loader.number(d, CL_DEVICE_MAX_COMPUTE_UNITS),
-                        max_clock_frequency=loader.number(d, CL_DEVICE_MAX_CLOCK_FREQUENCY),
-                        max_work_group_size=loader.number(d, CL_DEVICE_MAX_WORK_GROUP_SIZE),
-                        global_mem_size=loader.number(d, CL_DEVICE_GLOBAL_MEM_SIZE),
-                    )
-                )
+        platform = IcdPlatform(loader.text(platforms[0], CL_PLATFORM_NAME, platform=True))
+        out = [
+            IcdDevice(
+                platform=platform,
+                name=loader.text(d, CL_DEVICE_NAME),
+                vendor=loader.text(d, CL_DEVICE_VENDOR),
+                driver_version=loader.text(d, CL_DRIVER_VERSION),
+                version=loader.text(d, CL_DEVICE_VERSION),
+                type=loader.number(d, CL_DEVICE_TYPE),
+                max_compute_units=loader.number(d, CL_DEVICE_MAX_COMPUTE_UNITS),
+                max_clock_frequency=loader.number(d, CL_DEVICE_MAX_CLOCK_FREQUENCY),
+                max_work_group_size=loader.number(d, CL_DEVICE_MAX_WORK_GROUP_SIZE),
+                global_mem_size=loader.number(d, CL_DEVICE_GLOBAL_MEM_SIZE),
+            )
+            for d in loader.ids(platforms[0])
+        ]
     except (OSError, AttributeError):
         return None
     return out or None
