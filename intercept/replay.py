@@ -32,6 +32,7 @@ from typing import Any
 
 from clproj import pyenv
 from clproj.errors import ClprojError
+from clproj.intercept import built_programs
 from clproj.intercept.record import LaunchRecord
 from clproj.lifeline import die_with_parent
 from clproj.paths import temp_directory
@@ -73,6 +74,7 @@ class ReplayResult:
     matches: bool | None  # outputs equal the recorded outputs (None: not checked)
     device: str
     mismatched: list[int] | None = None
+    built_from: str = "source"  # or "binary": intercept.built_programs
 
 
 def _default_device():
@@ -300,6 +302,7 @@ def replay(  # noqa: C901
     device_limits: bool = True,
     map_buffers: bool = False,
     read_outputs: bool = True,
+    binaries: str | None = None,
 ) -> ReplayResult:
     """Run ``record`` once on ``device`` (pyopencl device; default: the first one).
 
@@ -312,7 +315,9 @@ def replay(  # noqa: C901
     to the device as its storage (``CL_MEM_USE_HOST_PTR``, :meth:`LaunchRecord.buffer_view`),
     so only the pages the kernel touches are read; ``read_outputs=False`` reads nothing
     back. The emulator uses both: its sampled work-items touch kilobytes of gigabyte
-    buffers, and its statistics, not the outputs, are the result."""
+    buffers, and its statistics, not the outputs, are the result. ``binaries``: a folder
+    of programs built by earlier replays (``intercept.built_programs``; the emulator's
+    server replays one launch several times)."""
     import numpy as np
     import pyopencl as cl
 
@@ -341,7 +346,7 @@ def replay(  # noqa: C901
     # not change the code the driver generates.
     options = ((record.options or "") + " -cl-kernel-arg-info").strip()
     try:
-        program = cl.Program(ctx, record.source).build(options=options)
+        program, built_from = built_programs.build(ctx, device, record.source, options, binaries)
     except cl.Error as exc:
         drop_saved_source(str(exc))
         first = _first_build_error(str(exc))
@@ -441,7 +446,7 @@ def replay(  # noqa: C901
     if check_outputs:
         mismatched = [i for i in sorted(record.outputs) if outputs.get(i) != record.output_bytes(i)]
         matches = not mismatched
-    return ReplayResult(outputs, time_ns, matches, dev, mismatched)
+    return ReplayResult(outputs, time_ns, matches, dev, mismatched, built_from)
 
 
 # ---- the time-boxed child process of `clproj replay` ------------------------------------

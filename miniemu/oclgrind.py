@@ -234,6 +234,7 @@ class WorkerServer:
         env["PYOPENCL_NO_CACHE"] = "1"
         self.stderr = open(os.path.join(self.tmp, "server.stderr"), "wb")  # noqa: SIM115
         cmd = [sys.executable, "-m", "clproj.miniemu.worker", "--serve"]
+        cmd += ["--binaries", os.path.join(self.tmp, "programs")]
         cmd += ["--parent-pid", str(os.getpid())]
         if settings.is_set("CLPROJ_EMULATION_NICE"):
             cmd += ["--nice", str(settings.get("CLPROJ_EMULATION_NICE"))]

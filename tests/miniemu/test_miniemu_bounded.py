@@ -488,3 +488,35 @@ def test_clproj_project_emulates_a_record_bounded_as_project_mode_does(tmp_path)
     doc = json.loads(proc.stdout)  # single mode: 64 x 262,144 trips, minutes in Oclgrind
     assert doc["kernel"] == "grid_sum" and doc["recommended"]
     assert doc["projections"] and all(p["time_s"] > 0 for p in doc["projections"])
+
+
+def test_a_servers_later_runs_of_a_source_load_its_program_and_count_the_same(tmp_path):
+    """A fork server's first run of a source saves the program it built; later runs load it
+    (intercept.built_programs) and count exactly what a build from source counts. The
+    swap proves they load it: given another kernel's binary, a run counts that kernel."""
+    import glob
+
+    from clproj.intercept.record import save
+    from clproj.miniemu.oclgrind import OclgrindBackend, WorkerServer
+
+    heavy = save(rec(40), str(tmp_path / "heavy"))
+    double = rec(40)
+    double.source = SRC.replace("acc * a +", "acc * a * a +")
+    double = save(double, str(tmp_path / "double"))
+    limits = {"CLPROJ_STATS_MAX_WORK_ITEMS": "64"}
+
+    def run(server: WorkerServer, path: str):
+        raw = server.result(server.submit(path, limits), 120)
+        return [g.stats for g in raw.groups], raw.instructions_executed
+
+    with WorkerServer(OclgrindBackend(), "bounded") as server:
+        programs = os.path.join(server.tmp, "programs")
+        from_source = run(server, heavy)
+        (heavy_bin,) = glob.glob(os.path.join(programs, "*.bin"))
+        assert run(server, heavy) == from_source
+        double_counts = run(server, double)
+        assert double_counts != from_source
+        (double_bin,) = set(glob.glob(os.path.join(programs, "*.bin"))) - {heavy_bin}
+        with open(heavy_bin, "rb") as src, open(double_bin, "wb") as dst:
+            dst.write(src.read())
+        assert run(server, double) == from_source
