@@ -71,13 +71,16 @@ TARGET_FLAT = 2.0
 # core is idle, what "live" does at nice 19 whatever the load; "live-own-server": live, with
 # a fork server started by each emulation (CLPROJ_EMULATOR_SERVER=emulation) instead of one
 # for the whole run; "live-writer-hash": live, large snapshots hashed by the record writer
-# after their copy (CLPROJ_SNAPSHOT_HASH=writer) instead of while they are copied
+# after their copy (CLPROJ_SNAPSHOT_HASH=writer) instead of while they are copied;
+# "live-no-prestart": live, a C app's shim starting Python at its first recorded launch
+# (CLPROJ_PYTHON_PRESTART=0) instead of on a thread at its first OpenCL call
 ALL_METHODS = {
     "live": {"CLPROJ_LIVE_EMULATION": "1"},
     "live-own-server": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "emulation"},
     "live-writer-hash": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_HASH": "writer"},
     "live-read-all": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_READS": "all"},
     "live-no-view": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_VIEW": "off"},
+    "live-no-prestart": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_PYTHON_PRESTART": "0"},
     "post-app": {"CLPROJ_LIVE_EMULATION": "0"},
     "live-idle": {"CLPROJ_LIVE_EMULATION": "auto"},
 }
@@ -266,7 +269,9 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "no command wrote and mapping the others on a device whose memory is the host's; "
         "*live-no-view*: as *live*, each launch emulated once its record is whole "
         "(`CLPROJ_SNAPSHOT_VIEW=off`) instead of from its live record while the app copies "
-        "its large snapshots; *post-app*: every emulation after the "
+        "its large snapshots; *live-no-prestart*: as *live*, a C app's shim starting its "
+        "Python side at the first recorded launch (`CLPROJ_PYTHON_PRESTART=0`) instead of "
+        "on a thread of its own at the app's first OpenCL call; *post-app*: every emulation after the "
         "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
         "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",
         "",

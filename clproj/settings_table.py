@@ -233,6 +233,15 @@ TABLE: tuple[Setting, ...] = (
         ("live", "off"),
     ),
     Setting(
+        "CLPROJ_PYTHON_PRESTART",
+        "bool",
+        True,
+        "app",
+        "Project mode, an app without an interpreter of its own (C, C++): its first OpenCL call "
+        "starts the shim's Python side on a thread of its own while the app goes on, instead of "
+        "its first recorded launch waiting for it (native/shim/python_start.c).",
+    ),
+    Setting(
         "CLPROJ_SNAPSHOT_READS",
         "choice",
         "fewest",

@@ -568,8 +568,16 @@ def install(ffi, lib) -> None:
     def clproj_py_start():
         if settings.get("CLPROJ_FAULT") == "start":
             raise RuntimeError("injected fault (CLPROJ_FAULT=start)")
-        import clproj.intercept.record  # noqa: F401  (fail here, once, rather than at each launch)
+        import clproj.intercept.record  # fail here, once, rather than at each launch
 
+        if settings.get("CLPROJ_MODE") == "project":
+            # what its first recorded launch imports, imported here: in a C app this start
+            # runs beside the app's set-up (native/shim/python_start.c, prestart)
+            import clproj.intercept.hooks
+            import clproj.intercept.last_snapshots
+            import clproj.intercept.live_view
+            import clproj.intercept.record_writer
+            import clproj.intercept.snapshot_hash  # noqa: F401
         return 1
 
     @ffi.def_extern(onerror=onerror("record"))

@@ -256,6 +256,9 @@ static inline const char *clproj_setting_snapshot_view(void) {
     return clproj__choice("CLPROJ_SNAPSHOT_VIEW", "live", choices, "one of live, off");
 }
 
+/* CLPROJ_PYTHON_PRESTART (bool, app): see docs/settings.md. */
+static inline int clproj_setting_python_prestart(void) { return clproj__bool("CLPROJ_PYTHON_PRESTART", 1); }
+
 /* CLPROJ_SNAPSHOT_READS (choice, app): see docs/settings.md. */
 static inline const char *clproj_setting_snapshot_reads(void) {
     static const char *const choices[] = {"fewest", "all", 0};

@@ -37,6 +37,9 @@ int clproj_python_load(void);
 int clproj_python_start(void);
 /* 1 once Python failed to start (it is never retried: launches are no longer recorded). */
 int clproj_python_failed(void);
+/* Project mode, a process without an interpreter of its own: start the Python side now on a
+ * thread of its own (python_start.c), so that the first recorded launch finds it running. */
+void clproj_python_prestart(void);
 /* Around a wait of the shim's own in a thread that may hold the GIL (a pyopencl thread:
  * pyopencl keeps it across clEnqueueNDRangeKernel): let it go (NULL when the thread holds
  * none), then take it back. python_start.c. */

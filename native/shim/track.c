@@ -472,6 +472,9 @@ static void init_once(void) {
     clproj_twins = pm_new();
     /* Registered at the first OpenCL call: runs before the drivers' own destructors. */
     atexit(at_exit);
+    /* last: the start's thread finds the tables made (python_start.c) */
+    if (strcmp(clproj_cfg.mode, "project") == 0 && clproj_cfg.recording && !clproj_cfg.disabled)
+        clproj_python_prestart();
 }
 void clproj_init(void) { pthread_once(&once, init_once); }
 
