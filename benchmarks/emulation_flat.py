@@ -176,14 +176,12 @@ WHOLE_UP_TO = 10_000  # trips: a whole group beyond costs tens of seconds of emu
 
 def loop_axis(tmp: str, rounds: int) -> list[str]:
     """Table lines: per trip count, seconds of the bounded emulation in a run's server
-    with the probes' cost rule off and on (median and range over ``rounds``), its method
-    and whether its counters equal the whole group's."""
+    with the probes' cost rule off and on, and on with every run building the kernel from
+    source (a server without its runs' binaries, ``intercept.built_programs``): median and
+    range over ``rounds``, its method and whether its counters equal the whole group's."""
     import statistics
 
     from clproj import miniemu
-    from clproj.miniemu import bounded
-    from clproj.miniemu.bounded import emulate_bounded
-    from clproj.miniemu.oclgrind import shared_server
 
     records = {}
     for trips in LOOP_TRIPS:
@@ -193,47 +191,77 @@ def loop_axis(tmp: str, rounds: int) -> list[str]:
         )
         records[trips] = load(save(rec, os.path.join(tmp, f"loop{trips}")))
         del m, rec
-    rule = bounded.CHEAPER_RATIO
-    times: dict[tuple[int, float], list[float]] = {}
-    profiles: dict[tuple[int, float], object] = {}
+    off, on, source = "off", "on", "source"
     tiny = np.zeros(256, np.float64)
-    with shared_server():
-        emulate_bounded(load(save(from_arrays(COPY, "copy", [tiny, tiny], [256], None), tmp)))
-        for _ in range(rounds):
-            for trips in LOOP_TRIPS:
-                for ratio in (float("inf"), rule):
-                    bounded.CHEAPER_RATIO = ratio
-                    try:
-                        t0 = time.perf_counter()
-                        prof = emulate_bounded(records[trips])  # type: ignore[arg-type]
-                        times.setdefault((trips, ratio), []).append(time.perf_counter() - t0)
-                        profiles[(trips, ratio)] = prof
-                    finally:
-                        bounded.CHEAPER_RATIO = rule
+    warm = load(save(from_arrays(COPY, "copy", [tiny, tiny], [256], None), tmp))
+    times, profiles = _time_loop_axis(records, warm, rounds)
     lines = [
-        "| trips | attempt decides (s) | with cheaper probes (s) | method, off / on | "
-        "counters equal to the whole group's, off / on |",
-        "|---|---|---|---|---|",
+        "| trips | attempt decides (s) | with cheaper probes (s) | ... every run built from "
+        "source (s) | method, off / on | counters equal to the whole group's, off / on / source |",
+        "|---|---|---|---|---|---|",
     ]
 
     def cell(xs: list[float]) -> str:
         return f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"
 
     for trips in LOOP_TRIPS:
-        off, on = profiles[(trips, float("inf"))], profiles[(trips, rule)]
         same = "not emulated whole"
         if trips <= WHOLE_UP_TO:
             whole = miniemu.emulate(records[trips], mode="single", timeout_s=600)  # type: ignore[arg-type]
-            same = " / ".join("yes" if p.total == whole.total else "NO" for p in (off, on))  # type: ignore[attr-defined]
-        methods = " / ".join(p.emulation["method"] for p in (off, on))  # type: ignore[attr-defined]
+            same = " / ".join(
+                "yes" if profiles[(trips, c)].total == whole.total else "NO"  # type: ignore[attr-defined]
+                for c in (off, on, source)
+            )
+        methods = " / ".join(profiles[(trips, c)].emulation["method"] for c in (off, on))  # type: ignore[attr-defined]
         lines.append(
-            f"| {trips:,} | {cell(times[(trips, float('inf'))])} | {cell(times[(trips, rule)])} "
-            f"| {methods} | {same} |"
+            f"| {trips:,} | {cell(times[(trips, off)])} | {cell(times[(trips, on)])} "
+            f"| {cell(times[(trips, source)])} | {methods} | {same} |"
         )
-    for ratio, label in ((float("inf"), "attempt decides"), (rule, "with cheaper probes")):
-        meds = [statistics.median(times[(t, ratio)]) for t in LOOP_TRIPS]
+    for column, label in (
+        (off, "attempt decides"),
+        (on, "with cheaper probes"),
+        (source, "with cheaper probes, every run built from source"),
+    ):
+        meds = [statistics.median(times[(t, column)]) for t in LOOP_TRIPS]
         lines.append(f"\n{label}: largest / smallest median {max(meds) / min(meds):.2f}x")
     return lines
+
+
+def _time_loop_axis(
+    records: dict[int, object], warm: object, rounds: int
+) -> tuple[dict[tuple[int, str], list[float]], dict[tuple[int, str], object]]:
+    """Seconds and profiles per (trips, column) for :func:`loop_axis`: "source" in a server
+    whose runs build from source, "off" and "on" (the cost rule) in a server of the usual
+    kind; a server per column set in each round, warmed by one emulation first."""
+    from clproj.miniemu import bounded
+    from clproj.miniemu.bounded import emulate_bounded
+    from clproj.miniemu.oclgrind import shared_server
+
+    rule = bounded.CHEAPER_RATIO
+    times: dict[tuple[int, str], list[float]] = {}
+    profiles: dict[tuple[int, str], object] = {}
+
+    def emulate(trips: int, column: str) -> None:
+        t0 = time.perf_counter()
+        prof = emulate_bounded(records[trips])  # type: ignore[arg-type]
+        times.setdefault((trips, column), []).append(time.perf_counter() - t0)
+        profiles[(trips, column)] = prof
+
+    for _ in range(rounds):
+        for keep, columns in (
+            (False, (("source", rule),)),
+            (True, (("off", float("inf")), ("on", rule))),
+        ):
+            with shared_server(keep_binaries=keep):
+                emulate_bounded(warm)  # type: ignore[arg-type]
+                for trips in LOOP_TRIPS:
+                    for column, ratio in columns:
+                        bounded.CHEAPER_RATIO = ratio
+                        try:
+                            emulate(trips, column)
+                        finally:
+                            bounded.CHEAPER_RATIO = rule
+    return times, profiles
 
 
 def _short(path: str) -> str:
@@ -250,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-mib", type=int, default=1024, help="largest buffer (MiB)")
     ap.add_argument("--records", nargs="*", default=[], help="also compare these .clrec files")
     ap.add_argument("--out", help="also write the tables (Markdown) here")
-    ap.add_argument("--loop-axis", action="store_true", help="the loop axis alone, rule off/on")
+    ap.add_argument(
+        "--loop-axis", action="store_true", help="the loop axis alone: rule off/on, binaries off"
+    )
     ap.add_argument("--rounds", type=int, default=3, help="--loop-axis: rounds per point")
     args = ap.parse_args(argv)
     if args.loop_axis:
@@ -258,15 +288,18 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="clproj-flat-") as tmp:
             rows = loop_axis(tmp, max(1, args.rounds))
         head = [
-            "## Emulation cost along the loop axis: the probes' cost rule off and on (one run)",
+            "## Emulation cost along the loop axis: the probes' cost rule off and on, and "
+            "programs built from source in every run (one run)",
             "",
             f"`python -m clproj.benchmarks.emulation_flat --loop-axis --rounds {args.rounds} "
             f"--out benchmarks/results/emulation_flat.md` ({os.cpu_count()}-core machine, "
             f"load average at the start {load_avg}). A 256-row sum (groups of 64, rows of n "
             "floats: n = 1,000 and 3,000 rows start off a 128-byte line) emulated bounded in a "
             "run's server (`miniemu.oclgrind.shared_server`), with `CHEAPER_RATIO` infinite "
-            "(the attempt decides up to its budget) and as shipped, interleaved per point; "
-            "seconds: median (range) over the rounds.",
+            "(the attempt decides up to its budget) and as shipped, and as shipped in a server "
+            "whose runs each build the kernel from source (`WorkerServer(keep_binaries=False)`: "
+            "no binary of an earlier run loaded, `intercept.built_programs`), a server for "
+            "each column in each round; seconds: median (range) over the rounds.",
             "",
         ]
         publish("\n".join(head + rows) + "\n", args.out)

@@ -222,7 +222,10 @@ class WorkerServer:
     ``with`` block) ends the server and every run still going.
     """
 
-    def __init__(self, backend: OclgrindBackend, mode: str) -> None:
+    def __init__(self, backend: OclgrindBackend, mode: str, keep_binaries: bool = True) -> None:
+        """``keep_binaries``: later runs of a source load the program an earlier run built
+        (``intercept.built_programs``); False builds every run from source (the
+        benchmarks' comparison)."""
         self.mode = mode
         self.tmp = temp_dir("clproj-emusrv-", scratch_parent())
         env = backend.environment(mode, os.path.join(self.tmp, "unused"), os.devnull)
@@ -234,7 +237,8 @@ class WorkerServer:
         env["PYOPENCL_NO_CACHE"] = "1"
         self.stderr = open(os.path.join(self.tmp, "server.stderr"), "wb")  # noqa: SIM115
         cmd = [sys.executable, "-m", "clproj.miniemu.worker", "--serve"]
-        cmd += ["--binaries", os.path.join(self.tmp, "programs")]
+        if keep_binaries:
+            cmd += ["--binaries", os.path.join(self.tmp, "programs")]
         cmd += ["--parent-pid", str(os.getpid())]
         if settings.is_set("CLPROJ_EMULATION_NICE"):
             cmd += ["--nice", str(settings.get("CLPROJ_EMULATION_NICE"))]
@@ -452,7 +456,7 @@ _SHARED = _Shared()
 
 
 @contextlib.contextmanager
-def shared_server() -> Iterator[None]:
+def shared_server(keep_binaries: bool = True) -> Iterator[None]:
     """Within the block, bounded emulations in any thread of this process fork their runs
     from one server, started here (so its imports overlap whatever the caller does next).
 
@@ -464,13 +468,15 @@ def shared_server() -> Iterator[None]:
     the first one's server; the last to leave closes it. Where Oclgrind cannot run, the
     block holds nothing and each emulation reports why, as before; with
     ``CLPROJ_EMULATOR_SERVER=emulation`` it holds nothing either (each emulation starts a
-    server of its own: the benchmarks' comparison).
+    server of its own: the benchmarks' comparison). ``keep_binaries``: as
+    :class:`WorkerServer`'s (a benchmark's switch).
     """
     backend = OclgrindBackend()
     wanted = settings.get("CLPROJ_EMULATOR_SERVER") == "run"
     with _SHARED.lock:
         if wanted and _SHARED.holders == 0 and backend.unavailable() is None:
-            _SHARED.server, _SHARED.pid = WorkerServer(backend, "bounded"), os.getpid()
+            _SHARED.server = WorkerServer(backend, "bounded", keep_binaries)
+            _SHARED.pid = os.getpid()
         _SHARED.holders += 1
     try:
         yield
