@@ -88,18 +88,38 @@ void clproj_reacquire_gil(void *saved) {
  * the app's first OpenCL call on a thread of its own, it is over by then; a launch that
  * comes first waits on the condition above, as any second thread does. An app with its own
  * interpreter (pyopencl) keeps the start at its first launch: a second thread would only
- * contend for its GIL. The thread blocks every signal (they stay the app's threads'). A
- * fork during the start leaves a child without the starting thread: its state is FAILED
- * (launches pass through unrecorded) and its lock and condition fresh. exit() waits for a
- * start under way (bounded), so the interpreter is never half-made while the process ends;
- * the exit functions the start registers run after that wait. */
+ * contend for its GIL. The thread blocks every signal (they stay the app's threads').
+ * A fork waits for a start under way (bounded): the starting thread holds what the start
+ * holds, the loader's lock while it loads an extension module among them, and a child
+ * forked then has no thread to release it (its next dlopen would wait for ever; a project
+ * run of tests/c_apps/app_prestart.c's fork under ASan, beside the test suite under load,
+ * hung once before this wait, not reproduced in 9 runs either way). Where the wait runs out, the child's state is FAILED (its launches pass through
+ * unrecorded) with a fresh lock and condition. exit() waits as well, so the interpreter is
+ * never half-made while the process ends; the exit functions the start registers run
+ * after that wait. */
+static CLPROJ_TLS int is_prestart_thread = 0;
+
 static void *prestart_main(void *unused) {
     (void)unused;
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    is_prestart_thread = 1;
     clproj_python_start();
     return NULL;
+}
+
+enum { PRESTART_WAIT_S = 30 };
+
+static void wait_while_starting(void) {
+    if (is_prestart_thread) return; /* a fork of the start itself cannot wait for it */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += PRESTART_WAIT_S;
+    pthread_mutex_lock(&state_lock);
+    while (state == STARTING)
+        if (pthread_cond_timedwait(&state_done, &state_lock, &until) != 0) break;
+    pthread_mutex_unlock(&state_lock);
 }
 
 static void prestart_child(void) {
@@ -109,23 +129,11 @@ static void prestart_child(void) {
     __atomic_store_n(&state, FAILED, __ATOMIC_RELEASE);
 }
 
-enum { PRESTART_EXIT_WAIT_S = 30 };
-
-static void prestart_exit_wait(void) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += PRESTART_EXIT_WAIT_S;
-    pthread_mutex_lock(&state_lock);
-    while (state == STARTING)
-        if (pthread_cond_timedwait(&state_done, &state_lock, &until) != 0) break;
-    pthread_mutex_unlock(&state_lock);
-}
-
 void clproj_python_prestart(void) {
     if (!clproj_setting_python_prestart() || !clproj_python_load() || Py_IsInitialized()) return;
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != NOT_STARTED) return;
-    pthread_atfork(NULL, NULL, prestart_child);
-    atexit(prestart_exit_wait);
+    pthread_atfork(wait_while_starting, NULL, prestart_child);
+    atexit(wait_while_starting);
     pthread_attr_t attr;
     pthread_t thread;
     if (pthread_attr_init(&attr) != 0) return;

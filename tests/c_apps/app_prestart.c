@@ -5,27 +5,20 @@
  *   launch   launch a kernel at once (it waits for the start, and is recorded);
  *   fork     fork at once; parent and child each launch a kernel and print its result.
  * Prints the kernel results, identical with and without the shim. */
-#define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(x) do { cl_int e_ = (x); if (e_ != CL_SUCCESS) { fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, e_); exit(1); } } while (0)
+#include "test_app.h"
 
 static const char *SRC =
     "__kernel void scale(__global float *x, float a) { size_t i = get_global_id(0); x[i] = x[i] * a + 1.0f; }\n";
 
-static double launch(cl_platform_id platform, const char *who) {
+static void launch(const char *who) {
     cl_int err;
     cl_device_id device;
-    CHECK(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, NULL));
-    cl_context ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
-    CHECK(err);
-    cl_command_queue q = clCreateCommandQueueWithProperties(ctx, device, NULL, &err);
-    CHECK(err);
+    cl_command_queue q;
+    cl_context ctx = test_context(&device, &q);
     cl_program p = clCreateProgramWithSource(ctx, 1, &SRC, NULL, &err);
     CHECK(err);
     CHECK(clBuildProgram(p, 1, &device, "", NULL, NULL));
@@ -50,7 +43,6 @@ static double launch(cl_platform_id platform, const char *who) {
     clReleaseProgram(p);
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);
-    return s;
 }
 
 int main(int argc, char **argv) {
@@ -62,17 +54,17 @@ int main(int argc, char **argv) {
     CHECK(clGetPlatformIDs(1, &platform, NULL));
     if (strcmp(argv[1], "exit") == 0) exit(argc > 2 ? atoi(argv[2]) : 0);
     if (strcmp(argv[1], "launch") == 0) {
-        launch(platform, "app");
+        launch("app");
         return 0;
     }
     if (strcmp(argv[1], "fork") == 0) {
         pid_t pid = fork();
         if (pid < 0) return 1;
         if (pid == 0) {
-            launch(platform, "child");
+            launch("child");
             _exit(0);
         }
-        launch(platform, "parent");
+        launch("parent");
         int status = 0;
         if (waitpid(pid, &status, 0) != pid) return 1;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
