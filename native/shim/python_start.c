@@ -93,10 +93,10 @@ void clproj_reacquire_gil(void *saved) {
  * holds, the loader's lock while it loads an extension module among them, and a child
  * forked then has no thread to release it (its next dlopen would wait for ever; a project
  * run of tests/c_apps/app_prestart.c's fork under ASan, beside the test suite under load,
- * hung once before this wait, not reproduced in 9 runs either way). Where the wait runs out, the child's state is FAILED (its launches pass through
- * unrecorded) with a fresh lock and condition. exit() waits as well, so the interpreter is
- * never half-made while the process ends; the exit functions the start registers run
- * after that wait. */
+ * hung once before this wait, not reproduced in 9 runs either way). Where the wait runs
+ * out, the child's state is FAILED (its launches pass through unrecorded) with a fresh
+ * lock and condition. exit() waits as well, so the interpreter is never half-made while
+ * the process ends; the exit functions the start registers run after that wait. */
 static CLPROJ_TLS int is_prestart_thread = 0;
 
 static void *prestart_main(void *unused) {
