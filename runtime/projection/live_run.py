@@ -222,7 +222,9 @@ class LiveProjector:
                     during = not self._app_ended
                 background_thread(self._run, "clproj-live-emulate", (record, during)).start()
             with self._cond:
-                if not self._changed:  # one that came during the listing is listed now
+                # one that came during the listing is listed now; a stop that came then
+                # ends the loop now (finish() waited a whole poll for it: 0.1 s of a run)
+                if not self._changed and not self._stop:
                     self._cond.wait(POLL_S)
                 self._changed = False
 
