@@ -172,6 +172,20 @@ def side_by_side(label: str, size: str, record: object, whole: bool, warm_up: ob
 
 LOOP_TRIPS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
 WHOLE_UP_TO = 10_000  # trips: a whole group beyond costs tens of seconds of emulation
+# The loop axis's columns: key, label, whether the server keeps its runs' binaries, and the
+# probes' cost rule (``bounded.CHEAPER_RATIO``; None: as shipped).
+LOOP_COLUMNS = (
+    ("off", "attempt decides", True, float("inf")),
+    ("on", "with cheaper probes", True, None),
+    ("source", "with cheaper probes, every run built from source", False, None),
+)
+
+
+def warm_up_record(tmp: str) -> object:
+    """A tiny saved record, emulated first in a fresh server so that no timed emulation
+    pays the server's start."""
+    tiny = np.zeros(256, np.float64)
+    return load(save(from_arrays(COPY, "copy", [tiny, tiny], [256], None), tmp))
 
 
 def loop_axis(tmp: str, rounds: int) -> list[str]:
@@ -191,10 +205,7 @@ def loop_axis(tmp: str, rounds: int) -> list[str]:
         )
         records[trips] = load(save(rec, os.path.join(tmp, f"loop{trips}")))
         del m, rec
-    off, on, source = "off", "on", "source"
-    tiny = np.zeros(256, np.float64)
-    warm = load(save(from_arrays(COPY, "copy", [tiny, tiny], [256], None), tmp))
-    times, profiles = _time_loop_axis(records, warm, rounds)
+    times, profiles = _time_loop_axis(records, warm_up_record(tmp), rounds)
     lines = [
         "| trips | attempt decides (s) | with cheaper probes (s) | ... every run built from "
         "source (s) | method, off / on | counters equal to the whole group's, off / on / source |",
@@ -204,25 +215,20 @@ def loop_axis(tmp: str, rounds: int) -> list[str]:
     def cell(xs: list[float]) -> str:
         return f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"
 
+    keys = [key for key, *_ in LOOP_COLUMNS]
     for trips in LOOP_TRIPS:
         same = "not emulated whole"
         if trips <= WHOLE_UP_TO:
             whole = miniemu.emulate(records[trips], mode="single", timeout_s=600)  # type: ignore[arg-type]
             same = " / ".join(
                 "yes" if profiles[(trips, c)].total == whole.total else "NO"  # type: ignore[attr-defined]
-                for c in (off, on, source)
+                for c in keys
             )
-        methods = " / ".join(profiles[(trips, c)].emulation["method"] for c in (off, on))  # type: ignore[attr-defined]
-        lines.append(
-            f"| {trips:,} | {cell(times[(trips, off)])} | {cell(times[(trips, on)])} "
-            f"| {cell(times[(trips, source)])} | {methods} | {same} |"
-        )
-    for column, label in (
-        (off, "attempt decides"),
-        (on, "with cheaper probes"),
-        (source, "with cheaper probes, every run built from source"),
-    ):
-        meds = [statistics.median(times[(t, column)]) for t in LOOP_TRIPS]
+        methods = " / ".join(profiles[(trips, c)].emulation["method"] for c in keys[:2])  # type: ignore[attr-defined]
+        seconds = " | ".join(cell(times[(trips, c)]) for c in keys)
+        lines.append(f"| {trips:,} | {seconds} | {methods} | {same} |")
+    for key, label, *_ in LOOP_COLUMNS:
+        meds = [statistics.median(times[(t, key)]) for t in LOOP_TRIPS]
         lines.append(f"\n{label}: largest / smallest median {max(meds) / min(meds):.2f}x")
     return lines
 
@@ -230,9 +236,9 @@ def loop_axis(tmp: str, rounds: int) -> list[str]:
 def _time_loop_axis(
     records: dict[int, object], warm: object, rounds: int
 ) -> tuple[dict[tuple[int, str], list[float]], dict[tuple[int, str], object]]:
-    """Seconds and profiles per (trips, column) for :func:`loop_axis`: "source" in a server
-    whose runs build from source, "off" and "on" (the cost rule) in a server of the usual
-    kind; a server per column set in each round, warmed by one emulation first."""
+    """Seconds and profiles per (trips, column of ``LOOP_COLUMNS``) for :func:`loop_axis`:
+    in each round a server whose runs build from source, then one that keeps their
+    binaries, each warmed by one emulation first and running the columns it serves."""
     from clproj.miniemu import bounded
     from clproj.miniemu.bounded import emulate_bounded
     from clproj.miniemu.oclgrind import shared_server
@@ -248,17 +254,16 @@ def _time_loop_axis(
         profiles[(trips, column)] = prof
 
     for _ in range(rounds):
-        for keep, columns in (
-            (False, (("source", rule),)),
-            (True, (("off", float("inf")), ("on", rule))),
-        ):
+        for keep in (False, True):
             with shared_server(keep_binaries=keep):
                 emulate_bounded(warm)  # type: ignore[arg-type]
                 for trips in LOOP_TRIPS:
-                    for column, ratio in columns:
-                        bounded.CHEAPER_RATIO = ratio
+                    for key, _, kept, ratio in LOOP_COLUMNS:
+                        if kept != keep:
+                            continue
+                        bounded.CHEAPER_RATIO = rule if ratio is None else ratio
                         try:
-                            emulate(trips, column)
+                            emulate(trips, key)
                         finally:
                             bounded.CHEAPER_RATIO = rule
     return times, profiles
@@ -328,8 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(line + "\n")
 
     with tempfile.TemporaryDirectory(prefix="clproj-flat-") as tmp:
-        tiny = np.zeros(256, np.float64)
-        warm = load(save(from_arrays(COPY, "copy", [tiny, tiny], [256], None), tmp))
+        warm = warm_up_record(tmp)
         mib = 1
         while mib <= args.max_mib:
             n = mib * 2**20 // 8
