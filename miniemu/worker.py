@@ -37,6 +37,7 @@ itself when stdin closes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -111,10 +112,21 @@ def serve(binaries: str | None = None) -> int:  # noqa: C901
     children: dict[int, int] = {}  # pid -> request id
     pending = b""
     stdin = sys.stdin.fileno()
+    # A child's exit wakes the loop (SIGCHLD written to a pipe it selects on): polling
+    # every 5 ms made each run's result wait 2.5 ms on average, twice on a loop's probe
+    # path (the scout, then the probes).
+    woken, wake = os.pipe()
+    for fd in (woken, wake):
+        os.set_blocking(fd, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake)
     open_ = True
     while open_ or children:
-        ready, _, _ = select.select([stdin] if open_ else [], [], [], 0.005 if children else None)
-        if ready:
+        ready, _, _ = select.select([stdin, woken] if open_ else [woken], [], [])
+        if woken in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(woken, 4096)
+        if stdin in ready:
             data = os.read(stdin, 65536)
             if not data:  # the driver is done (or gone): end what is left
                 open_ = False
@@ -133,6 +145,10 @@ def serve(binaries: str | None = None) -> int:  # noqa: C901
                     continue
                 pid = os.fork()
                 if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    os.close(woken)
+                    os.close(wake)
                     _child(req, server, binaries)  # never returns
                 children[pid] = int(req["id"])
         while children:
