@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -84,6 +85,7 @@ def notify(record: LaunchRecord) -> None:
 _exit_fns: list[Callable[[], None]] = []
 _exit_lock = threading.Lock()
 _c_callback = None  # keeps the ctypes thunk alive for the C library
+_exit_pid = 0  # the process that registered them (a forked child runs none)
 
 
 _exiting = False
@@ -103,6 +105,11 @@ def _run_exit_fns() -> None:
     with _exit_lock:
         fns = list(reversed(_exit_fns))
         _exit_fns.clear()
+    if os.getpid() != _exit_pid:
+        # A child forked from the app (a C fork() keeps the registration, as does Python's
+        # atexit): what these close is its parent's (the route cluster it started, its
+        # record writer's thread, which the child lacks: a drain would wait for it).
+        fns = []
     for fn in fns:
         try:
             fn()
@@ -165,9 +172,11 @@ def at_exit(fn: Callable[[], None], *, last: bool = False) -> None:
     the C library (``__cxa_atexit``) and runs from ``exit()`` while the interpreter is
     still alive; registering it there in a Python app would run it after finalization.
     """
-    global _c_callback
+    global _c_callback, _exit_pid
     with _exit_lock:
         first = not _exit_fns
+        if first:
+            _exit_pid = os.getpid()
         if last:
             _exit_fns.insert(0, fn)
         else:

@@ -59,14 +59,29 @@ static void rt_log_once(const char *what) {
 
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
 static void rt_fill_table(void);
+/* A process forked from a routed app runs its OpenCL calls natively. Why: what routes them
+ * is the parent's (its Python threads, its sockets to the cluster, the cluster processes
+ * it started and watches: the child took them for dead, and its first call into the cluster
+ * failed with CL_OUT_OF_RESOURCES), and one process's messages on another's sockets would
+ * break the parent's run. The child's new platforms are the machine's own; a handle the
+ * parent got from the virtual platform answers as after the app's exit (rt_call): releases,
+ * waits and flushes succeed, anything else is CL_INVALID_OPERATION. */
+static void rt_after_fork_child(void) {
+    if (__atomic_load_n(&rt_mode, __ATOMIC_ACQUIRE) == 1) {
+        __atomic_store_n(&rt_mode, 0, __ATOMIC_RELEASE);
+        rt_closed = 1;
+    }
+}
 static void rt_init_once(void) {
     rt_mode = strcmp(clproj_setting_mode(), "route") == 0;
     rt_fill_table();
     clproj_init();
     if (rt_mode) {
         clproj_cfg.disabled = 1; /* the observe-mode wrappers pass everything through */
+        pthread_atfork(NULL, NULL, rt_after_fork_child);
         /* closing at exit: runtime/route/platform.py registers it through intercept.hooks.at_exit,
-         * which knows how to run at exit in C apps and Python apps alike */
+         * which knows how to run at exit in C apps and Python apps alike (in the process that
+         * registered it only) */
     }
 }
 /* Route mode needs Python (the virtual platform is written in it). Where the embedded

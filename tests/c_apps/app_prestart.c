@@ -3,7 +3,9 @@
  * OpenCL call, while that start may still run on its thread:
  *   exit N   end with status N at once;
  *   launch   launch a kernel at once (it waits for the start, and is recorded);
- *   fork     fork at once; parent and child each launch a kernel and print its result.
+ *   fork     fork at once; parent and child each launch a kernel and print its result;
+ *   fork-exit  fork at once; the child launches and ends with exit() (running the exit
+ *            handlers it inherited), then the parent launches.
  * Prints the kernel results, identical with and without the shim. */
 #include <string.h>
 #include <sys/wait.h>
@@ -47,7 +49,7 @@ static void launch(const char *who) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: app_prestart exit N | launch | fork\n");
+        fprintf(stderr, "usage: app_prestart exit N | launch | fork | fork-exit\n");
         return 2;
     }
     cl_platform_id platform;
@@ -67,6 +69,18 @@ int main(int argc, char **argv) {
         launch("parent");
         int status = 0;
         if (waitpid(pid, &status, 0) != pid) return 1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    if (strcmp(argv[1], "fork-exit") == 0) {
+        pid_t pid = fork();
+        if (pid < 0) return 1;
+        if (pid == 0) {
+            launch("child");
+            exit(0);
+        }
+        int status = 0;
+        if (waitpid(pid, &status, 0) != pid) return 1;
+        launch("parent");
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     }
     return 2;

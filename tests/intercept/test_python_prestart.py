@@ -1,10 +1,13 @@
 """A C app's first OpenCL call starts the shim's Python side on a thread of its own in
 project mode (native/shim/python_start.c, ``CLPROJ_PYTHON_PRESTART``). The app may do
 anything while that start runs: end at once, launch at once, fork at once. Each keeps its
-output and exit status, and nothing hangs, with the start ahead and without it."""
+output and exit status, and nothing hangs, with the start ahead and without it. The same
+app's forks under route mode: the child's OpenCL runs natively, and no child's exit
+touches its parent's run."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,3 +69,25 @@ def test_a_fork_during_the_start_leaves_both_processes_working(app, tmp_path, pr
     for line in native.stdout.splitlines():
         assert line in p.stdout, (line, p.stdout)
     assert 1 <= _records(str(tmp_path / "r")) <= 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "how"), [("route", "fork"), ("route", "fork-exit"), ("project", "fork-exit")]
+)
+def test_a_forked_child_keeps_its_output_and_leaves_its_parents_run_alone(app, mode, how):
+    """A child forked from a routed app runs its OpenCL calls natively: what routes them is
+    its parent's (native/shim/route.c; its first call into the cluster failed with
+    CL_OUT_OF_RESOURCES). A child that ends with ``exit()`` runs none of the exit
+    functions it inherited (intercept.hooks): they stopped the parent's cluster, so the
+    parent's launch after the child's end found no broker. The parent's launch is routed
+    (or recorded) as before."""
+    native = subprocess.run([app, how], capture_output=True, text=True, timeout=60)
+    assert native.returncode == 0, native.stderr
+    cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", mode, "--json", "--", app, how]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for line in native.stdout.splitlines():  # --json: the app's output is on stderr
+        assert line in p.stderr, (line, p.stderr[-2000:])
+    (kernel,) = json.loads(p.stdout)["kernels"]
+    if mode == "route":  # the parent's launch, on the cluster's node; the child's is native
+        assert kernel["launches"] == 1 and kernel["device"].startswith("local/"), kernel

@@ -38,7 +38,8 @@ APPS = {  # C test app -> arguments
     "app_many": ["2000"],
     "app_order": [],
     "app_rect": [],
-    "app_prestart": ["fork"],  # forks while project mode's Python start may still run
+    # forks while project mode's Python start may still run; a routed app's child runs natively
+    "app_prestart": ["fork"],
 }
 PY_APP = """
 import numpy as np, pyopencl as cl
@@ -97,14 +98,7 @@ def own_lines(text: str) -> list[str]:
     return sorted(ln for ln in text.splitlines() if not ln.startswith(("ASYNC ", "IMG ")))
 
 
-# A child forked from a routed app has no cluster of its own (its OpenCL calls fail with
-# route mode's error): the fork runs in observe and project modes only.
-CASES = [
-    (app, mode)
-    for app in [*APPS, "pyopencl"]
-    for mode in ("observe", "project", "route")
-    if (app, mode) != ("app_prestart", "route")
-]
+CASES = [(app, mode) for app in [*APPS, "pyopencl"] for mode in ("observe", "project", "route")]
 
 
 @pytest.mark.parametrize(("app", "mode"), CASES)
