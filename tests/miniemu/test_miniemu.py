@@ -15,7 +15,8 @@ import pytest
 from clproj import miniemu
 from clproj.errors import ClprojError
 from clproj.intercept.record import LocalArg, from_arrays, save
-from clproj.miniemu.oclgrind import OclgrindBackend, parse_plugin_output
+from clproj.miniemu.oclgrind import OclgrindBackend
+from clproj.miniemu.plugin_output import parse_plugin_output
 from clproj.miniemu.profile import KernelProfile
 from tests.conftest import emulators_of, running
 
