@@ -114,15 +114,22 @@ def serve(binaries: str | None = None) -> int:  # noqa: C901
     stdin = sys.stdin.fileno()
     # A child's exit wakes the loop (SIGCHLD written to a pipe it selects on): polling
     # every 5 ms made each run's result wait 2.5 ms on average, twice on a loop's probe
-    # path (the scout, then the probes).
+    # path (the scout, then the probes). SIGCHLD is unblocked first: a signal mask is
+    # inherited through fork and exec, and the app thread that starts a route-mode app's
+    # server blocks every signal (its children's exits then never woke the loop, and its
+    # emulations waited for their time-out). WAKE_S: a backstop, should a signal still
+    # not arrive.
     woken, wake = os.pipe()
     for fd in (woken, wake):
         os.set_blocking(fd, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     open_ = True
     while open_ or children:
-        ready, _, _ = select.select([stdin, woken] if open_ else [woken], [], [])
+        ready, _, _ = select.select(
+            [stdin, woken] if open_ else [woken], [], [], WAKE_S if children else None
+        )
         if woken in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(woken, 4096)
@@ -164,6 +171,7 @@ def serve(binaries: str | None = None) -> int:  # noqa: C901
 
 
 _SIGNALS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "cont": signal.SIGCONT}
+WAKE_S = 0.25  # the server's loop looks for exited runs at least this often
 
 
 def _child(req: dict, server: int, binaries: str | None) -> None:
