@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import numpy as np
@@ -526,3 +527,32 @@ def test_a_servers_later_runs_of_a_source_load_its_program_and_count_the_same(tm
         with open(heavy_bin, "rb") as src, open(double_bin, "wb") as dst:
             dst.write(src.read())
         assert run(server, double) == from_source
+
+
+def test_a_server_started_by_a_thread_that_blocks_signals_hears_its_runs_end(tmp_path):
+    """The fork server learns of a run's end from SIGCHLD (miniemu.worker). A signal mask
+    is inherited through fork and exec, and clproj's threads block every signal an app may
+    wait for (clproj.background_thread): a server a route-mode app's thread started never
+    heard its runs end, and their emulations waited for their time-out. It unblocks
+    SIGCHLD itself."""
+    from clproj.background_thread import background_thread
+    from clproj.intercept.record import save
+    from clproj.miniemu.oclgrind import OclgrindBackend, WorkerServer
+
+    started: list[WorkerServer] = []
+    thread = background_thread(
+        lambda: started.append(WorkerServer(OclgrindBackend(), "bounded")), "test-starter"
+    )
+    thread.start()
+    thread.join()
+    (server,) = started
+    with server:
+        path = save(rec(40), str(tmp_path / "heavy"))
+        raw = server.result(server.submit(path, {"CLPROJ_STATS_MAX_WORK_ITEMS": "64"}), 120)
+        assert raw.instructions_executed > 0
+        with open(f"/proc/{server.proc.pid}/status") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        # the server's own thread: SIGCHLD neither blocked nor ignored, and caught
+        bit = 1 << (int(signal.SIGCHLD) - 1)
+        assert not int(fields["SigBlk"], 16) & bit, fields["SigBlk"]
+        assert int(fields["SigCgt"], 16) & bit, fields["SigCgt"]
