@@ -172,12 +172,13 @@ def side_by_side(label: str, size: str, record: object, whole: bool, warm_up: ob
 
 LOOP_TRIPS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
 WHOLE_UP_TO = 10_000  # trips: a whole group beyond costs tens of seconds of emulation
-# The loop axis's columns: key, label, whether the server keeps its runs' binaries, and the
-# probes' cost rule (``bounded.CHEAPER_RATIO``; None: as shipped).
+# The loop axis's columns: key, label, whether the emulation forks its runs from a template
+# (miniemu.fork_server; else each from the server), and the probes' cost rule
+# (``bounded.CHEAPER_RATIO``; None: as shipped).
 LOOP_COLUMNS = (
     ("off", "attempt decides", True, float("inf")),
     ("on", "with cheaper probes", True, None),
-    ("source", "with cheaper probes, every run built from source", False, None),
+    ("whole", "with cheaper probes, every run forked whole from the server", False, None),
 )
 
 
@@ -190,9 +191,9 @@ def warm_up_record(tmp: str) -> object:
 
 def loop_axis(tmp: str, rounds: int) -> list[str]:
     """Table lines: per trip count, seconds of the bounded emulation in a run's server
-    with the probes' cost rule off and on, and on with every run building the kernel from
-    source (a server without its runs' binaries, ``intercept.built_programs``): median and
-    range over ``rounds``, its method and whether its counters equal the whole group's."""
+    with the probes' cost rule off and on, and on with every run forked whole from the
+    server (no template, ``miniemu.fork_server``): median and range over ``rounds``, its
+    method and whether its counters equal the whole group's."""
     import statistics
 
     from clproj import miniemu
@@ -207,8 +208,8 @@ def loop_axis(tmp: str, rounds: int) -> list[str]:
         del m, rec
     times, profiles = _time_loop_axis(records, warm_up_record(tmp), rounds)
     lines = [
-        "| trips | attempt decides (s) | with cheaper probes (s) | ... every run built from "
-        "source (s) | method, off / on | counters equal to the whole group's, off / on / source |",
+        "| trips | attempt decides (s) | with cheaper probes (s) | ... every run forked whole "
+        "(s) | method, off / on | counters equal to the whole group's, off / on / whole |",
         "|---|---|---|---|---|---|",
     ]
 
@@ -237,8 +238,8 @@ def _time_loop_axis(
     records: dict[int, object], warm: object, rounds: int
 ) -> tuple[dict[tuple[int, str], list[float]], dict[tuple[int, str], object]]:
     """Seconds and profiles per (trips, column of ``LOOP_COLUMNS``) for :func:`loop_axis`:
-    in each round a server whose runs build from source, then one that keeps their
-    binaries, each warmed by one emulation first and running the columns it serves."""
+    in each round a server without templates, then one with them, each warmed by one
+    emulation first and running the columns it serves."""
     from clproj.miniemu import bounded
     from clproj.miniemu.bounded import emulate_bounded
     from clproj.miniemu.oclgrind import shared_server
@@ -254,12 +255,12 @@ def _time_loop_axis(
         profiles[(trips, column)] = prof
 
     for _ in range(rounds):
-        for keep in (False, True):
-            with shared_server(keep_binaries=keep):
+        for templated in (False, True):
+            with shared_server(templates=templated):
                 emulate_bounded(warm)  # type: ignore[arg-type]
                 for trips in LOOP_TRIPS:
-                    for key, _, kept, ratio in LOOP_COLUMNS:
-                        if kept != keep:
+                    for key, _, uses, ratio in LOOP_COLUMNS:
+                        if uses != templated:
                             continue
                         bounded.CHEAPER_RATIO = rule if ratio is None else ratio
                         try:
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", nargs="*", default=[], help="also compare these .clrec files")
     ap.add_argument("--out", help="also write the tables (Markdown) here")
     ap.add_argument(
-        "--loop-axis", action="store_true", help="the loop axis alone: rule off/on, binaries off"
+        "--loop-axis", action="store_true", help="the loop axis alone: rule off/on, templates off"
     )
     ap.add_argument("--rounds", type=int, default=3, help="--loop-axis: rounds per point")
     args = ap.parse_args(argv)
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = loop_axis(tmp, max(1, args.rounds))
         head = [
             "## Emulation cost along the loop axis: the probes' cost rule off and on, and "
-            "programs built from source in every run (one run)",
+            "every run forked whole from the server (one run)",
             "",
             f"`python -m clproj.benchmarks.emulation_flat --loop-axis --rounds {args.rounds} "
             f"--out benchmarks/results/emulation_flat.md` ({os.cpu_count()}-core machine, "
@@ -302,9 +303,10 @@ def main(argv: list[str] | None = None) -> int:
             "floats: n = 1,000 and 3,000 rows start off a 128-byte line) emulated bounded in a "
             "run's server (`miniemu.oclgrind.shared_server`), with `CHEAPER_RATIO` infinite "
             "(the attempt decides up to its budget) and as shipped, and as shipped in a server "
-            "whose runs each build the kernel from source (`WorkerServer(keep_binaries=False)`: "
-            "no binary of an earlier run loaded, `intercept.built_programs`), a server for "
-            "each column in each round; seconds: median (range) over the rounds.",
+            "whose runs each fork whole from it (`WorkerServer(templates=False)`: each run "
+            "loads the record and makes its context, program and kernel; as shipped, the runs "
+            "of one emulation fork from a template that did that once, `miniemu.fork_server`), "
+            "a server for each column in each round; seconds: median (range) over the rounds.",
             "",
         ]
         publish("\n".join(head + rows) + "\n", args.out)

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,6 +303,7 @@ def replay(  # noqa: C901
     map_buffers: bool = False,
     read_outputs: bool = True,
     binaries: str | None = None,
+    before_launch: Callable[[Any], None] | None = None,
 ) -> ReplayResult:
     """Run ``record`` once on ``device`` (pyopencl device; default: the first one).
 
@@ -317,7 +318,9 @@ def replay(  # noqa: C901
     back. The emulator uses both: its sampled work-items touch kilobytes of gigabyte
     buffers, and its statistics, not the outputs, are the result. ``binaries``: a folder
     of programs built by earlier replays (``intercept.built_programs``; the emulator's
-    server replays one launch several times)."""
+    server replays one launch several times). ``before_launch(kernel)``: called with the
+    kernel, its arguments set, right before the launch (the emulator's fork server prepares
+    a launch once and forks each run from there: miniemu.worker)."""
     import numpy as np
     import pyopencl as cl
 
@@ -423,6 +426,8 @@ def replay(  # noqa: C901
     gsz = tuple(record.global_size)
     lsz = None if record.local_size is None else tuple(record.local_size)
     off = None if record.global_offset is None else tuple(record.global_offset)
+    if before_launch is not None:
+        before_launch(kernel)
     with _cl_step(
         f"replay of {name}: launching global_size {list(gsz)} local_size "
         f"{None if lsz is None else list(lsz)} on {dev}",

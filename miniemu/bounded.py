@@ -77,6 +77,7 @@ from clproj.miniemu.extrapolate import (
     plan_probes,
     profile_of,
     run_probes,
+    scalar_changes,
     start_probes,
     wait_probes,
 )
@@ -158,7 +159,7 @@ class Runner:
     wall-clock backstop (``budget.wall_s`` of emulation, in the plugin; the worker is
     killed at twice that plus its start-up) only catches a run that would otherwise not
     end. ``wall_stops`` counts the runs it stopped: a profile with any is marked
-    ``budget: "wall"``. With a fork server (``server``, miniemu.worker ``--serve``) runs
+    ``budget: "wall"``. With a fork server (``server``, miniemu.fork_server) runs
     are started with :meth:`start` and collected with :meth:`wait`, in parallel; without
     one :meth:`start` runs the worker to its end.
     """
@@ -168,6 +169,7 @@ class Runner:
     ) -> None:
         self.record, self.budget, self.backend, self.tmp = record, budget, backend, tmp
         self.server = server
+        self.template: Any = None  # the record's launch prepared once, for the server's runs
         self.start_s = time.perf_counter()
         self.runs = 0
         self.instructions = 0  # counted by the plugin, all runs
@@ -177,18 +179,25 @@ class Runner:
         return 2 * self.budget.wall_s + STARTUP_S + 10.0
 
     def start(self, record: LaunchRecord, instructions: int | None = None) -> Any:
-        from clproj.intercept.record import save
-
-        # a folder of its own per run: probes start from several threads at once, and
-        # they share the record's id (its file name)
-        folder = tempfile.mkdtemp(prefix="r", dir=self.tmp)
-        path = save(copy.copy(record), folder, link_blobs=True)
         limits = {
             "CLPROJ_STATS_MAX_WORK_ITEMS": str(self.budget.work_items),
             "CLPROJ_STATS_MAX_INSTRUCTIONS": str(instructions or self.budget.instructions),
             "CLPROJ_STATS_BUDGET_S": f"{self.budget.wall_s:.3f}",
         }
         self.runs += 1
+        templates = self.server is not None and self.server.templates
+        changes = scalar_changes(self.record, record) if templates else None
+        if changes is not None:
+            # The runs of one emulation (attempt, scout, probes) differ in their budgets
+            # and the knob: each is forked from the launch prepared once (miniemu.
+            # fork_server says why). The attempt waits for the preparation too: forked
+            # whole beside it, it was no faster at 100 loop trips (0.044-0.048 s against
+            # 0.045-0.049 s) and the probes' path past 1,000 was slower (0.072-0.091 s
+            # against 0.064-0.087 s; benchmarks/emulation_flat.py --loop-axis, 2 x 3 rounds).
+            if self.template is None:
+                self.template = self.server.template(self._saved(self.record))
+            return self.server.submit_from(self.template, changes, limits)
+        path = self._saved(record)
         if self.server is not None:
             return self.server.submit(path, limits)
         # The plugin stops itself at the budget; the kill is the backstop for a hang
@@ -197,6 +206,13 @@ class Runner:
             return Finished(self.backend.run(path, "bounded", self.timeout(), limits=limits))
         except ClprojError as exc:
             return Finished(None, exc)
+
+    def _saved(self, record: LaunchRecord) -> str:
+        from clproj.intercept.record import save
+
+        # a folder of its own per record: they share the record's id (its file name)
+        folder = tempfile.mkdtemp(prefix="r", dir=self.tmp)
+        return save(copy.copy(record), folder, link_blobs=True)
 
     def wait(self, handle: Any) -> Any:
         """The run's statistics (raises its error)."""

@@ -60,6 +60,25 @@ def with_scalar(record: LaunchRecord, index: int, value: int) -> LaunchRecord:
     return rec
 
 
+def scalar_changes(base: LaunchRecord, record: LaunchRecord) -> dict[int, bytes] | None:
+    """The scalar arguments ``record`` sets anew (index: bytes) where it is ``base`` but
+    for them (as :func:`with_scalar` makes the probes), else None: a run of it can be
+    forked from ``base``'s prepared launch (miniemu.fork_server's templates)."""
+    import dataclasses
+
+    if len(record.args) != len(base.args):
+        return None
+    changes: dict[int, bytes] = {}
+    for a, b in zip(base.args, record.args, strict=True):
+        if a == b:
+            continue
+        if a.kind == b.kind == "scalar" and dataclasses.replace(b, data=a.data) == a:
+            changes[b.index] = bytes(b.data or b"")
+        else:
+            return None
+    return changes if dataclasses.replace(record, args=base.args) == base else None
+
+
 def dependent_depth(loops: list[dict], loop: dict, knob: int) -> int:
     """Loops on ``loop``'s ancestor chain (itself included) whose trip count reads ``knob``."""
     by_id = {lp["id"]: lp for lp in loops}

@@ -205,29 +205,41 @@ class OclgrindBackend:
 class ServerRun:
     """One run submitted to a :class:`WorkerServer`: its folder, and its exit once known."""
 
-    def __init__(self, rid: int, folder: str, start: float) -> None:
+    def __init__(
+        self, rid: int, folder: str, start: float, template: ServerRun | None = None
+    ) -> None:
         self.id, self.dir, self.start = rid, folder, start
         self.status: int | None = None
         self.end = 0.0
         self.discarded = False  # nobody collects it: its folder goes when it exits
+        self.template = template  # the prepared launch it was forked from (miniemu.fork_server)
 
 
 class WorkerServer:
     """``python -m clproj.miniemu.worker --serve`` under Oclgrind: runs forked from one process
-    that imported Python, numpy and pyopencl once (the worker's docstring says why).
+    that imported Python, numpy and pyopencl once (miniemu.fork_server says why).
 
     :meth:`submit` starts a run and returns at once (runs proceed in parallel);
-    :meth:`result` waits for one and parses it as :meth:`OclgrindBackend.run` does;
+    :meth:`template` prepares a record's launch once and :meth:`submit_from` forks a run
+    from it; :meth:`result` waits for one and parses it as :meth:`OclgrindBackend.run` does;
     :meth:`cancel` kills a run whose result is no longer wanted, :meth:`pause` stops and
     continues one. :meth:`close` (or the
     ``with`` block) ends the server and every run still going.
     """
 
-    def __init__(self, backend: OclgrindBackend, mode: str, keep_binaries: bool = True) -> None:
+    def __init__(
+        self,
+        backend: OclgrindBackend,
+        mode: str,
+        keep_binaries: bool = True,
+        templates: bool = True,
+    ) -> None:
         """``keep_binaries``: later runs of a source load the program an earlier run built
-        (``intercept.built_programs``); False builds every run from source (the
-        benchmarks' comparison)."""
+        (``intercept.built_programs``); False builds every run from source. ``templates``:
+        whether an emulation forks its runs from a template (:meth:`template`) or each
+        from the server. Both False only for the benchmarks' comparisons."""
         self.mode = mode
+        self.templates = templates
         self.tmp = temp_dir("clproj-emusrv-", scratch_parent())
         env = backend.environment(mode, os.path.join(self.tmp, "unused"), os.devnull)
         env["OPENBLAS_NUM_THREADS"] = "1"  # no BLAS thread pool beside the forks
@@ -292,12 +304,31 @@ class WorkerServer:
             pass  # the server is gone; the reader marks the runs failed
 
     def submit(self, record_path: str, limits: dict[str, str] | None = None) -> ServerRun:
+        """A run of the record at ``record_path``."""
+        return self._request({"record": os.path.abspath(record_path)}, limits)
+
+    def template(self, record_path: str) -> ServerRun:
+        """A template of the record at ``record_path``: its launch prepared once, for
+        :meth:`submit_from` (miniemu.fork_server says why). It ends when cancelled."""
+        return self._request({"record": os.path.abspath(record_path), "template": True}, None)
+
+    def submit_from(
+        self, template: ServerRun, args: dict[int, bytes], limits: dict[str, str] | None = None
+    ) -> ServerRun:
+        """A run forked from ``template``, its scalar arguments ``args`` (index: bytes)
+        set anew."""
+        hexed = {str(i): data.hex() for i, data in args.items()}
+        return self._request({"from": template.id, "args": hexed}, limits, template)
+
+    def _request(
+        self, what: dict, limits: dict[str, str] | None, template: ServerRun | None = None
+    ) -> ServerRun:
         with self.cond:
             rid = self.next_id
             self.next_id += 1
             folder = os.path.join(self.tmp, f"run{rid}")
             os.makedirs(folder)
-            run = ServerRun(rid, folder, time.perf_counter())
+            run = ServerRun(rid, folder, time.perf_counter(), template)
             self.runs[rid] = run
             if self.gone:
                 run.status, run.end = -int(signal.SIGKILL), run.start
@@ -309,16 +340,7 @@ class WorkerServer:
         # The run yields as the asking thread does, or as runs_at_nice says (live
         # emulation beside an app, runtime.projection.live_run): a fork of the server
         # would not inherit it.
-        nice = run_nice()
-        self._send(
-            {
-                "id": rid,
-                "record": os.path.abspath(record_path),
-                "dir": folder,
-                "env": env,
-                "nice": nice,
-            }
-        )
+        self._send({"id": rid, **what, "dir": folder, "env": env, "nice": run_nice()})
         return run
 
     def wait_any(self, runs: list[ServerRun], timeout_s: float) -> ServerRun | None:
@@ -358,6 +380,11 @@ class WorkerServer:
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     texts[name] = fh.read()
         lines = [json.loads(x) for x in texts["stats.jsonl"].splitlines() if x.strip()]
+        if run.status != 0 and not texts["stderr"] and run.template is not None:
+            # its template could not prepare the launch: the error is the template's
+            path = os.path.join(run.template.dir, "stderr")
+            with contextlib.suppress(OSError), open(path, errors="replace") as fh:
+                texts["stderr"] = fh.read()[-3000:]
         if self.gone and not texts["stderr"]:  # the server itself failed: its last words
             with open(os.path.join(self.tmp, "server.stderr"), errors="replace") as fh:
                 texts["stderr"] = fh.read()[-3000:]
@@ -422,10 +449,23 @@ class ServerSession:
     def __init__(self, server: WorkerServer) -> None:
         self.server = server
         self.mode = server.mode
+        self.templates = server.templates
         self.mine: list[ServerRun] = []
 
     def submit(self, record_path: str, limits: dict[str, str] | None = None) -> ServerRun:
         run = self.server.submit(record_path, limits)
+        self.mine.append(run)
+        return run
+
+    def template(self, record_path: str) -> ServerRun:
+        run = self.server.template(record_path)
+        self.mine.append(run)
+        return run
+
+    def submit_from(
+        self, template: ServerRun, args: dict[int, bytes], limits: dict[str, str] | None = None
+    ) -> ServerRun:
+        run = self.server.submit_from(template, args, limits)
         self.mine.append(run)
         return run
 
@@ -468,7 +508,7 @@ _SHARED = _Shared()
 
 
 @contextlib.contextmanager
-def shared_server(keep_binaries: bool = True) -> Iterator[None]:
+def shared_server(templates: bool = True) -> Iterator[None]:
     """Within the block, bounded emulations in any thread of this process fork their runs
     from one server, started here (so its imports overlap whatever the caller does next).
 
@@ -480,7 +520,7 @@ def shared_server(keep_binaries: bool = True) -> Iterator[None]:
     the first one's server; the last to leave closes it. Where Oclgrind cannot run, the
     block holds nothing and each emulation reports why, as before; with
     ``CLPROJ_EMULATOR_SERVER=emulation`` it holds nothing either (each emulation starts a
-    server of its own: the benchmarks' comparison). ``keep_binaries``: as
+    server of its own: the benchmarks' comparison). ``templates``: as
     :class:`WorkerServer`'s (a benchmark's switch).
     """
     backend = OclgrindBackend()
@@ -490,7 +530,7 @@ def shared_server(keep_binaries: bool = True) -> Iterator[None]:
         # process this one was forked from) does not keep this one from starting one.
         held = _SHARED.server is not None and _SHARED.pid == os.getpid()
         if wanted and not held and backend.unavailable() is None:
-            _SHARED.server = WorkerServer(backend, "bounded", keep_binaries)
+            _SHARED.server = WorkerServer(backend, "bounded", templates=templates)
             _SHARED.pid = os.getpid()
         _SHARED.holders += 1
     try:

@@ -251,7 +251,12 @@ std::string Stats::json() const {
   return o.str();
 }
 
-StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(context) {
+StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(context) {}
+
+// Read at each launch, not when the context is made: the emulator's fork server prepares
+// a launch once (context, program, buffers) and forks each run from it, each with its own
+// output file and budgets in its environment (miniemu/worker.py, "templates").
+void StatsPlugin::readSettings() {
   output_path_ = clproj_setting_stats_out();
   stop_after_groups_ = static_cast<uint64_t>(clproj_setting_stats_stop_after_groups());
   max_work_items_ = static_cast<uint64_t>(clproj_setting_stats_max_work_items());
@@ -386,6 +391,7 @@ void StatsPlugin::memoryAtomicStore(const oclgrind::Memory *memory,
 
 void StatsPlugin::kernelBegin(const oclgrind::KernelInvocation *inv) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  readSettings();
   generation_.fetch_add(1);
   invocation_ = inv;
   sum_ = Stats();

@@ -271,6 +271,7 @@ class StatsPlugin : public oclgrind::Plugin {
   void workItemComplete(const oclgrind::WorkItem *workItem) override;
 
  private:
+  void readSettings();  // CLPROJ_STATS_*, at each launch
   WorkerState &state();
   const InstInfo &infoFor(WorkerState &st, const llvm::Instruction *instruction);
   static uint32_t slotOf(WorkerState &st, const llvm::Instruction *instruction);
