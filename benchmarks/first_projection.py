@@ -73,7 +73,9 @@ TARGET_FLAT = 2.0
 # for the whole run; "live-writer-hash": live, large snapshots hashed by the record writer
 # after their copy (CLPROJ_SNAPSHOT_HASH=writer) instead of while they are copied;
 # "live-no-prestart": live, a C app's shim starting Python at its first recorded launch
-# (CLPROJ_PYTHON_PRESTART=0) instead of on a thread at its first OpenCL call
+# (CLPROJ_PYTHON_PRESTART=0) instead of on a thread at its first OpenCL call;
+# "live-no-template": live, every emulator run forked whole from the server
+# (CLPROJ_EMULATOR_TEMPLATES=0) instead of from its emulation's template (miniemu.fork_server)
 ALL_METHODS = {
     "live": {"CLPROJ_LIVE_EMULATION": "1"},
     "live-own-server": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "emulation"},
@@ -81,6 +83,7 @@ ALL_METHODS = {
     "live-read-all": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_READS": "all"},
     "live-no-view": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_VIEW": "off"},
     "live-no-prestart": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_PYTHON_PRESTART": "0"},
+    "live-no-template": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_TEMPLATES": "0"},
     "post-app": {"CLPROJ_LIVE_EMULATION": "0"},
     "live-idle": {"CLPROJ_LIVE_EMULATION": "auto"},
 }
@@ -271,7 +274,10 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "(`CLPROJ_SNAPSHOT_VIEW=off`) instead of from its live record while the app copies "
         "its large snapshots; *live-no-prestart*: as *live*, a C app's shim starting its "
         "Python side at the first recorded launch (`CLPROJ_PYTHON_PRESTART=0`) instead of "
-        "on a thread of its own at the app's first OpenCL call; *post-app*: every emulation after the "
+        "on a thread of its own at the app's first OpenCL call; *live-no-template*: as "
+        "*live*, every emulator run forked whole from the server (`CLPROJ_EMULATOR_TEMPLATES=0`) "
+        "instead of from a template that prepared its emulation's launch once; "
+        "*post-app*: every emulation after the "
         "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
         "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",
         "",

@@ -211,6 +211,17 @@ TABLE: tuple[Setting, ...] = (
         ("run", "emulation"),
     ),
     Setting(
+        "CLPROJ_EMULATOR_TEMPLATES",
+        "choice",
+        "1",
+        "both",
+        "Whether the runs of one bounded emulation (attempt, scout, loop probes) fork from a "
+        "template that prepared the launch once (`1`: record, Oclgrind context, program, "
+        "kernel and buffers) or each whole from the emulator server (`0`: 8-11 ms more per "
+        "run on a 2-core machine; kept to measure the difference).",
+        ("1", "0"),
+    ),
+    Setting(
         "CLPROJ_SNAPSHOT_HASH",
         "choice",
         "streamed",

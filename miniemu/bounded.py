@@ -185,7 +185,9 @@ class Runner:
             "CLPROJ_STATS_BUDGET_S": f"{self.budget.wall_s:.3f}",
         }
         self.runs += 1
-        templates = self.server is not None and self.server.templates
+        # Not for a live record (intercept.live_pages): a thread of the process that maps
+        # its buffers fills their pages, and a fork carries neither (its pages read zeros).
+        templates = self.server is not None and self.server.templates and not self.record.live
         changes = scalar_changes(self.record, record) if templates else None
         if changes is not None:
             # The runs of one emulation (attempt, scout, probes) differ in their budgets

@@ -232,13 +232,16 @@ class WorkerServer:
         backend: OclgrindBackend,
         mode: str,
         keep_binaries: bool = True,
-        templates: bool = True,
+        templates: bool | None = None,
     ) -> None:
         """``keep_binaries``: later runs of a source load the program an earlier run built
         (``intercept.built_programs``); False builds every run from source. ``templates``:
         whether an emulation forks its runs from a template (:meth:`template`) or each
-        from the server. Both False only for the benchmarks' comparisons."""
+        from the server (None: ``CLPROJ_EMULATOR_TEMPLATES``). False only for the
+        benchmarks' comparisons."""
         self.mode = mode
+        if templates is None:
+            templates = settings.get("CLPROJ_EMULATOR_TEMPLATES") == "1"
         self.templates = templates
         self.tmp = temp_dir("clproj-emusrv-", scratch_parent())
         env = backend.environment(mode, os.path.join(self.tmp, "unused"), os.devnull)
@@ -508,7 +511,7 @@ _SHARED = _Shared()
 
 
 @contextlib.contextmanager
-def shared_server(templates: bool = True) -> Iterator[None]:
+def shared_server(templates: bool | None = None) -> Iterator[None]:
     """Within the block, bounded emulations in any thread of this process fork their runs
     from one server, started here (so its imports overlap whatever the caller does next).
 

@@ -244,6 +244,12 @@ static inline const char *clproj_setting_emulator_server(void) {
     return clproj__choice("CLPROJ_EMULATOR_SERVER", "run", choices, "one of run, emulation");
 }
 
+/* CLPROJ_EMULATOR_TEMPLATES (choice, both): see docs/settings.md. */
+static inline const char *clproj_setting_emulator_templates(void) {
+    static const char *const choices[] = {"1", "0", 0};
+    return clproj__choice("CLPROJ_EMULATOR_TEMPLATES", "1", choices, "one of 1, 0");
+}
+
 /* CLPROJ_SNAPSHOT_HASH (choice, app): see docs/settings.md. */
 static inline const char *clproj_setting_snapshot_hash(void) {
     static const char *const choices[] = {"streamed", "writer", 0};
