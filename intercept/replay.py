@@ -320,7 +320,7 @@ def replay(  # noqa: C901
     of programs built by earlier replays (``intercept.built_programs``; the emulator's
     server replays one launch several times). ``before_launch(kernel)``: called with the
     kernel, its arguments set, right before the launch (the emulator's fork server prepares
-    a launch once and forks each run from there: miniemu.worker)."""
+    a launch once and forks each run from there: miniemu.fork_server)."""
     import numpy as np
     import pyopencl as cl
 

@@ -231,14 +231,12 @@ class WorkerServer:
         self,
         backend: OclgrindBackend,
         mode: str,
-        keep_binaries: bool = True,
         templates: bool | None = None,
     ) -> None:
-        """``keep_binaries``: later runs of a source load the program an earlier run built
-        (``intercept.built_programs``); False builds every run from source. ``templates``:
-        whether an emulation forks its runs from a template (:meth:`template`) or each
-        from the server (None: ``CLPROJ_EMULATOR_TEMPLATES``). False only for the
-        benchmarks' comparisons."""
+        """``templates``: whether an emulation forks its runs from a template
+        (:meth:`template`) or each from the server (None: ``CLPROJ_EMULATOR_TEMPLATES``;
+        False only for the benchmarks' comparison). Later runs of a source load the
+        program an earlier run built (``intercept.built_programs``)."""
         self.mode = mode
         if templates is None:
             templates = settings.get("CLPROJ_EMULATOR_TEMPLATES") == "1"
@@ -253,8 +251,7 @@ class WorkerServer:
         env["PYOPENCL_NO_CACHE"] = "1"
         self.stderr = open(os.path.join(self.tmp, "server.stderr"), "wb")  # noqa: SIM115
         cmd = [sys.executable, "-m", "clproj.miniemu.worker", "--serve"]
-        if keep_binaries:
-            cmd += ["--binaries", os.path.join(self.tmp, "programs")]
+        cmd += ["--binaries", os.path.join(self.tmp, "programs")]
         cmd += ["--parent-pid", str(os.getpid())]
         if settings.is_set("CLPROJ_EMULATION_NICE"):
             cmd += ["--nice", str(settings.get("CLPROJ_EMULATION_NICE"))]
@@ -456,20 +453,18 @@ class ServerSession:
         self.mine: list[ServerRun] = []
 
     def submit(self, record_path: str, limits: dict[str, str] | None = None) -> ServerRun:
-        run = self.server.submit(record_path, limits)
-        self.mine.append(run)
-        return run
+        return self._mine(self.server.submit(record_path, limits))
 
     def template(self, record_path: str) -> ServerRun:
-        run = self.server.template(record_path)
-        self.mine.append(run)
-        return run
+        return self._mine(self.server.template(record_path))
 
     def submit_from(
         self, template: ServerRun, args: dict[int, bytes], limits: dict[str, str] | None = None
     ) -> ServerRun:
-        run = self.server.submit_from(template, args, limits)
-        self.mine.append(run)
+        return self._mine(self.server.submit_from(template, args, limits))
+
+    def _mine(self, run: ServerRun) -> ServerRun:
+        self.mine.append(run)  # ended with this session
         return run
 
     def wait_any(self, runs: list[ServerRun], timeout_s: float) -> ServerRun | None:

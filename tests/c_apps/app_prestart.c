@@ -59,28 +59,19 @@ int main(int argc, char **argv) {
         launch("app");
         return 0;
     }
-    if (strcmp(argv[1], "fork") == 0) {
+    int at_exit = strcmp(argv[1], "fork-exit") == 0; /* the child ends with exit() */
+    if (at_exit || strcmp(argv[1], "fork") == 0) {
         pid_t pid = fork();
         if (pid < 0) return 1;
         if (pid == 0) {
             launch("child");
+            if (at_exit) exit(0);
             _exit(0);
         }
-        launch("parent");
+        if (!at_exit) launch("parent"); /* beside the child; after its end in fork-exit */
         int status = 0;
         if (waitpid(pid, &status, 0) != pid) return 1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-    }
-    if (strcmp(argv[1], "fork-exit") == 0) {
-        pid_t pid = fork();
-        if (pid < 0) return 1;
-        if (pid == 0) {
-            launch("child");
-            exit(0);
-        }
-        int status = 0;
-        if (waitpid(pid, &status, 0) != pid) return 1;
-        launch("parent");
+        if (at_exit) launch("parent");
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     }
     return 2;
