@@ -87,6 +87,8 @@ bench: setup
 		--out benchmarks/results/power_models.md
 	# Time from each kernel's first launch to its projection, live and post-app side by side
 	POCL_DEVICES=pthread $(BIN)/python -m clproj.benchmarks.first_projection --out benchmarks/results/first_projection.md
+	# Project mode's wall time over the plain run's, in mirrored rounds (BabelStream 400 MiB)
+	POCL_DEVICES=pthread $(BIN)/python -m clproj.benchmarks.project_overhead --out benchmarks/results/project_overhead.md
 	# Launches the reuse cache answers after the app: one process and one per core; the table
 	$(BIN)/python -m clproj.benchmarks.reused_projection --out benchmarks/results/reused_projection.md
 	# A changed snapshot's copy into its file, through a mapping and with pwrite (the shim's)

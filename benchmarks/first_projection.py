@@ -19,6 +19,10 @@ from an empty projection cache, interleaved so they share the machine's load:
 * ``live-no-view``: the same as ``live``, each launch emulated once its record is whole
   (``CLPROJ_SNAPSHOT_VIEW=off``), not from its live record while the app copies its large
   snapshots (intercept.live_view);
+* ``live-no-release``: the same as ``live``, every copy of a live record whole
+  (``CLPROJ_SNAPSHOT_VIEW=live``), not stopped once the launch is projected
+  (intercept.live_view.release; every method here runs with ``--record`` and
+  ``CLPROJ_SNAPSHOT_VIEW=release`` set, as project mode without ``--record`` behaves);
 * ``post-app``: every emulation after the app (``CLPROJ_LIVE_EMULATION=0``);
 * ``live-idle`` (``--methods``): while the app runs, only on an idle core
   (``CLPROJ_LIVE_EMULATION=auto``).
@@ -75,7 +79,9 @@ TARGET_FLAT = 2.0
 # "live-no-prestart": live, a C app's shim starting Python at its first recorded launch
 # (CLPROJ_PYTHON_PRESTART=0) instead of on a thread at its first OpenCL call;
 # "live-no-template": live, every emulator run forked whole from the server
-# (CLPROJ_EMULATOR_TEMPLATES=0) instead of from its emulation's template (miniemu.fork_server)
+# (CLPROJ_EMULATOR_TEMPLATES=0) instead of from its emulation's template (miniemu.fork_server);
+# "live-no-release": live, every live copy whole (CLPROJ_SNAPSHOT_VIEW=live) instead of
+# stopped once the launch is projected (intercept.live_view.release)
 ALL_METHODS = {
     "live": {"CLPROJ_LIVE_EMULATION": "1"},
     "live-own-server": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_SERVER": "emulation"},
@@ -84,6 +90,7 @@ ALL_METHODS = {
     "live-no-view": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_VIEW": "off"},
     "live-no-prestart": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_PYTHON_PRESTART": "0"},
     "live-no-template": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_EMULATOR_TEMPLATES": "0"},
+    "live-no-release": {"CLPROJ_LIVE_EMULATION": "1", "CLPROJ_SNAPSHOT_VIEW": "live"},
     "post-app": {"CLPROJ_LIVE_EMULATION": "0"},
     "live-idle": {"CLPROJ_LIVE_EMULATION": "auto"},
 }
@@ -128,7 +135,10 @@ def kernels_of(record_dir: str, docs: list[dict[str, Any]]) -> list[dict[str, An
 def project(app: list[str], cwd: str, env: dict[str, str], work: str, method: str) -> dict:
     """One project-mode run of ``app`` from an empty projection cache."""
     run = tempfile.mkdtemp(prefix=f"{method}-", dir=work)
-    env = dict(env, CLPROJ_CACHE=os.path.join(run, "cache"), **METHODS[method])
+    # --record (to read each kernel's first record) keeps every copy whole unless the view
+    # is asked to release them, as project mode without --record does by default
+    env = dict(env, CLPROJ_CACHE=os.path.join(run, "cache"), CLPROJ_SNAPSHOT_VIEW="release")
+    env.update(METHODS[method])
     cmd = [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--devices"]
     cmd += ["measured", "--json", "--record", os.path.join(run, "rec"), "--", *app]
     wall, out, rc = timed(cmd, cwd, env)
@@ -161,13 +171,8 @@ def our_apps(work: str, env: dict[str, str], quick: bool) -> list[dict[str, Any]
     return [measure(f"our {len(names)} apps (one process, small)", app, REPO, env, work)]
 
 
-def babelstream(
-    work: str, env: dict[str, str], quick: bool, sweep: bool = True, shipped: bool = False
-) -> list[dict[str, Any]]:
-    """BabelStream at 1-400 MiB arrays and 2 iterations (``sweep``: the shortest run it
-    allows, where project mode's fixed costs weigh most), and as its users run it
-    (``shipped``: its defaults, 256 MiB arrays and 100 iterations, about 45 s plain on the
-    2-core VM)."""
+def build_babelstream(work: str) -> str:
+    """BabelStream's OpenCL build (../shared/validation/babelstream) in ``work``: its path."""
     src = os.path.join(SHARED, "validation", "babelstream", "src")
     exe = os.path.join(work, "babelstream-ocl")
     defs = ["-DOCL", "-DCL_TARGET_OPENCL_VERSION=120", "-DCL_HPP_TARGET_OPENCL_VERSION=120"]
@@ -177,6 +182,17 @@ def babelstream(
          f"{src}/main.cpp", f"{src}/ocl/OCLStream.cpp", "-lOpenCL", "-o", exe],
         check=True, capture_output=True,
     )  # fmt: skip
+    return exe
+
+
+def babelstream(
+    work: str, env: dict[str, str], quick: bool, sweep: bool = True, shipped: bool = False
+) -> list[dict[str, Any]]:
+    """BabelStream at 1-400 MiB arrays and 2 iterations (``sweep``: the shortest run it
+    allows, where project mode's fixed costs weigh most), and as its users run it
+    (``shipped``: its defaults, 256 MiB arrays and 100 iterations, about 45 s plain on the
+    2-core VM)."""
+    exe = build_babelstream(work)
     rows = []
     for n in (QUICK_BABELSTREAM if quick else BABELSTREAM_SIZES) if sweep else ():
         name = f"BabelStream {n * 8 / 2**20:g} MiB arrays"
@@ -277,6 +293,8 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "on a thread of its own at the app's first OpenCL call; *live-no-template*: as "
         "*live*, every emulator run forked whole from the server (`CLPROJ_EMULATOR_TEMPLATES=0`) "
         "instead of from a template that prepared its emulation's launch once; "
+        "*live-no-release*: as *live*, every copy of a live record whole "
+        "(`CLPROJ_SNAPSHOT_VIEW=live`) instead of stopped once the launch is projected; "
         "*post-app*: every emulation after the "
         "app (`CLPROJ_LIVE_EMULATION=0`); *live-idle*: while the app runs, only on an idle "
         "core (`CLPROJ_LIVE_EMULATION=auto`). Interleaved per app (plain, then each method).",

@@ -235,13 +235,16 @@ TABLE: tuple[Setting, ...] = (
     Setting(
         "CLPROJ_SNAPSHOT_VIEW",
         "choice",
-        "live",
+        "release",
         "app",
         "Project mode, a launch whose large buffers are still to be copied into their snapshots "
         "on a device whose memory is the host's: `live` publishes it first (`records/<id>.live`), "
         "so the emulator reads the pages it touches from the app while the app copies "
-        "(intercept.live_view); `off` waits for the copies.",
-        ("live", "off"),
+        "(intercept.live_view); `release` does the same and stops the copies once `clproj run` "
+        "has projected the launch (its record then keeps no snapshot of those buffers; with "
+        "`--record` the copies are whole, as with `live`, unless `release` is set explicitly); "
+        "`off` waits for the copies.",
+        ("release", "live", "off"),
     ),
     Setting(
         "CLPROJ_PYTHON_PRESTART",
@@ -421,8 +424,10 @@ TABLE: tuple[Setting, ...] = (
         "test",
         "Fault injection for tests: `start` makes the app side's start-up fail, `launch` makes "
         "every recorded launch raise, `live-pages` makes every live region of the emulator "
-        "report a page it could not have (its emulation falls back to the record).",
-        ("", "start", "launch", "live-pages"),
+        "report a page it could not have (its emulation falls back to the record), `copy-wait` "
+        "makes a launch with a live record start its copies only once `clproj run` released "
+        "them (`CLPROJ_SNAPSHOT_VIEW=release`: the copies are then dropped, not raced).",
+        ("", "start", "launch", "live-pages", "copy-wait"),
     ),
     Setting(
         "CLPROJ_NODE_WEDGE_AFTER",

@@ -136,6 +136,15 @@ class LiveRegion:
 YAMA_SCOPE = "/proc/sys/kernel/yama/ptrace_scope"
 
 
+def region_of(where: Any, size: int) -> LiveRegion:
+    """The emulator's region over a live record's buffer ``where`` (an
+    :class:`intercept.live_view.LiveBuffer`) of ``size`` bytes: a page that cannot be had
+    ends the emulator with :data:`EXIT_STATUS`."""
+    return LiveRegion(
+        where.pid, where.address, size, where.copy, where.state, exit_status=EXIT_STATUS
+    )
+
+
 def unavailable(folder: str) -> str | None:
     """Why live views cannot work on this machine (None when they can): userfaultfd
     refused (a container's seccomp policy, ``vm.unprivileged_userfaultfd``), or Yama's

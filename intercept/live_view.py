@@ -14,6 +14,9 @@ A buffer equal to its earlier snapshot is named by that snapshot's blob once the
 writer has written it (else the launch waits for its copies as before). The record proper
 follows as before and is what every other reader uses; ``clproj run`` removes the live
 files once every projection is made (after the app, its pages come from the copies).
+Once the launch is projected, ``clproj run`` releases the view (:func:`release`); where
+the records are the run's own (no ``--record``: ``CLPROJ_SNAPSHOT_VIEW=release``) the
+app then stops copying, and the record proper names those snapshots ``dropped``.
 
 Only where it can help and cannot harm: project mode under ``clproj run`` (whose scheduler
 reads them), the launch's record published at the launch, a device whose buffers are
@@ -37,8 +40,12 @@ from clproj.untrusted import BadField, is_int
 LIVE_SUFFIX = ".live"
 LIVE_SUBDIR = "live"  # <store>/live/: state files and links to the copies
 
-# the state file's one uint32, as native/live_pages/live_pages.h names them (tested to agree)
+# the state file's first uint32, the copies' state as the app says it; native/live_pages/
+# live_pages.h names them (tested to agree)
 COPYING, DONE, ABANDONED = 0, 1, 2
+# its second uint32, written by clproj run: RELEASED once the launch is projected from the
+# live record, so the app may stop copying (read by the app only)
+RELEASE_OFFSET, RELEASED = 4, 1
 STATE_BYTES = 4096
 
 
@@ -47,7 +54,8 @@ class LiveView:
 
     The shim adds (:meth:`add`) one per buffer (its address in this process, its scratch
     file, and what the copy needs), publishes the ``.live`` record (:meth:`publish`),
-    copies, and says :meth:`done` (or :meth:`abandon` when a copy failed)."""
+    copies, and says :meth:`done` (or :meth:`abandon` when a copy failed or stopped:
+    ``releasable`` views stop once :meth:`released` says clproj run needs no more)."""
 
     class Copy:
         """One buffer to copy: arg ``index`` at ``address``, ``size`` bytes of ``source``
@@ -61,8 +69,9 @@ class LiveView:
             self.index, self.address, self.scratch, self.source = index, address, scratch, source
             self.size, self.key, self.device_buffer = size, key, device_buffer
 
-    def __init__(self, store_dir: str) -> None:
+    def __init__(self, store_dir: str, releasable: bool = False) -> None:
         self.store_dir = store_dir
+        self.releasable = releasable
         self.folder = os.path.join(store_dir, LIVE_SUBDIR)
         self.copies: list[LiveView.Copy] = []
         self.state_path = ""
@@ -100,15 +109,47 @@ class LiveView:
             self._state(DONE)
 
     def abandon(self) -> None:
-        """A copy failed: nothing more of the buffers can be had."""
+        """A copy failed or stopped: nothing more of the buffers can be had."""
         if self.published:
             with contextlib.suppress(OSError):
                 self._state(ABANDONED)
+
+    def released(self) -> bool:
+        """Whether the copies may stop: a ``releasable`` view whose launch clproj run has
+        projected from the live record (:func:`release`). Asked between chunks of a copy:
+        one ``pread`` of the state file."""
+        if not (self.releasable and self.published):
+            return False
+        try:
+            fd = os.open(self.state_path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            word = os.pread(fd, 4, RELEASE_OFFSET)
+        finally:
+            os.close(fd)
+        return len(word) == 4 and struct.unpack("<I", word)[0] == RELEASED
 
 
 def new_state_file(path: str) -> None:
     """A state file at ``path`` saying ``copying``."""
     write_atomic(path, struct.pack("<I", COPYING).ljust(STATE_BYTES, b"\0"))
+
+
+def release(state_path: str) -> None:
+    """clproj run's side: the launch of the live record whose state file is ``state_path``
+    is projected, so the app may stop copying its buffers (:meth:`LiveView.released`).
+    Why: in project mode without ``--record`` the records serve this run's projections
+    only, and the copies are what the launch waits for (BabelStream at 400 MiB: 0.12-0.7 s
+    per array on the 2-core VM, seven arrays a run); once the projection stands, nobody
+    reads them. A state file already gone (the app finished its copies and exited) is
+    fine."""
+    with contextlib.suppress(OSError):
+        fd = os.open(state_path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, struct.pack("<I", RELEASED), RELEASE_OFFSET)
+        finally:
+            os.close(fd)
 
 
 def write_live(

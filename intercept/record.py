@@ -62,6 +62,9 @@ class ArgRecord:
     # buffer: no command wrote it before the launch, so its content was undefined; it was
     # not read, and ``blob`` is None (zeros) (native/shim/writes.c)
     unwritten: bool = False
+    # buffer: its snapshot was not kept (``blob`` None), its content is not to be had:
+    # project mode stopped copying it once the launch was projected (live_view.release)
+    dropped: bool = False
 
     def to_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {"index": self.index, "kind": self.kind}
@@ -71,8 +74,7 @@ class ArgRecord:
             out.update(size=self.size, flags=self.flags, blob=self.blob)
             if self.origin is not None:
                 out.update(origin=self.origin, parent=self.parent)
-            if self.unwritten:
-                out["unwritten"] = True
+            out.update({flag: True for flag in ("unwritten", "dropped") if getattr(self, flag)})
         elif self.kind == "local":
             out["size"] = self.size
         elif self.kind == "unsupported":
@@ -95,6 +97,7 @@ class ArgRecord:
             origin=m.get("origin"),
             parent=m.get("parent"),
             unwritten=m.get("unwritten") is True,
+            dropped=m.get("dropped") is True,
         )
 
 
@@ -207,19 +210,21 @@ class LaunchRecord:
             self.blob_digests[key] = digest
         return key
 
-    def drop_blobs(self) -> None:
-        """Forget the in-memory blobs, and remove scratch files no blob took (a failed save)."""
-        for digest in self.blob_digests.values():
-            digest.cancel()  # before the mapping it reads is closed
-        self.blob_digests.clear()
-        for path in self.blob_files.values():
+    def drop_blobs(self, keys: set[str] | None = None) -> None:
+        """Forget the in-memory blobs (``keys``: those only, snapshots not kept), removing
+        scratch files no blob took (a failed save)."""
+        if keys is None:
+            keys = set(self.blobs) | set(self.blob_files) | set(self.blob_digests)
+        for key in keys:
+            digest = self.blob_digests.pop(key, None)
+            if digest is not None:
+                digest.cancel()  # before the mapping it reads is closed
             with contextlib.suppress(OSError):
-                os.unlink(path)
-        self.blob_files.clear()
-        for data in self.blobs.values():
+                os.unlink(self.blob_files.pop(key, ""))
+            data = self.blobs.pop(key, None)
             if isinstance(data, mmap.mmap):
                 data.close()
-        self.blobs.clear()
+            self.blob_sources.pop(key, None)
 
     def resolve_blobs(self, last: dict[int, tuple[int, str]] | None = None) -> None:
         """Replace placeholder blob keys (:meth:`add_blob`) by content hashes.
@@ -279,11 +284,21 @@ class LaunchRecord:
                 return a
         raise KeyError(index)
 
-    def buffer_bytes(self, index: int) -> bytes:
-        """Pre-launch content of buffer argument ``index`` (zeros if none was snapshotted)."""
-        a = self.arg(index)
+    def _buffer_arg(self, index: int) -> ArgRecord:
+        a = self.arg(index)  # a buffer whose pre-launch content the record holds
         if a.kind != "buffer":
             raise ClprojError(f"argument {index} of {self.kernel} is {a.kind}, not a buffer")
+        if a.dropped:
+            raise ClprojError(
+                f"argument {index} of {self.kernel} has no snapshot: project mode stopped "
+                "copying it once the launch was projected",
+                "record the launch with `clproj run --mode project --record DIR` to keep it",
+            )
+        return a
+
+    def buffer_bytes(self, index: int) -> bytes:
+        """Pre-launch content of buffer argument ``index`` (zeros if none was snapshotted)."""
+        a = self._buffer_arg(index)
         if a.blob is None:
             return bytes(a.size or 0)
         return self.blob(a.blob, a.size)
@@ -293,19 +308,13 @@ class LaunchRecord:
         read only where it is touched: the blob mapped copy-on-write, or zero pages when
         nothing was snapshotted. Why: the emulator touches a few pages of buffers that can
         be a gigabyte; :meth:`buffer_bytes` reads and hashes all of them."""
-        a = self.arg(index)
-        if a.kind != "buffer":
-            raise ClprojError(f"argument {index} of {self.kernel} is {a.kind}, not a buffer")
+        a = self._buffer_arg(index)
         size = int(a.size or 0)
         if index in self.live:  # read from the app while it copies (intercept.live_view)
-            from clproj.intercept.live_pages import EXIT_STATUS, LiveRegion
+            from clproj.intercept.live_pages import region_of
 
-            where = self.live[index]
-            region = LiveRegion(
-                where.pid, where.address, size, where.copy, where.state, exit_status=EXIT_STATUS
-            )
-            self.live_regions.append(region)
-            return region.view
+            self.live_regions.append(region_of(self.live[index], size))
+            return self.live_regions[-1].view
         if a.blob is None:
             return mmap.mmap(-1, max(1, size))
         if a.blob in self.blobs or self.store_dir is None:

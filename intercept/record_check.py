@@ -91,10 +91,13 @@ def check_arg(i: int, m: Any) -> dict[str, Any]:  # noqa: C901
                 raise BadField(
                     f"{at}.origin", f"origin + size ({end}) exceeds parent {a['parent']}"
                 )
-        unwritten = m.get("unwritten", False)
-        if not isinstance(unwritten, bool):
-            raise BadField(f"{at}.unwritten", f"must be true or false, got {short(unwritten)}")
-        a["unwritten"] = unwritten
+        for flag in ("unwritten", "dropped"):
+            value = m.get(flag, False)
+            if not isinstance(value, bool):
+                raise BadField(f"{at}.{flag}", f"must be true or false, got {short(value)}")
+            a[flag] = value
+        if a["dropped"] and blob is not None:
+            raise BadField(f"{at}.dropped", "a dropped snapshot names no blob")
     elif kind == "local":
         a["size"] = _int_field(f"{at}.size", m.get("size"), 1)
     elif kind == "unsupported":

@@ -208,13 +208,15 @@ def _snapshot(
 
     ``live`` (an :class:`intercept.live_view.LiveView` and the ExitStack that holds its
     buffers mapped): a changed snapshot of a mapped buffer is not copied here but added
-    to the view, copied by :func:`_copy_live` once the launch's live record is out."""
+    to the view, copied by :func:`intercept.live_copy.copy_live` once the launch's live
+    record is out."""
     mem = L.args[index].mem
     if size < SCRATCH_MIN_BYTES:
         return rec.add_blob(_read(ffi, lib, L, mem, size, wait))
     from clproj.intercept.blobs import BlobStore
     from clproj.intercept.last_snapshots import LAST
     from clproj.intercept.live_view import LiveView
+    from clproj.intercept.snapshot_hash import copy_snapshot, streamed
 
     source = int(ffi.cast("uintptr_t", mem))
     previous = LAST.previous(source, size)
@@ -232,7 +234,7 @@ def _snapshot(
             live[0].add(LiveView.Copy(index, address, path, stage, size, key, source))
             return key
         try:
-            digest = _copy(path, view, stage, size, _streamed())
+            digest = copy_snapshot(path, view, stage, size, streamed())
         except BaseException:
             view.close()
             os.unlink(path)
@@ -246,100 +248,6 @@ def _snapshot(
         os.unlink(path)
         raise
     return rec.add_blob(view, scratch=path, source=(source, seq, None), digest=digest)
-
-
-def _streamed() -> bool:
-    """Whether large snapshots are hashed as they are copied (``CLPROJ_SNAPSHOT_HASH``)."""
-    return settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed"
-
-
-def _copy(path: str, view: Any, stage: Any, size: int, streamed: bool) -> Any:
-    """Copy ``size`` bytes of ``stage`` into the scratch file ``path`` (mapped as ``view``);
-    ``streamed``: hashed as it is copied, so the record is whole about when the copy ends
-    (the hash under way is returned), else by the record writer after the copy (None)."""
-    from clproj.intercept.snapshot_hash import copy_and_hash, write_file
-
-    if streamed:
-        return copy_and_hash(path, view, stage, size)
-    write_file(path, stage, size)
-    return None
-
-
-def _live_view(L) -> Any:
-    """A live view for this launch's snapshots (intercept.live_view), where one can help:
-    project mode under ``clproj run``, the record published at the launch, emulation
-    while the app runs."""
-    if (
-        settings.get("CLPROJ_MODE") != "project"
-        or L.verify
-        or settings.get("CLPROJ_SNAPSHOT_VIEW") != "live"
-        or str(settings.get("CLPROJ_LIVE_EMULATION")) == "0"
-        or not settings.get("CLPROJ_RUN_DIR")  # only clproj run reads (and removes) them
-    ):
-        return None
-    from clproj.intercept.live_view import LiveView
-
-    return LiveView(record_dir())
-
-
-def _live_map(rec, view) -> tuple[dict[str, Any], dict[str, bytes]] | None:
-    """The live record's map and its inline snapshots; None where a buffer cannot be
-    described: a large one equal to an earlier snapshot whose blob is not written yet."""
-    from clproj.intercept.blobs import BlobStore
-    from clproj.intercept.live_view import inline_blob
-    from clproj.intercept.record_writer import hashed_snapshot
-
-    live_keys = {c.key for c in view.copies}
-    m = rec.to_map()
-    inline: dict[str, bytes] = {}
-    for a in m["args"]:
-        key = a.get("blob") if a.get("kind") == "buffer" else None
-        if key is None:
-            continue
-        if key in live_keys:
-            a["blob"] = None
-            continue
-        data = rec.blobs.get(key)
-        if isinstance(data, (bytes, bytearray)) and key not in rec.blob_files:
-            a["blob"], inline[a["blob"]] = inline_blob(data)  # a small one
-            continue
-        source, _, same = rec.blob_sources.get(key, (None, None, None))
-        hashed = hashed_snapshot(source) if same is not None else None
-        if hashed is None or hashed[0] != same or not BlobStore(view.store_dir).has(hashed[1]):
-            return None
-        a["blob"] = hashed[1]  # the earlier snapshot's blob, written by now
-    return m, inline
-
-
-def _copy_live(rec, view) -> None:
-    """Publish the launch's live record, then copy each of its buffers (the app's thread
-    waits for the copies as before; the emulator need not), then say they are whole."""
-    from clproj.intercept.last_snapshots import LAST
-
-    described = _live_map(rec, view)
-    if described is not None:
-        try:
-            view.publish(rec.id, *described)
-        except OSError as exc:  # the record proper still follows
-            _log_once("live", f"live records not written ({exc}); launches wait for copies")
-    try:
-        for c in view.copies:
-            # with the live record out, hashed by the record writer: while the app copies,
-            # the other core is the emulator's, which reads the live record
-            digest = _copy(
-                c.scratch, rec.blobs[c.key], c.source, c.size, _streamed() and not view.published
-            )
-            if digest is not None:
-                rec.blob_digests[c.key] = digest
-            rec.blob_sources[c.key] = (
-                c.device_buffer,
-                LAST.remember(c.device_buffer, c.scratch, c.size),
-                None,
-            )
-    except BaseException:
-        view.abandon()
-        raise
-    view.done()
 
 
 def _metadata(ffi, L):
@@ -460,10 +368,11 @@ def settle(reserved: int, stored: int) -> None:
 def _snapshot_inputs(ffi, lib, L, rec) -> None:
     """Snapshot every buffer argument of ``rec`` (hashed by the record writer, off this
     thread), name its device and give it its id."""
+    from clproj.intercept.live_copy import copy_live, view_for
     from clproj.intercept.record import new_id
 
     fewest = settings.get("CLPROJ_SNAPSHOT_READS") == "fewest"
-    view = _live_view(L)
+    view = view_for(record_dir(), bool(L.verify))
     with contextlib.ExitStack() as held:  # live: the buffers stay mapped until copied
         live = None if view is None else (view, held)
         for arg in rec.args:
@@ -478,7 +387,7 @@ def _snapshot_inputs(ffi, lib, L, rec) -> None:
         rec.device = _device_info(ffi, lib, L.device)
         rec.id = new_id(rec.kernel, record_dir())
         if view is not None and view.copies:
-            _copy_live(rec, view)
+            copy_live(rec, view, _log_once)
 
 
 def pre_launch(ffi, lib, L):

@@ -91,11 +91,17 @@ class StreamHash:
 
 
 def write_file(
-    path: str, source: Any, size: int, filled: Callable[[int], None] | None = None
-) -> None:
+    path: str,
+    source: Any,
+    size: int,
+    filled: Callable[[int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> int:
     """Write the first ``size`` bytes of ``source`` into the file ``path`` (created at that
     size: :meth:`BlobStore.scratch`) chunk by chunk with ``pwrite``, calling
-    ``filled(end)`` after each chunk.
+    ``filled(end)`` after each chunk; returns the bytes written: ``size``, or fewer where
+    ``stop()``, asked before each chunk, said the copy is no longer wanted
+    (intercept.live_view.LiveView.released).
 
     Why ``pwrite`` and not a store through the file's mapping: every first store to a page
     of a new mapping faults, which on the 2-core VM makes the copy half as slow again
@@ -105,6 +111,8 @@ def write_file(
     fd = os.open(path, os.O_WRONLY)
     try:
         for start in range(0, size, CHUNK_BYTES):
+            if stop is not None and stop():
+                return start
             end = min(size, start + CHUNK_BYTES)
             chunk = source[start:end]
             if len(chunk) != end - start:
@@ -116,6 +124,7 @@ def write_file(
                 filled(end)
     finally:
         os.close(fd)
+    return size
 
 
 def copy_and_hash(
@@ -136,3 +145,20 @@ def copy_and_hash(
         digest.cancel()
         raise
     return digest
+
+
+def streamed() -> bool:
+    """Whether large snapshots are hashed as they are copied (``CLPROJ_SNAPSHOT_HASH``)."""
+    from clproj import settings
+
+    return settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed"
+
+
+def copy_snapshot(path: str, view: Any, stage: Any, size: int, hashed: bool) -> StreamHash | None:
+    """Copy ``size`` bytes of ``stage`` into the scratch file ``path`` (mapped as ``view``);
+    ``hashed``: hashed as it is copied, so the record is whole about when the copy ends
+    (the hash under way is returned), else by the record writer after the copy (None)."""
+    if hashed:
+        return copy_and_hash(path, view, stage, size)
+    write_file(path, stage, size)
+    return None

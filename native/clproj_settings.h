@@ -258,8 +258,8 @@ static inline const char *clproj_setting_snapshot_hash(void) {
 
 /* CLPROJ_SNAPSHOT_VIEW (choice, app): see docs/settings.md. */
 static inline const char *clproj_setting_snapshot_view(void) {
-    static const char *const choices[] = {"live", "off", 0};
-    return clproj__choice("CLPROJ_SNAPSHOT_VIEW", "live", choices, "one of live, off");
+    static const char *const choices[] = {"release", "live", "off", 0};
+    return clproj__choice("CLPROJ_SNAPSHOT_VIEW", "release", choices, "one of release, live, off");
 }
 
 /* CLPROJ_PYTHON_PRESTART (bool, app): see docs/settings.md. */
@@ -460,8 +460,8 @@ static inline int clproj_setting_store_ranges(void) { return clproj__bool("CLPRO
 
 /* CLPROJ_FAULT (choice, test): see docs/settings.md. */
 static inline const char *clproj_setting_fault(void) {
-    static const char *const choices[] = {"", "start", "launch", "live-pages", 0};
-    return clproj__choice("CLPROJ_FAULT", "", choices, "one of start, launch, live-pages");
+    static const char *const choices[] = {"", "start", "launch", "live-pages", "copy-wait", 0};
+    return clproj__choice("CLPROJ_FAULT", "", choices, "one of start, launch, live-pages, copy-wait");
 }
 
 /* CLPROJ_NODE_WEDGE_AFTER (int, test): see docs/settings.md. */

@@ -371,14 +371,18 @@ def complete_run(
 def _settle_published(done: dict[str, dict[str, Any]], records: list[Any]) -> None:
     """Project mode publishes a record at its launch and writes it again with the launch's
     measured time (intercept.shim_runtime.pre_launch); the live projection read the first
-    file. Its document takes the time from the file as the app left it, and a launch whose
-    record the app withdrew (the launch failed) loses its document."""
+    file. Its document takes the time from the file as the app left it (and the arguments
+    whose copies the app stopped, intercept.live_view.release), and a launch whose record
+    the app withdrew (the launch failed) loses its document."""
     final = {r.signature: r for r in records}
     for signature in [s for s in done if s not in final]:
         del done[signature]
     for signature, doc in done.items():
         if doc.get("measured_time_ns") is None:
             doc["measured_time_ns"] = final[signature].measured_time_ns
+        dropped = [a.index for a in final[signature].args if a.dropped]
+        if dropped:  # the app stopped copying these once the projection stood
+            doc["dropped_snapshots"] = dropped
 
 
 def choose(docs: list[dict[str, Any]], objective: str) -> list[dict[str, Any]]:

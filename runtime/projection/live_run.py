@@ -229,6 +229,7 @@ class LiveProjector:
                 self._changed = False
 
     def _run(self, record: Any, during: bool) -> None:
+        from clproj.intercept.live_view import release
         from clproj.miniemu.oclgrind import runs_at_nice
         from clproj.runtime.projection.live import failed_projection, project_record
 
@@ -260,6 +261,9 @@ class LiveProjector:
         doc["live"] = "during app" if during else "after app"
         if record.live:  # emulated from the app's buffers while it copied them
             doc["live_view"] = True
+            # projected: the app may stop copying (it does where its records are this
+            # run's own; intercept.live_view.release)
+            release(next(iter(record.live.values())).state)
         if doc.get("projections"):  # a cached projection too: this run's latency
             doc["since_launch_s"] = round(time.time() - record.created, 4)
         if record.id in self._found:  # how much of that the record took to appear

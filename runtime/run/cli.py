@@ -187,11 +187,14 @@ def _prepare(args: argparse.Namespace, tmp: str) -> Run:
     if args.mode == "project":
         env["CLPROJ_DEFERRED_FILE"] = os.path.join(tmp, "deferred.jsonl")
         env.setdefault("CLPROJ_EMULATION_NICE", "10")
-        if settings.get("CLPROJ_SNAPSHOT_VIEW") == "live":
+        view = settings.get("CLPROJ_SNAPSHOT_VIEW")
+        if view in ("release", "live"):
             from clproj.intercept.live_pages import unavailable
 
             if unavailable(tmp):  # the emulator could not read them: they would only delay
                 env["CLPROJ_SNAPSHOT_VIEW"] = "off"
+            elif view == "release" and args.record and not settings.is_set("CLPROJ_SNAPSHOT_VIEW"):
+                env["CLPROJ_SNAPSHOT_VIEW"] = "live"  # records asked for are kept whole
     # everything the app's clproj parts create lives here, removed however the app ends
     env["CLPROJ_RUN_DIR"] = tmp
     return run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import blake3
@@ -459,3 +460,68 @@ def test_a_zeros_hash_started_at_the_snapshot_is_computed_once():
     blobs.prepare_zeros_key(size)  # once per size
     assert blobs.prepared_zeros_key(size) == blake3.blake3(bytes(size)).hexdigest()
     assert blobs.zeros_key.cache_info().misses == 1
+
+
+def test_a_dropped_snapshot_is_kept_as_such_and_its_content_refused(tmp_path):
+    """Project mode without --record stops copying a launch's snapshots once the launch is
+    projected (intercept.live_view.release): the record says which, survives a round trip,
+    and refuses to give their content rather than read them as zeros."""
+    rec = _rec()
+    rec.args[1].blob, rec.args[1].dropped = None, True
+    back = R.load(R.save(rec, str(tmp_path)))
+    assert back.args[1].dropped and back.args[1].blob is None and not back.args[2].dropped
+    for read in (back.buffer_bytes, back.buffer_view):
+        with pytest.raises(ClprojError, match="argument 1 of axpy has no snapshot") as err:
+            read(1)
+        assert "--record DIR" in str(err.value)
+    assert back.buffer_bytes(2) == np.ones(64, dtype=np.float32).tobytes()
+
+    m = msgpack.unpackb(Path(back.path).read_bytes(), raw=False)
+    bad = tmp_path / "bad.clrec"
+    for arg, field in (({"dropped": "yes"}, "args[1].dropped"),
+                       ({"dropped": True, "blob": "ab" * 32}, "args[1].dropped")):  # fmt: skip
+        args = [dict(a, **arg) if a["index"] == 1 else a for a in m["args"]]
+        bad.write_bytes(msgpack.packb({**m, "args": args}, use_bin_type=True))
+        with pytest.raises(ClprojError, match=re.escape(f"'{field}'")):
+            R.load(str(bad))
+
+
+def test_a_copy_asked_to_stop_stops_between_chunks(tmp_path, monkeypatch):
+    """write_file asks ``stop`` before each chunk and says how much it wrote: what lets an
+    app stop copying a snapshot nobody will read (intercept.live_view.LiveView.released)."""
+    from clproj.intercept import snapshot_hash as S
+
+    monkeypatch.setattr(S, "CHUNK_BYTES", 1 << 16)
+    data = np.random.default_rng(3).integers(0, 255, 5 << 16, dtype=np.uint8).tobytes()
+    path, view = BlobStore(str(tmp_path)).scratch(len(data))
+    asked = []
+    assert S.write_file(path, data, len(data), stop=lambda: asked.append(1) or len(asked) > 2) == (
+        2 << 16
+    )
+    assert len(asked) == 3 and view[: 2 << 16] == data[: 2 << 16] and not any(view[2 << 16 :])
+    assert S.write_file(path, data, len(data), stop=lambda: False) == len(data)
+    assert view[:] == data
+    view.close()
+
+
+def test_a_live_view_is_released_only_where_it_may_be(tmp_path):
+    """clproj run's release (the second word of the state file) reaches the app's view;
+    a view that must copy whole (--record: CLPROJ_SNAPSHOT_VIEW=live) never says released,
+    and a release after the app removed its files is no error."""
+    from clproj.intercept.live_view import LiveView, release
+
+    rec = _rec()
+    views = {}
+    for i, releasable in enumerate((True, False)):
+        view = LiveView(str(tmp_path), releasable=releasable)
+        view.publish(f"axpy-{i}", rec.to_map(), {})
+        assert not view.released()
+        views[releasable] = view
+    for view in views.values():
+        release(view.state_path)
+    assert views[True].released() and not views[False].released()
+    views[True].done()  # the app's own word stays apart from clproj run's
+    assert views[True].released()
+    os.unlink(views[True].state_path)
+    release(views[True].state_path)
+    assert not views[True].released()
