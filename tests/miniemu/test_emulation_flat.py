@@ -209,3 +209,7 @@ def test_flatness_is_the_largest_over_the_smallest_first_projection():
     assert "| 11.00 | not met |" in lines[1]
     rows.append(row("MiB per buffer", 64, None))
     assert flatness(rows, "live")[1].endswith("| - | - |")
+    # runs of the same point: the median is the point's (one slow run moves nothing)
+    rows = [row("loop trips", 100, s) for s in (0.1, 0.12, 0.5)]
+    rows += [row("loop trips", 1000, s) for s in (0.2, 0.21, 0.19)]
+    assert "100: 0.12, 1,000: 0.20 | 1.67 | met |" in flatness(rows, "live")[0]
