@@ -75,8 +75,10 @@ STACKED = r"""
 #include <stdlib.h>
 #include <CL/cl.h>
 /* Another tool's interposer: wraps two entry points, finds the next definition with
- * dlsym(RTLD_NEXT, ...) as such tools do, and counts what it saw. */
-static int depth = 0, launches = 0;
+ * dlsym(RTLD_NEXT, ...) as such tools do, and counts what it saw (the app launches from
+ * several threads: the count is atomic, the recursion depth per thread). */
+static __thread int depth = 0;
+static int launches = 0;
 static void *next_of(const char *name) {
     void *fn = dlsym(RTLD_NEXT, name);
     if (fn == NULL) { fprintf(stderr, "stacked: no next %s\n", name); exit(41); }
@@ -97,7 +99,7 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint d, const 
                               cl_event *e) {
     static nd_fn next;
     if (!next) next = (nd_fn)next_of("clEnqueueNDRangeKernel");
-    launches++;
+    __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
     return next(q, k, d, o, g, l, n, w, e);
 }
 __attribute__((destructor)) static void report(void) { fprintf(stderr, "stacked launches %d\n", launches); }
