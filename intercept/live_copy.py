@@ -15,12 +15,14 @@ while each kernel is projected 0.05-0.3 s after its launch.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from clproj import settings
-from clproj.intercept.live_view import LiveView
+from clproj.intercept.live_view import LiveView, live_copy_path
 
 # CLPROJ_FAULT=copy-wait: how long a launch waits for its release before copying anyway
 COPY_WAIT_S = 30.0
@@ -96,8 +98,8 @@ def copy_live(rec: Any, view: LiveView, log: Callable[[str, str], None]) -> None
                 # copies, the other core is the emulator's, which reads the live record
                 digest = None
                 if write_file(c.scratch, c.source, c.size, stop=view.released) < c.size:
-                    _drop(rec, view.copies[n:])
                     view.abandon()  # nothing more of the buffers can be had
+                    _drop(rec, view, view.copies[n:])
                     return
             if digest is not None:
                 rec.blob_digests[c.key] = digest
@@ -120,11 +122,15 @@ def _wait_for_release(view: LiveView) -> None:
         time.sleep(0.01)
 
 
-def _drop(rec: Any, copies: list[LiveView.Copy]) -> None:
-    """The snapshots of ``copies`` are not kept: their scratch files go, and their
+def _drop(rec: Any, view: LiveView, copies: list[LiveView.Copy]) -> None:
+    """The snapshots of ``copies`` are not kept: their scratch files and the live record's
+    links to them go (a part-written copy holds its pages until both are gone), and their
     arguments say so (intercept.record.ArgRecord.dropped)."""
     keys = {c.key for c in copies}
     for a in rec.args:
         if a.kind == "buffer" and a.blob in keys:
             a.blob, a.dropped = None, True
     rec.drop_blobs(keys)
+    for c in copies:
+        with contextlib.suppress(OSError):
+            os.unlink(live_copy_path(view.folder, rec.id, c.index))

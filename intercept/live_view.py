@@ -152,6 +152,12 @@ def release(state_path: str) -> None:
             os.close(fd)
 
 
+def live_copy_path(folder: str, record_id: str, index: int) -> str:
+    """Where a live record's link to the copy of its buffer argument ``index`` lives, in
+    the store's ``live/`` ``folder``."""
+    return os.path.join(folder, f"{record_id}-{index}.copy")
+
+
 def write_live(
     store_dir: str,
     record_id: str,
@@ -182,7 +188,11 @@ def write_live(
 
     state_name = f"{record_id}.state" if state is None else named(f"{record_id}.state", state)
     entries = [
-        {"index": index, "address": address, "copy": named(f"{record_id}-{index}.copy", copy)}
+        {
+            "index": index,
+            "address": address,
+            "copy": named(os.path.basename(live_copy_path(folder, record_id, index)), copy),
+        }
         for index, address, copy in buffers
     ]
     doc = dict(
