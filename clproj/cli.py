@@ -19,7 +19,6 @@ import importlib
 import sys
 
 from clproj import __version__, streams
-from clproj.console import stderr
 from clproj.errors import ClprojError
 
 # Subcommand -> the module that registers it, in the order ``clproj --help`` lists them
@@ -81,10 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.check_all()
         return int(args.func(args) or 0)
     except ClprojError as exc:
-        stderr.print(f"[bold red]error:[/] {exc.cause}", highlight=False)
-        if exc.fix:
-            stderr.print(f"  [bold]fix:[/] {exc.fix}", highlight=False)
-        return 2
+        return _error(exc.cause, exc.fix)
     except KeyboardInterrupt:
         return 130
     except OSError as exc:
@@ -93,12 +89,21 @@ def main(argv: list[str] | None = None) -> int:
         # path, one line, like every other error.
         path = exc.filename or ""
         what = f"{exc.strerror or exc}" + (f": {path}" if path else "")
-        stderr.print(f"[bold red]error:[/] {what}", highlight=False)
-        stderr.print(
-            "  [bold]fix:[/] check that the path exists and that you may read or write it",
-            highlight=False,
-        )
-        return 2
+        return _error(what, "check that the path exists and that you may read or write it")
+
+
+def _error(cause: str, fix: str | None) -> int:
+    """Say a failed command's cause and fix on stderr; its exit status. The console (rich,
+    0.08 s of imports on the 2-core VM) is imported here, not at start-up: ``clproj run``
+    pays its start-up before the app starts, and loads its report's console while the app
+    runs (``clproj run --mode observe`` of a 0.5 s app, 15 pairs with farm-bench: 0.756 s
+    against 0.781 s with the console imported first)."""
+    from clproj.console import stderr
+
+    stderr.print(f"[bold red]error:[/] {cause}", highlight=False)
+    if fix:
+        stderr.print(f"  [bold]fix:[/] {fix}", highlight=False)
+    return 2
 
 
 if __name__ == "__main__":
