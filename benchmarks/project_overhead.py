@@ -29,23 +29,16 @@ import os
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-from clproj.benchmarks.first_projection import ALL_METHODS, build_babelstream
+from clproj.benchmarks.first_projection import ALL_METHODS, build_babelstream, timed
 from clproj.console import publish
 from clproj.runtime.evaluation.validate_suite import parse_run_output
 
 TARGET_RATIO = 2.0
-
-
-def timed(cmd: list[str], cwd: str, env: dict[str, str]) -> tuple[float, str, int]:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
-    return time.perf_counter() - start, proc.stdout, proc.returncode
 
 
 def project_run(app: list[str], cwd: str, env: dict[str, str], cache: str, method: str) -> dict:

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from clproj import settings
 from clproj.background_thread import background_thread
 from clproj.intercept.blobs import content_hasher
 
@@ -149,8 +150,6 @@ def copy_and_hash(
 
 def streamed() -> bool:
     """Whether large snapshots are hashed as they are copied (``CLPROJ_SNAPSHOT_HASH``)."""
-    from clproj import settings
-
     return settings.get("CLPROJ_SNAPSHOT_HASH") == "streamed"
 
 

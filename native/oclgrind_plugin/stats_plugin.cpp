@@ -255,7 +255,7 @@ StatsPlugin::StatsPlugin(const oclgrind::Context *context) : oclgrind::Plugin(co
 
 // Read at each launch, not when the context is made: the emulator's fork server prepares
 // a launch once (context, program, buffers) and forks each run from it, each with its own
-// output file and budgets in its environment (miniemu/worker.py, "templates").
+// output file and budgets in its environment (miniemu/fork_server.py, "templates").
 void StatsPlugin::readSettings() {
   output_path_ = clproj_setting_stats_out();
   stop_after_groups_ = static_cast<uint64_t>(clproj_setting_stats_stop_after_groups());
