@@ -53,7 +53,7 @@ class ArgRecord:
     index: int
     kind: str  # "scalar" | "buffer" | "local" | "null" | "unsupported"
     data: bytes | None = None  # scalar bytes
-    size: int | None = None  # buffer or local size in bytes
+    size: int | None = None  # buffer/local bytes; null: the size set with it (replay.set_kinds)
     flags: int | None = None  # cl_mem_flags of a buffer
     blob: str | None = None  # content key of pre-launch buffer content; None: zeros
     what: str | None = None  # for unsupported: "image", "pipe", "svm", "sampler"
@@ -75,7 +75,7 @@ class ArgRecord:
             if self.origin is not None:
                 out.update(origin=self.origin, parent=self.parent)
             out.update({flag: True for flag in ("unwritten", "dropped") if getattr(self, flag)})
-        elif self.kind == "local":
+        elif self.kind == "local" or (self.kind == "null" and self.size is not None):
             out["size"] = self.size
         elif self.kind == "unsupported":
             out["what"] = self.what

@@ -100,6 +100,8 @@ def check_arg(i: int, m: Any) -> dict[str, Any]:  # noqa: C901
             raise BadField(f"{at}.dropped", "a dropped snapshot names no blob")
     elif kind == "local":
         a["size"] = _int_field(f"{at}.size", m.get("size"), 1)
+    elif kind == "null" and m.get("size") is not None:
+        a["size"] = _int_field(f"{at}.size", m.get("size"), 1)
     elif kind == "unsupported":
         a["what"] = _opt_str(f"{at}.what", m.get("what"), MAX_NAME)
     return a

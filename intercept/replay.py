@@ -252,14 +252,23 @@ _QUALIFIED = {
 }
 
 
-def check_kernel_args(record: LaunchRecord, kernel: Any) -> None:
+def set_kinds(record: LaunchRecord, kernel: Any) -> dict[int, str]:
     """The record's arguments against the built kernel: one per parameter index, each of
-    a kind the parameter takes (when the driver reports argument information)."""
+    a kind the parameter takes (when the driver reports argument information). Returns
+    the kind each argument is set as.
+
+    A NULL value is ambiguous to the shim when the app's driver gave no argument
+    information: ``clSetKernelArg(k, i, 8, NULL)`` sets a NULL buffer on a pointer
+    parameter and 8 bytes of local memory on a ``__local`` one (a work-group of two
+    reducing ``uint``s). The record keeps the size with the NULL, and the replay, whose
+    build asks for argument information, sets it as local memory where the parameter is
+    ``__local``."""
     import pyopencl as cl
 
     name = _name(record)
     n = int(kernel.num_args)
     indices = sorted(a.index for a in record.args)
+    kinds = {a.index: a.kind for a in record.args}
     if indices != list(range(n)):
         missing = sorted(set(range(n)) - set(indices))
         extra = sorted(set(indices) - set(range(n)))
@@ -277,8 +286,11 @@ def check_kernel_args(record: LaunchRecord, kernel: Any) -> None:
         try:
             q = kernel.get_arg_info(a.index, cl.kernel_arg_info.ADDRESS_QUALIFIER)
         except cl.Error:
-            return  # no argument information from this driver: clSetKernelArg checks
+            return kinds  # no argument information from this driver: clSetKernelArg checks
         qual = cl.kernel_arg_address_qualifier.to_string(q)
+        if qual == "LOCAL" and a.kind == "null" and a.size:
+            kinds[a.index] = "local"
+            continue
         allowed = _KINDS_FOR.get(qual, ("scalar",))
         if a.kind not in allowed:
             try:
@@ -291,6 +303,7 @@ def check_kernel_args(record: LaunchRecord, kernel: Any) -> None:
                 f"of {record.kernel} is a {what} ({type_name})",
                 "the record does not belong to this program: " + _FIX_RECORD,
             )
+    return kinds
 
 
 def replay(  # noqa: C901
@@ -370,7 +383,7 @@ def replay(  # noqa: C901
             f"(it has: {known}; {_cl_error_name(exc)})",
             "the record is corrupt: " + _FIX_RECORD,
         ) from None
-    check_kernel_args(record, kernel)
+    kinds = set_kinds(record, kernel)
     if record.local_size is not None:
         with _cl_step(f"replay of {name}: querying the kernel on {dev}", fix_driver):
             kmax = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
@@ -385,19 +398,20 @@ def replay(  # noqa: C901
     mf = cl.mem_flags
     access = mf.READ_WRITE | mf.WRITE_ONLY | mf.READ_ONLY
     for a in sorted(record.args, key=lambda a: a.index):
-        step = f"replay of {name}: setting field 'args[{a.index}]' ({a.kind})"
-        if a.kind == "scalar":
+        kind = kinds[a.index]
+        step = f"replay of {name}: setting field 'args[{a.index}]' ({kind})"
+        if kind == "scalar":
             with _cl_step(
                 step, "the record's scalar size differs from the kernel's parameter type"
             ):
                 kernel.set_arg(a.index, np.frombuffer(a.data or b"", dtype=np.uint8).copy())
-        elif a.kind == "null":
+        elif kind == "null":
             with _cl_step(step, fix_driver):
                 kernel.set_arg(a.index, None)
-        elif a.kind == "local":
+        elif kind == "local":
             with _cl_step(step, fix_driver):
                 kernel.set_arg(a.index, cl.LocalMemory(max(1, int(a.size or 1))))
-        elif a.kind == "buffer":
+        elif kind == "buffer":
             data = b"" if map_buffers else record.buffer_bytes(a.index)
             size = max(1, int(a.size or len(data)))
             flags = (a.flags or mf.READ_WRITE) & access or mf.READ_WRITE

@@ -272,8 +272,8 @@ def _metadata(ffi, L):
         elif kind == "unsupported":
             what = ffi.string(a.what).decode() if a.what != ffi.NULL else "unsupported"
             args.append(ArgRecord(i, kind, what=what))
-        else:
-            args.append(ArgRecord(i, "null"))
+        else:  # NULL value: kept with its size, which a __local parameter needs
+            args.append(ArgRecord(i, "null", size=int(a.size) or None))
     dim = int(L.work_dim)
     reason = ffi.string(L.not_emulatable).decode() if L.not_emulatable != ffi.NULL else None
     return LaunchRecord(

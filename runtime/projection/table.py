@@ -64,6 +64,19 @@ def _device_cell(docs: list[dict[str, Any]], device: str) -> str:
     return cell
 
 
+def _measured_cell(docs: list[dict[str, Any]], kernel_row: dict[str, Any]) -> str | None:
+    """What the launch took on the app's own device: a shape's own recorded time (the
+    record's profiling-event time) where the row is one shape, else the kernel's mean over
+    all its launches, marked as such. Why per shape: one kernel launched at 524,288 and at
+    2 work-items (a reduction's stages) has a mean that is neither launch's time."""
+    device = str(kernel_row.get("device") or docs[0].get("measured_device") or "")[:20]
+    own = docs[0].get("measured_time_ns") if len(docs) == 1 else None
+    if own is not None:
+        return f"{own / 1e3:.1f} us on {device}"
+    mean = kernel_row.get("mean_ns")
+    return None if mean is None else f"{mean / 1e3:.1f} us on {device} (kernel mean)"
+
+
 def _row_groups(projections: list[dict[str, Any]], most: int) -> list[list[dict[str, Any]]]:
     """The table's rows: one per projection, except that a kernel with more than ``most``
     projections gets a single row for them all (in first-launch order)."""
@@ -100,8 +113,6 @@ def print_projections(
     rows = []
     for docs in _row_groups(projections, shapes_per_row):
         doc = docs[0]
-        m = measured.get(doc["kernel"], {})
-        mean = m.get("mean_ns")
         pick, n = _most_common([_recommended(d) for d in docs])
         if len(docs) == 1:
             name = f"{doc['kernel']}[{'x'.join(str(v) for v in doc['global_size'])}]"
@@ -110,7 +121,7 @@ def print_projections(
         rows.append(
             (
                 name,
-                None if mean is None else f"{mean / 1e3:.1f} us on {str(m.get('device', ''))[:20]}",
+                _measured_cell(docs, measured.get(doc["kernel"], {})),
                 *[_device_cell(docs, d) for d in devices],
                 pick,
                 _most_common([_profile(d) for d in docs])[0],
@@ -120,7 +131,7 @@ def print_projections(
     print_table(
         [
             "kernel",
-            "measured (mean)",
+            "measured",
             *(d + (" (LOW confidence)" if d in low else "") for d in devices),
             "recommended",
             "profile",

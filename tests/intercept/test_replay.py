@@ -57,6 +57,22 @@ def test_replay_local_null_offset(cl_device):
     np.testing.assert_array_equal(out, expect)
 
 
+def test_a_null_with_a_size_on_a_local_parameter_is_local_memory(cl_device, tmp_path):
+    """What the shim records for ``clSetKernelArg(k, 2, 8, NULL)`` without argument
+    information: a NULL with its size. On a ``__local`` parameter the replay sets that
+    much local memory (two ints: a group of two); a NULL without a size is refused there."""
+    data = np.arange(8, dtype=np.int32)
+    rec = R.from_arrays(SRC, "rev", [data, np.zeros(8, np.int32), None, None], 8, 2)
+    rec.args[2].size = 8
+    saved = R.load(R.save(rec, str(tmp_path)))
+    assert (saved.args[2].kind, saved.args[2].size) == ("null", 8)
+    out = np.frombuffer(replay(saved, cl_device).outputs[1], np.int32)
+    np.testing.assert_array_equal(out, data.reshape(4, 2)[:, ::-1].ravel() + 1000)
+    rec.args[2].size = None
+    with pytest.raises(ClprojError, match=r"args\[2\]' is null, but argument 2 of rev is a __local"):
+        replay(rec, cl_device)
+
+
 def test_replay_refuses_unsupported():
     rec = R.from_arrays(
         SRC, "axpy", [np.float32(1), np.zeros(4, np.float32), np.zeros(4, np.float32)], 4

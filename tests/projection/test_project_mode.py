@@ -97,6 +97,28 @@ def test_unmodified_c_binary_under_project_mode(tmp_path):
 
 
 @pytest.mark.skipif(
+    not os.path.exists(os.path.join(REPO, "benchmarks/apps/bin/reduction")),
+    reason="C hosts not built",
+)
+def test_a_local_argument_of_pointer_size_is_projected(tmp_path):
+    """A C reduction of 2,048 values ends with a stage of two work-items, whose ``__local``
+    argument is ``clSetKernelArg(k, 2, 8, NULL)``: to a shim without argument information
+    (PoCL builds without -cl-kernel-arg-info) that is also a NULL buffer. The record keeps
+    the NULL with its size, and the emulation sets it as 8 bytes of local memory: every
+    stage is projected (the last one failed: "args[2] is null, but argument 2 of
+    reduce_sum is a __local pointer")."""
+    from clproj.intercept.record import load
+
+    doc = run_project([os.path.join(REPO, "benchmarks/apps/bin/reduction"), "2048"], tmp_path)
+    stages = [p for p in doc["projections"] if p["kernel"] == "reduce_sum"]
+    assert sorted(p["global_size"] for p in stages) == [[2], [1024]]
+    assert all(p.get("projections") and not p.get("error") for p in stages), stages
+    last = [load(str(f)) for f in (tmp_path / "rec" / "records").glob("*.clrec")]
+    local = [r.args[2] for r in last if r.global_size == [2]]
+    assert [(a.kind, a.size) for a in local] == [("null", 8)]
+
+
+@pytest.mark.skipif(
     not os.path.exists(os.path.join(REPO, "benchmarks/apps/bin/matmul_lmem")),
     reason="C hosts not built",
 )

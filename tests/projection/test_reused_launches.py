@@ -28,7 +28,8 @@ def test_reused_launches_project_alike_in_one_process_or_several():
 
 def test_a_kernel_of_many_shapes_is_one_row_of_the_table():
     """Thousands of launch shapes (PolyBench lu) make one row per kernel: the mean
-    projected time per device and how many shapes chose the recommended device."""
+    projected time per device and how many shapes chose the recommended device; a kernel
+    of one shape shows that launch's own measured time."""
     import io
 
     from rich.console import Console
@@ -48,8 +49,13 @@ def test_a_kernel_of_many_shapes_is_one_row_of_the_table():
         }
 
     many = [doc("step", n, "gpu" if n > 2 else "cpu") for n in range(1, SHAPES_PER_ROW + 3)]
+    once = {**doc("once", 7, "cpu"), "measured_time_ns": 5300, "measured_device": "cpu0"}
+    measured = [
+        {"kernel": "step", "mean_ns": 42000, "device": "cpu0"},
+        {"kernel": "once", "mean_ns": 99000, "device": "cpu0"},
+    ]
     out = io.StringIO()
-    print_projections([*many, doc("once", 7, "cpu")], [], to=Console(file=out, width=400))
+    print_projections([*many, once], measured, to=Console(file=out, width=400))
     lines = [ln for ln in out.getvalue().splitlines() if "step" in ln or "once" in ln]
     assert len(lines) == 2, out.getvalue()
     mean_us = sum(range(1, SHAPES_PER_ROW + 3)) / len(many)
@@ -57,3 +63,6 @@ def test_a_kernel_of_many_shapes_is_one_row_of_the_table():
     assert f"{mean_us:.1f} us G (mean of {len(many)})" in lines[0]
     assert f"gpu ({len(many) - 2} of {len(many)})" in lines[0]
     assert "once[7]" in lines[1] and "7.0 us G" in lines[1]
+    # the measured column: a one-shape row's own recorded time, else the kernel's mean
+    assert "5.3 us on cpu0" in lines[1] and "99.0" not in lines[1]
+    assert "42.0 us on cpu0 (kernel mean)" in lines[0]
