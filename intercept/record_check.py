@@ -98,9 +98,7 @@ def check_arg(i: int, m: Any) -> dict[str, Any]:  # noqa: C901
             a[flag] = value
         if a["dropped"] and blob is not None:
             raise BadField(f"{at}.dropped", "a dropped snapshot names no blob")
-    elif kind == "local":
-        a["size"] = _int_field(f"{at}.size", m.get("size"), 1)
-    elif kind == "null" and m.get("size") is not None:
+    elif kind == "local" or (kind == "null" and m.get("size") is not None):
         a["size"] = _int_field(f"{at}.size", m.get("size"), 1)
     elif kind == "unsupported":
         a["what"] = _opt_str(f"{at}.what", m.get("what"), MAX_NAME)
