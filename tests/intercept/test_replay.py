@@ -69,7 +69,9 @@ def test_a_null_with_a_size_on_a_local_parameter_is_local_memory(cl_device, tmp_
     out = np.frombuffer(replay(saved, cl_device).outputs[1], np.int32)
     np.testing.assert_array_equal(out, data.reshape(4, 2)[:, ::-1].ravel() + 1000)
     rec.args[2].size = None
-    with pytest.raises(ClprojError, match=r"args\[2\]' is null, but argument 2 of rev is a __local"):
+    with pytest.raises(
+        ClprojError, match=r"args\[2\]' is null, but argument 2 of rev is a __local"
+    ):
         replay(rec, cl_device)
 
 
