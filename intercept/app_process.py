@@ -8,22 +8,39 @@ What a user expects of a wrapper, and why each piece is here:
   itself are forwarded to the app's group.
 - The app dies with ``clproj run``: ``PR_SET_PDEATHSIG`` (clproj.lifeline) kills it if
   ``clproj run`` is itself killed by SIGKILL.
-- The exit status is the app's: its code, or 128+N for a death by signal N, named on stderr.
+- The exit status is the app's: its code, or a death by the signal that killed it, named on
+  stderr. ``clproj run`` ends by that signal too once its report is out (:func:`end_like`),
+  as a shell's wrapper must: a parent sees what it would see of the app alone (``-11``
+  from Python's ``subprocess``, not 139), and a shell loop stops at Ctrl-C, which it
+  does only when its job died of SIGINT (an exit status of 130 lets the loop run on).
+- Signals its starter left ignored stay ignored in the app (``nohup``, a script's
+  background job ignoring SIGINT). An OpenCL driver loaded into ``clproj run`` itself
+  (project and route modes list the local devices; PoCL catches SIGINT, SIGTERM and
+  more as it initialises) would otherwise hand the app caught-then-default signals: a
+  background job that ignores Ctrl-C natively died of it under ``clproj run``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from clproj.errors import ClprojError
 from clproj.lifeline import die_with_parent
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# The interpreter ignores these itself; subprocess gives the app their defaults back.
+_PYTHON_IGNORES = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
+# Signals this process was started with ignored: Python's record of the dispositions it
+# found at start up, which a driver's sigaction() calls since then do not change.
+INHERITED_IGNORED = frozenset(
+    s for s in signal.valid_signals() - _PYTHON_IGNORES if signal.getsignal(s) is signal.SIG_IGN
+)
 
 
 def _terminal_fd() -> int | None:
@@ -39,7 +56,10 @@ def _terminal_fd() -> int | None:
 
 
 def _child_setup(tty: int | None) -> None:
-    """In the forked child, before exec: own group, foreground on the terminal, die with us."""
+    """In the forked child, before exec: the starter's ignored signals, own group,
+    foreground on the terminal, die with us."""
+    for sig in INHERITED_IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
     os.setpgid(0, 0)
     if tty is not None:
         old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
@@ -49,8 +69,16 @@ def _child_setup(tty: int | None) -> None:
     die_with_parent(signal.SIGKILL)
 
 
-def run_app(cmd: list[str], env: dict[str, str], stdout: Any = None) -> int:
-    """Run ``cmd`` to its end; returns its exit code, or 128+N after signal N."""
+class AppExit(NamedTuple):
+    """How the app ended: ``status`` as a shell reports it (its code, or 128+N after a
+    death by signal N: the reports and ``--json`` show this), ``signal`` N or None."""
+
+    status: int
+    signal: int | None = None
+
+
+def run_app(cmd: list[str], env: dict[str, str], stdout: Any = None) -> AppExit:
+    """Run ``cmd`` to its end."""
     tty = _terminal_fd()
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, preexec_fn=lambda: _child_setup(tty))
@@ -83,5 +111,24 @@ def run_app(cmd: list[str], env: dict[str, str], stdout: Any = None) -> int:
         except ValueError:
             name = f"signal {-rc}"
         print(f"clproj: the app was killed by {name} (exit status {128 - rc})", file=sys.stderr)
-        return 128 - rc
-    return rc
+        return AppExit(128 - rc, -rc)
+    return AppExit(rc)
+
+
+def end_like(app: AppExit) -> None:
+    """End this process by the signal that killed the app; return where it did not.
+
+    Called last, with clproj's report printed and its temporary files gone. No core file
+    of clproj's own (the app dumped its core, if any, itself)."""
+    if app.signal is None:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    with contextlib.suppress(ValueError, OSError):  # SIGKILL has no handler to reset
+        signal.signal(app.signal, signal.SIG_DFL)
+    with contextlib.suppress(ValueError, OSError):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {app.signal})
+    os.kill(os.getpid(), app.signal)

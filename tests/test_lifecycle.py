@@ -101,7 +101,8 @@ def test_route_app_killed_by_a_signal_leaves_nothing(app, tmp_path, how, status,
     scratch.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch))
     out = run(["run", "--mode", "route", "--", sys.executable, app, how], env=env)
-    assert out.returncode == status, out.stderr[-2000:]
+    # clproj run ends by the app's signal, as the app alone would (a shell still says 128+N)
+    assert out.returncode == -getattr(signal, named), out.stderr[-2000:]
     assert f"the app was killed by {named} (exit status {status})" in out.stderr
     pid = app_pid(out.stdout)
     assert wait_gone(helpers_of(pid)) == []  # broker and node followed the app
@@ -120,8 +121,8 @@ def test_the_apps_exit_code_is_kept_and_json_stays_parseable(app, mode):
     assert "RAN" in out.stderr and "RAN" not in out.stdout
 
 
-@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_to_clproj_run_is_forwarded_to_the_app(app, sig, status):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_clproj_run_is_forwarded_to_the_app(app, sig):
     """The app sleeps in steps of 0.1 s, not in one call: Linux may hand a process's
     signal to any thread not blocking it, PoCL's worker threads included (clproj's own
     block them), and CPython's main thread then sees it only when its sleep returns.
@@ -138,10 +139,50 @@ def test_a_signal_to_clproj_run_is_forwarded_to_the_app(app, sig, status):
     pid = app_pid(proc.stdout.readline())
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == status, err[-2000:]
-    assert f"killed by {signal.Signals(sig).name}" in err
+    assert proc.returncode == -sig, err[-2000:]  # ended by the app's signal, as the app was
+    assert f"killed by {signal.Signals(sig).name} (exit status {128 + sig})" in err
     assert not alive(pid)
     assert "projected" in err  # what was projected before the interruption is still shown
+
+
+def test_ctrl_c_stops_a_shell_loop_of_clproj_runs():
+    """bash ends a loop at Ctrl-C only when its foreground job died of SIGINT: clproj run,
+    whose app died of it, must die of it too (an exit status of 130 ran the loop on)."""
+    loop = f"for i in 1 2 3; do {' '.join(CLI)} run -- sleep 5; echo next $i; done"
+    proc = subprocess.Popen(
+        ["bash", "-c", loop],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,
+    )
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGINT, err[-2000:]
+    assert "next" not in out, out
+
+
+@pytest.mark.parametrize("mode", ["observe", "project", "route"])
+def test_signals_the_starter_ignored_stay_ignored_in_the_app(mode):
+    """A background job of a script (SIGINT ignored) or a nohup'ed one (SIGHUP) keeps
+    ignoring them under clproj run. Project and route modes load PoCL into clproj run
+    itself, which catches SIGINT and more as it starts, and the app was handed SIGINT at
+    its default: a Ctrl-C meant for the script's foreground job killed the background app."""
+    ignored = (signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+
+    def starter() -> None:
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+
+    app = [sys.executable, "-c", "import signal; print('IGN', *sorted(int(s) for s in "
+           "signal.valid_signals() if signal.getsignal(s) is signal.SIG_IGN))"]  # fmt: skip
+    env = dict(os.environ, POCL_DEVICES="pthread")
+    out = run(["run", "--mode", mode, "--", *app], env=env, preexec_fn=starter)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = next(ln for ln in out.stdout.splitlines() if ln.startswith("IGN")).split()[1:]
+    assert {int(s) for s in ignored} <= {int(s) for s in seen}, out.stdout
 
 
 # An app that lists, after its launch, the signals each clproj thread inside it blocks.

@@ -230,7 +230,7 @@ def _after_app(
 
 
 def run_cmd(args: argparse.Namespace) -> int:
-    from clproj.intercept.app_process import run_app
+    from clproj.intercept.app_process import end_like, run_app
 
     cmd = _command(args)
     with temp_directory("clproj-run-") as tmp, contextlib.ExitStack() as hold:
@@ -252,7 +252,8 @@ def run_cmd(args: argparse.Namespace) -> int:
             # emulates and projects each record as soon as it is written (at nice 19)
             live = maybe_start(run.record_dir, run.devices_spec or "local", emulation_mode())
         # --json: the document alone on stdout; the app's own output goes to stderr
-        rc = run_app(cmd, run.env, stdout=sys.stderr.fileno() if args.json else None)
+        app = run_app(cmd, run.env, stdout=sys.stderr.fileno() if args.json else None)
+        rc = app.status
         _sweep_after_app()
         rows, splits, projections = _after_app(args, run, live)
         from clproj.runtime.run.report import node_failures
@@ -264,4 +265,5 @@ def run_cmd(args: argparse.Namespace) -> int:
 
     report_run(args, cmd, rc, rows, splits, run.split_file, projections)
     say_node_failures(failures, rc)
+    end_like(app)  # an app killed by a signal: clproj run ends by it too
     return rc
