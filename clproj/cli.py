@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from clproj import __version__, streams
@@ -81,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ClprojError as exc:
         return _error(exc.cause, exc.fix)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: end as interrupted, so a shell loop stops too
+        from clproj.lifeline import die_by
+
+        die_by(signal.SIGINT)
         return 130
     except OSError as exc:
         # A path the user named that cannot be made, read or written (--record, --report,

@@ -12,9 +12,12 @@ Two mechanisms, because neither covers every case alone:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import resource
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +47,27 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
     :func:`die_with_starter` for children started inside an application."""
     if _PRCTL is not None:
         _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def die_by(sig: int) -> None:
+    """End this process by signal ``sig``, as its parent should see it end; returns only
+    where the signal did not end it.
+
+    Why not ``exit(128 + sig)``: a parent tells the two apart (``-2`` from Python's
+    ``subprocess``, not 130), and bash stops a loop at Ctrl-C only when its job died of
+    SIGINT (the cooperative exit every wrapper of a foreground job owes its shell). What
+    Python would do at exit is done first: the standard streams are flushed. No core file
+    (a SIGQUIT or SIGSEGV re-raised here is the app's, which dumped its own)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    with contextlib.suppress(ValueError, OSError):  # SIGKILL has no handler to reset
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(ValueError, OSError):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    os.kill(os.getpid(), sig)
 
 
 def die_with_starter(parent_pid: int, sig: int = signal.SIGKILL) -> None:

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import signal
 import subprocess
 import sys
 from typing import Any, NamedTuple
 
 from clproj.errors import ClprojError
-from clproj.lifeline import die_with_parent
+from clproj.lifeline import die_by, die_with_parent
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # The interpreter ignores these itself; subprocess gives the app their defaults back.
@@ -116,19 +115,8 @@ def run_app(cmd: list[str], env: dict[str, str], stdout: Any = None) -> AppExit:
 
 
 def end_like(app: AppExit) -> None:
-    """End this process by the signal that killed the app; return where it did not.
-
-    Called last, with clproj's report printed and its temporary files gone. No core file
-    of clproj's own (the app dumped its core, if any, itself)."""
-    if app.signal is None:
-        return
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
-    with contextlib.suppress(ValueError, OSError):  # SIGKILL has no handler to reset
-        signal.signal(app.signal, signal.SIG_DFL)
-    with contextlib.suppress(ValueError, OSError):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {app.signal})
-    os.kill(os.getpid(), app.signal)
+    """End this process by the signal that killed the app (:func:`clproj.lifeline.die_by`);
+    return where the app exited. Called last, with clproj's report printed and its
+    temporary files gone."""
+    if app.signal is not None:
+        die_by(app.signal)

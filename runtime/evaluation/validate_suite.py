@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clproj.errors import ClprojError
+from clproj.lifeline import die_with_parent
 
 
 def suite_fingerprint(suite: str) -> str:
@@ -203,7 +204,12 @@ def run_in_session(
     cmd: list[str], cwd: str, env: Mapping[str, str] | None, timeout_s: float
 ) -> Session:
     """Run ``cmd`` in ``cwd`` in its own session, so that a timeout ends it and every
-    helper it started (the shim's, the embedded cluster) with it (:func:`kill_group`)."""
+    helper it started (the shim's, the embedded cluster) with it (:func:`kill_group`).
+
+    The session also keeps a terminal's Ctrl-C from reaching the run, so it ends with
+    ours: an interruption (Ctrl-C, any exception) ends the group before it goes on, and a
+    ``clproj validate`` killed outright sends the run SIGTERM (``PR_SET_PDEATHSIG``), which
+    it forwards to its app. Before, the app being judged ran on to its end, orphaned."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -213,6 +219,7 @@ def run_in_session(
         text=True,
         env=dict(env) if env is not None else None,
         start_new_session=True,
+        preexec_fn=lambda: die_with_parent(signal.SIGTERM),
     )
     try:
         out, err = proc.communicate(timeout=timeout_s)
@@ -221,6 +228,9 @@ def run_in_session(
         kill_group(proc)
         out, err = proc.communicate()
         timed_out = True
+    except BaseException:
+        kill_group(proc)
+        raise
     return Session(out, err, proc.returncode, time.perf_counter() - start, timed_out)
 
 

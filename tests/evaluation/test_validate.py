@@ -623,3 +623,50 @@ def test_unknown_app_is_a_one_line_error(tiny_suite, tmp_path):
     )  # fmt: skip
     assert res.returncode == 2
     assert "no app nope" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_an_interrupted_validate_leaves_no_app_running(tmp_path, how):
+    """The app being judged runs in a session of its own (so that a time-out ends its
+    helpers with it); a Ctrl-C (the whole foreground group) or a SIGTERM to ``clproj
+    validate`` alone must end it too. Before, it ran on to its end, orphaned."""
+    import signal
+    import time
+
+    root = tmp_path / "suite"
+    (root / "src" / "sleeper").mkdir(parents=True)
+    pid_file = tmp_path / "app.pid"
+    (root / "src" / "sleeper" / "app.sh").write_text(
+        f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 120\n"
+    )
+    (root / "build.sh").write_text(BUILD_SH)
+    (root / "truth").mkdir()
+    truth_file(root / "truth" / "h100.tsv", H100, [("sleeper", "k", "64,1,1", "64,1,1", 1, 1)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clproj.cli", "validate", str(root), "--truth",
+         str(root / "truth"), "--build-dir", str(tmp_path / "build")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    app = int(pid_file.read_text())
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -(signal.SIGINT if how == "ctrl-c" else signal.SIGTERM)
+
+    def running() -> bool:
+        try:
+            with open(f"/proc/{app}/stat") as fh:
+                return fh.read().split(")")[-1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 15
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(), f"the app {app} still runs"
