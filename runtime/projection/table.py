@@ -64,17 +64,23 @@ def _device_cell(docs: list[dict[str, Any]], device: str) -> str:
     return cell
 
 
-def _measured_cell(docs: list[dict[str, Any]], kernel_row: dict[str, Any]) -> str | None:
-    """What the launch took on the app's own device: a shape's own recorded time (the
-    record's profiling-event time) where the row is one shape, else the kernel's mean over
-    all its launches, marked as such. Why per shape: one kernel launched at 524,288 and at
-    2 work-items (a reduction's stages) has a mean that is neither launch's time."""
+def _measured_cell(
+    docs: list[dict[str, Any]], kernel_row: dict[str, Any], shapes: int
+) -> str | None:
+    """What the launch took on the app's own device. A kernel of one shape: its mean over
+    all its timed launches. A row that is one of a kernel's several shapes: that shape's
+    recorded launch (the record's profiling-event time; the shape's first launch, so it
+    may hold a driver's first-launch work), marked "first". Why not the kernel's mean
+    there: one kernel launched at 524,288 and at 2 work-items (a reduction's stages) has
+    a mean that is neither launch's time. A row over many shapes: the kernel's mean."""
     device = str(kernel_row.get("device") or docs[0].get("measured_device") or "")[:20]
-    own = docs[0].get("measured_time_ns") if len(docs) == 1 else None
-    if own is not None:
-        return f"{own / 1e3:.1f} us on {device}"
     mean = kernel_row.get("mean_ns")
-    return None if mean is None else f"{mean / 1e3:.1f} us on {device} (kernel mean)"
+    own = docs[0].get("measured_time_ns") if len(docs) == 1 and shapes > 1 else None
+    if own is not None:
+        return f"{own / 1e3:.1f} us on {device} (first)"
+    if mean is None:
+        return None
+    return f"{mean / 1e3:.1f} us on {device}" + (" (kernel mean)" if shapes > 1 else "")
 
 
 def _row_groups(projections: list[dict[str, Any]], most: int) -> list[list[dict[str, Any]]]:
@@ -110,6 +116,7 @@ def print_projections(
             if p.get("low_confidence"):
                 low.add(p["device"])
     measured = {r["kernel"]: r for r in measured_rows}
+    shapes = Counter(doc["kernel"] for doc in projections)
     rows = []
     for docs in _row_groups(projections, shapes_per_row):
         doc = docs[0]
@@ -121,7 +128,7 @@ def print_projections(
         rows.append(
             (
                 name,
-                _measured_cell(docs, measured.get(doc["kernel"], {})),
+                _measured_cell(docs, measured.get(doc["kernel"], {}), shapes[doc["kernel"]]),
                 *[_device_cell(docs, d) for d in devices],
                 pick,
                 _most_common([_profile(d) for d in docs])[0],

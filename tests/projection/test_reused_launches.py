@@ -63,6 +63,13 @@ def test_a_kernel_of_many_shapes_is_one_row_of_the_table():
     assert f"{mean_us:.1f} us G (mean of {len(many)})" in lines[0]
     assert f"gpu ({len(many) - 2} of {len(many)})" in lines[0]
     assert "once[7]" in lines[1] and "7.0 us G" in lines[1]
-    # the measured column: a one-shape row's own recorded time, else the kernel's mean
-    assert "5.3 us on cpu0" in lines[1] and "99.0" not in lines[1]
+    # the measured column: a kernel of one shape, its mean over its launches; a row over
+    # many shapes, the kernel's mean, marked
+    assert "99.0 us on cpu0" in lines[1] and "5.3" not in lines[1]
     assert "42.0 us on cpu0 (kernel mean)" in lines[0]
+    # a kernel of two shapes: each row its own recorded launch
+    two = [{**doc("pair", n, "cpu"), "measured_time_ns": n * 1000} for n in (3, 5)]
+    out = io.StringIO()
+    print_projections(two, [{"kernel": "pair", "mean_ns": 4000}], to=Console(file=out, width=400))
+    rows = [ln for ln in out.getvalue().splitlines() if "pair[" in ln]
+    assert "3.0 us on  (first)" in rows[0] and "5.0 us on  (first)" in rows[1], out.getvalue()
