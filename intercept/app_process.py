@@ -17,7 +17,7 @@ What a user expects of a wrapper, and why each piece is here:
   background job ignoring SIGINT). An OpenCL driver loaded into ``clproj run`` itself
   (project and route modes list the local devices; PoCL catches SIGINT, SIGTERM and
   more as it initialises) would otherwise hand the app caught-then-default signals: a
-  background job that ignores Ctrl-C natively died of it under ``clproj run``.
+  background job that ignores Ctrl-C natively would die of it under ``clproj run``.
 """
 
 from __future__ import annotations

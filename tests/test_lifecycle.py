@@ -147,7 +147,7 @@ def test_a_signal_to_clproj_run_is_forwarded_to_the_app(app, sig):
 
 def test_ctrl_c_stops_a_shell_loop_of_clproj_runs():
     """bash ends a loop at Ctrl-C only when its foreground job died of SIGINT: clproj run,
-    whose app died of it, must die of it too (an exit status of 130 ran the loop on)."""
+    whose app died of it, must die of it too (after an exit status of 130 the loop runs on)."""
     loop = f"for i in 1 2 3; do {' '.join(CLI)} run -- sleep 5; echo next $i; done"
     proc = subprocess.Popen(
         ["bash", "-c", loop],
@@ -168,8 +168,9 @@ def test_ctrl_c_stops_a_shell_loop_of_clproj_runs():
 def test_signals_the_starter_ignored_stay_ignored_in_the_app(mode):
     """A background job of a script (SIGINT ignored) or a nohup'ed one (SIGHUP) keeps
     ignoring them under clproj run. Project and route modes load PoCL into clproj run
-    itself, which catches SIGINT and more as it starts, and the app was handed SIGINT at
-    its default: a Ctrl-C meant for the script's foreground job killed the background app."""
+    itself, which catches SIGINT and more as it starts: unless restored, the app gets SIGINT
+    at its default, and a Ctrl-C meant for the script's foreground job kills the background
+    app."""
     ignored = (signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
     def starter() -> None:

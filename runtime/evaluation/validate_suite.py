@@ -209,7 +209,7 @@ def run_in_session(
     The session also keeps a terminal's Ctrl-C from reaching the run, so it ends with
     ours: an interruption (Ctrl-C, any exception) ends the group before it goes on, and a
     ``clproj validate`` killed outright sends the run SIGTERM (``PR_SET_PDEATHSIG``), which
-    it forwards to its app. Before, the app being judged ran on to its end, orphaned."""
+    it forwards to its app. Otherwise the app being judged would run on, orphaned."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,

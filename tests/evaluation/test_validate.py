@@ -629,7 +629,7 @@ def test_unknown_app_is_a_one_line_error(tiny_suite, tmp_path):
 def test_an_interrupted_validate_leaves_no_app_running(tmp_path, how):
     """The app being judged runs in a session of its own (so that a time-out ends its
     helpers with it); a Ctrl-C (the whole foreground group) or a SIGTERM to ``clproj
-    validate`` alone must end it too. Before, it ran on to its end, orphaned."""
+    validate`` alone must end it too, not leave it running on, orphaned."""
     import signal
     import time
 

@@ -105,8 +105,8 @@ def test_a_local_argument_of_pointer_size_is_projected(tmp_path):
     argument is ``clSetKernelArg(k, 2, 8, NULL)``: to a shim without argument information
     (PoCL builds without -cl-kernel-arg-info) that is also a NULL buffer. The record keeps
     the NULL with its size, and the emulation sets it as 8 bytes of local memory: every
-    stage is projected (the last one failed: "args[2] is null, but argument 2 of
-    reduce_sum is a __local pointer")."""
+    stage is projected (not refused as "args[2] is null, but argument 2 of reduce_sum
+    is a __local pointer")."""
     from clproj.intercept.record import load
 
     doc = run_project([os.path.join(REPO, "benchmarks/apps/bin/reduction"), "2048"], tmp_path)
