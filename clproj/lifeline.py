@@ -8,6 +8,10 @@ Two mechanisms, because neither covers every case alone:
   (route mode's broker and node): there the starting thread may be any thread of the app,
   and PDEATHSIG fires when that *thread* exits, which would kill the cluster under a
   healthy app. Polling ``getppid`` costs nothing measurable at 4 Hz.
+
+And a death seen from outside as what it is: :func:`die_by` ends a clproj process by the
+signal that ended what it ran (or interrupted it), so its parent and a shell see a death
+by that signal, not an exit status.
 """
 
 from __future__ import annotations
