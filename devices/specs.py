@@ -14,7 +14,9 @@ give measured GPU profiles the occupancy limits OpenCL cannot report (:func:`spe
 from __future__ import annotations
 
 import functools
+import itertools
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -295,6 +297,7 @@ SPEC_PROBES: tuple[tuple[str, str], ...] = (
     ("a100", "a100-sxm-spec"),
     ("v100", "v100-pcie-spec"),
     ("mi300", "mi300x-spec"),
+    ("mi210", "mi210-spec"),
     ("mi250", "mi250x-gcd-spec"),
     ("mi100", "mi100-spec"),
     ("gfx90a", "mi250x-gcd-spec"),
@@ -302,7 +305,9 @@ SPEC_PROBES: tuple[tuple[str, str], ...] = (
     ("gfx908", "mi100-spec"),
     ("k80", "k80-spec"),
     ("k40", "k40c-spec"),
+    ("k20x", "k20x-spec"),
     ("k20", "k20c-spec"),
+    ("titan xp", "titan-xp-spec"),
     ("gtx 980 ti", "gtx-980-ti-spec"),
     ("gtx 980", "gtx-980-spec"),
     ("gtx 780 ti", "gtx-780-ti-spec"),
@@ -328,13 +333,70 @@ SPEC_PROBES: tuple[tuple[str, str], ...] = (
 )
 
 
+def _sheet(key: str) -> Spec:
+    return next(s for s in SPECS if s.key == key)
+
+
 def spec_for(device_name: str) -> Spec | None:
     """The sheet of an OpenCL device by name (e.g. 'NVIDIA H100 80GB HBM3' -> h100)."""
     n = device_name.lower()
     for probe, key in SPEC_PROBES:
         if probe in n:
-            return next(s for s in SPECS if s.key == key)
+            return _sheet(key)
     return None
+
+
+def spec_for_file_name(name: str) -> Spec | None:
+    """The sheet a results file's name (or folder path) names, e.g. ``k20x/ocl`` or
+    ``nvidia-gtx980ti``.
+
+    Why apart from :func:`spec_for`: people name files in words joined by ``-``, ``_``,
+    ``/`` or nothing at all, while devices name themselves in words joined by spaces. The
+    name is read first with its separators as spaces, then with them removed against the
+    probes with their spaces removed; a match in that second reading must lie inside one
+    word of the name or begin and end on its word boundaries, so ``gtx980ti`` finds
+    "gtx 980 ti" and ``titan-xp`` "titan xp", but ``titan-x-pascal`` does not.
+    """
+    words = re.findall(r"[a-z0-9]+", name.lower())
+    spaced = " ".join(words)
+    for probe, key in SPEC_PROBES:
+        if probe in spaced:
+            return _sheet(key)
+    compact = "".join(words)
+    bounds = set(itertools.accumulate((len(w) for w in words), initial=0))
+    for probe, key in SPEC_PROBES:
+        tight = probe.replace(" ", "")
+        start = compact.find(tight)
+        while start >= 0:
+            end = start + len(tight)
+            inside = {b for b in bounds if start < b < end}
+            if not inside or {start, end} <= bounds:
+                return _sheet(key)
+            start = compact.find(tight, start + 1)
+    return None
+
+
+# A published log's compute units and warp width must equal the sheet's, and its clock
+# be within this fraction of the sheet's (logs print the clock the runtime reports, which
+# may be a boost or base clock rounded to the MHz).
+SHAPE_CLOCK_TOLERANCE = 0.02
+
+
+def spec_by_shape(cus: int, clock_mhz: float, warp: int) -> Spec | None:
+    """The one sheet with these compute units, warp width and clock (None: none or several).
+
+    Why: some runtimes report no device name (HIP on several ROCm releases prints an empty
+    one), but a benchmark's header still gives the device's shape; a shape that more than
+    one sheet has identifies nothing.
+    """
+    found = [
+        s
+        for s in SPECS
+        if s.cus == cus
+        and s.warp == warp
+        and abs(s.clock_mhz - clock_mhz) <= SHAPE_CLOCK_TOLERANCE * s.clock_mhz
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def write_all(out_dir: Path = PROFILES_DIR / "spec") -> list[Path]:

@@ -51,7 +51,7 @@ from clproj.runtime.evaluation.validate_match import KernelResult
 from clproj.runtime.evaluation.validate_scores import device_metrics, summarize
 
 FORMAT = "clproj.published-validation"
-VERSION = 1
+VERSION = 2
 
 Progress = Callable[[Iterable[Any], str], Iterable[Any]]
 
@@ -62,10 +62,11 @@ class PublishedDevice:
 
     label: str
     vendor: str
-    profile: str | None  # spec profile key from the table (None: the file is not in it)
-    status: str  # judged, no profile, not in table, not selected, run failed
+    profile: str | None  # spec profile key (None: nothing identified the file's device)
+    status: str  # judged, no profile, unidentified, not selected, run failed
     device_name: str = ""
     config: str = ""  # BabelStream: elements; mixbench: the run's configuration tag
+    matched_by: str = ""  # how the profile was found (published_files.Identity.matched_by)
 
 
 @dataclass
@@ -176,11 +177,11 @@ def detect(suite: str, truth: str | None) -> tuple[str, str]:
 
 
 def resolve_devices(spec: str, table_keys: list[str]) -> tuple[list[Any], set[str]]:
-    """Profiles named by ``--devices`` and the table's keys that have no profile.
+    """Profiles named by ``--devices`` and the identified keys that have no profile.
 
-    ``truth`` (the default) stands for every profile the stem table names for the truth
-    files present; a missing one is reported as "no profile", not an error, because spec
-    profiles of these devices are added independently of this table. A key named
+    ``truth`` (the default) stands for every profile the truth files were identified with
+    (:mod:`published_files`); a missing one is reported as "no profile", not an error,
+    because a suite's file table may name a profile this installation lacks. A key named
     explicitly must exist.
     """
     from clproj.runtime.projection import device_set
@@ -202,7 +203,7 @@ def resolve_devices(spec: str, table_keys: list[str]) -> tuple[list[Any], set[st
 
 def _status(key: str | None, missing: set[str], selected: set[str]) -> str:
     if key is None:
-        return "not in table"
+        return "unidentified"
     if key in selected:
         return "judged"
     return "no profile" if key in missing else "not selected"
@@ -283,22 +284,21 @@ def _babelstream(  # noqa: C901
         raise ClprojError(
             f"{truth_dir}: no BabelStream results file could be read", "; ".join(errors)[:300]
         )
-    keys = [k for r in results if (k := pbs.profile_of(r.label)[0])]
-    profiles, missing = resolve_devices(spec, keys)
+    ids = [pbs.identity(r) for r in results]
+    profiles, missing = resolve_devices(spec, [i.key for i in ids if i.key])
     selected = {p.key for p in profiles}
-    devs = []
-    for r in results:
-        key, vendor = pbs.profile_of(r.label)
-        devs.append(
-            PublishedDevice(
-                r.label,
-                vendor,
-                key,
-                _status(key, missing, selected),
-                r.device_name,
-                str(r.elements),
-            )
+    devs = [
+        PublishedDevice(
+            r.label,
+            i.vendor,
+            i.key,
+            _status(i.key, missing, selected),
+            r.device_name,
+            str(r.elements),
+            i.matched_by,
         )
+        for r, i in zip(results, ids, strict=True)
+    ]
     judged = [r for r, d in zip(results, devs, strict=True) if d.status == "judged"]
     kernels = sorted({k for r in results for k in r.min_s}, key=list(pbs.KERNELS.values()).index)
     sizes = sorted({r.elements for r in judged} or {r.elements for r in results})
@@ -319,6 +319,7 @@ def _babelstream(  # noqa: C901
         if run.ok:
             docs[n] = {d["kernel"]: d for d in _project(run.records, profiles, progress)}
     results_by_kernel = {k: _result("babelstream", k) for k in kernels}
+    by_key = {p.key: p for p in profiles}
     for r, d in zip(results, devs, strict=True):
         if d.status != "judged":
             continue
@@ -327,6 +328,8 @@ def _babelstream(  # noqa: C901
             continue
         for kernel, t in r.min_s.items():
             doc = docs[r.elements].get(kernel, {})
+            if kernel == "stream_dot" and doc:
+                doc = _dot_as_launched(runs[r.elements], r, by_key[str(d.profile)]) or doc
             _add(results_by_kernel[kernel], r.label, t, _times(doc).get(str(d.profile)))
     val.kernels = [k for k in results_by_kernel.values() if k.devices]
     table_keys = {d.profile for d in devs}
@@ -339,6 +342,40 @@ def _babelstream(  # noqa: C901
                          "projected_s": t, "bound": bound}
                     )  # fmt: skip
     return val
+
+
+def _dot_as_launched(run: RecordedRun, result: Any, profile: Any) -> dict[str, Any] | None:
+    """Dot's projection onto ``profile`` in the launch the app makes on that device
+    (:func:`published_babelstream.dot_launch`), or None where that is the recorded one.
+
+    The recorded launch is re-sized as BabelStream sizes it (``OCLStream.cpp``): the
+    NDRange, the ``__local`` scratch (argument 3: one element per work-item) and the
+    partial-sums buffer (argument 2: one element per group, written only).
+    """
+    import dataclasses
+
+    from clproj.intercept.record import load
+    from clproj.runtime.projection import live
+
+    launch = pbs.dot_launch(result, profile)
+    path = next((p for p in run.records if os.path.basename(p).startswith("stream_dot")), None)
+    if launch is None or path is None:
+        return None
+    record = load(path)
+    groups, size = launch
+    if record.global_size == [groups * size] and record.local_size == [size]:
+        return None
+    width = result.element_bytes
+    args = [
+        dataclasses.replace(a, size=size * width) if a.index == 3
+        else dataclasses.replace(a, size=groups * width, blob=None) if a.index == 2
+        else a
+        for a in record.args
+    ]  # fmt: skip
+    record = dataclasses.replace(
+        record, args=args, global_size=[groups * size], local_size=[size], outputs=None
+    )
+    return live.project_record(record, [profile], mode=live.emulation_mode(), timeout_s=120.0)
 
 
 def _mixbench(  # noqa: C901
@@ -354,17 +391,21 @@ def _mixbench(  # noqa: C901
     logs, errors = pmb.load_logs(truth_dir)
     if not logs:
         raise ClprojError(f"{truth_dir}: no mixbench log could be read", "; ".join(errors)[:300])
-    keys = [k for log in logs if (k := pmb.profile_of(log.label)[0])]
-    profiles, missing = resolve_devices(spec, keys)
+    ids = [pmb.identity(log) for log in logs]
+    profiles, missing = resolve_devices(spec, [i.key for i in ids if i.key])
     selected = {p.key for p in profiles}
-    devs = []
-    for log in logs:
-        key, vendor = pmb.profile_of(log.label)
-        devs.append(
-            PublishedDevice(
-                log.label, vendor, key, _status(key, missing, selected), log.device_name, _tag(log)
-            )
+    devs = [
+        PublishedDevice(
+            log.label,
+            i.vendor,
+            i.key,
+            _status(i.key, missing, selected),
+            log.device_name,
+            _tag(log),
+            i.matched_by,
         )
+        for log, i in zip(logs, ids, strict=True)
+    ]
     val = PublishedValidation("mixbench", suite, truth_dir, work, devs, [], [], errors, [])
     if not profiles:
         return val

@@ -2,22 +2,35 @@
 
 ``clproj validate-published`` judges spec-sheet device profiles of devices nobody here has
 against the times BabelStream's authors published (``results/v1.0/opencl/*.txt``: one file
-per device, GPU-STREAM's text output). This module only reads those files and says what
-the run must record; running and judging are :mod:`runtime.evaluation.published`.
+per device, GPU-STREAM's text output, and any later version's). This module reads those
+files and says what the run must record and how the app launches Dot on each device;
+which profile judges a file is :mod:`runtime.evaluation.published_files`, running and
+judging :mod:`runtime.evaluation.published`.
 
 Per kernel (Copy, Mul, Add, Triad, and Dot where a file has it) the truth is the **Min
-(sec)** column: the fastest of the file's iterations, one launch's time. The array size
-(elements per array) is, in order of preference:
+(sec)** column (``min_runtime`` in the ``--csv`` output of later versions): the fastest of
+the file's iterations, one launch's time. The array size (elements per array) is, in order
+of preference:
 
-1. the ``Resizing array from A to B`` line's ``B`` (exact: the app rounded the size down);
-2. the ``Array size: X MB`` line, where GPU-STREAM's "MB" is 2^20 bytes and one element
-   is 8 bytes in FP64 (``Precision: double``, the default) or 4 in FP32: ``X * 2^20 /
-   bytes`` (400.0 MB = 52,428,800 doubles);
+1. the ``Number of elements: N`` line or the CSV rows' ``n_elements`` (versions that
+   print them), or the ``Resizing array from A to B`` line's ``B`` (exact: the app rounded
+   the size down);
+2. the ``Array size: X MB`` line, one element being 8 bytes in FP64 (``Precision:
+   double``, the default) or 4 in FP32. Its "MB" is 2^20 bytes in GPU-STREAM before
+   version 2.0 (400.0 MB = 52,428,800 doubles) and 10^6 bytes from 2.0 on (268.4 MB =
+   33,554,432 doubles, to the printed 0.1 MB); ``MiB``, ``GB`` and ``GiB`` (the unit
+   options of later versions) mean what they say;
 3. for files with neither line (the oldest versions printed none), derived from each
    kernel's rate and time: ``MBytes/sec * 1e6 * Min / (arrays moved * bytes)``, where Copy
    and Mul move 2 arrays (one read, one written), Add and Triad 3, Dot 2; the median over
    the kernels, rounded to 4 significant digits (the printed rate and time carry about 6,
    so the estimate's own error is far below that rounding).
+
+A results folder may be the flat ``results/v1.0/opencl/`` or a tree such as
+``results/v2.0/<device>/<implementation>.txt``: every ``*.txt`` below it is read, labelled
+by its path (``k20x/ocl.txt`` is ``k20x-ocl``), and those whose ``Implementation:`` line
+names another programming model (CUDA, Kokkos, OpenMP...) are left out, counted in one
+line: only the OpenCL implementation is what ``clproj`` records and projects.
 """
 
 from __future__ import annotations
@@ -27,8 +40,10 @@ import os
 import re
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from clproj.errors import ClprojError
+from clproj.runtime.evaluation.published_files import Identity, identify, truth_files
 
 # Results file stem -> (spec device-profile key, vendor). ECC on and off results of one
 # card share its profile: the profile has one memory bandwidth, the files judge it twice.
@@ -67,9 +82,14 @@ class BabelResult:
     device_name: str  # the "Using OpenCL device" line ("" where the file names none)
     precision: str  # "double" or "float"
     elements: int
-    elements_from: str  # "resize line", "array size line" or "derived from rates"
+    elements_from: str  # "resize line", "element count line", "csv rows", "array size line"
+    # or "derived from rates"
     min_s: dict[str, float] = field(default_factory=dict)  # kernel name -> seconds
     rate_mbs: dict[str, float] = field(default_factory=dict)
+    implementation: str = ""  # the "Implementation:" line ("" where the file has none)
+    # Dot's launch on the device, as the file prints it ("Reduction kernel config: 120
+    # groups of size 1024"); None where it prints none
+    dot_config: tuple[int, int] | None = None
 
     @property
     def element_bytes(self) -> int:
@@ -77,33 +97,69 @@ class BabelResult:
 
 
 _ROW = re.compile(r"^(Copy|Mul|Add|Triad|Dot)\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)\s")
+# --csv: function,num_times,n_elements,sizeof,max_<unit>_per_sec,min_runtime,max_runtime,...
+_CSV_ROW = re.compile(
+    r"^(Copy|Mul|Add|Triad|Dot),\s*\d+,\s*(\d+),\s*(\d+),\s*([0-9.eE+-]+),\s*([0-9.eE+-]+),"
+)
 _RESIZE = re.compile(r"Resizing array from \d+ to (\d+)")
-_ARRAY = re.compile(r"^Array size:\s*([0-9.]+)\s*MB")
+_ELEMENTS = re.compile(r"^Number of elements:\s*(\d+)")
+_ARRAY = re.compile(r"^Array size:\s*([0-9.]+)\s*(MiB|MB|GiB|GB|KiB|KB|TiB|TB)\b")
+_DOT_CONFIG = re.compile(r"^Reduction kernel config:\s*(\d+) groups of size (\d+)")
+_VERSION = re.compile(r"^Version:\s*(\d+)(?:\.(\d+))?")
+# Bytes of each unit an "Array size" line may print, from version 2.0 on; before it
+# GPU-STREAM printed 2^20-byte megabytes as "MB".
+UNIT_BYTES = {
+    "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+    "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40,
+}  # fmt: skip
+DECIMAL_FROM_VERSION = (2, 0)
 
 
-def parse_results(path: str) -> BabelResult:  # noqa: C901
-    """One results file; a file that is not one is a :class:`ClprojError` naming it."""
-    label = os.path.splitext(os.path.basename(path))[0]
+def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: C901
+    """One results file (labelled by its stem unless ``label`` is given); a file that is
+    not one is a :class:`ClprojError` naming it."""
+    label = label or os.path.splitext(os.path.basename(path))[0]
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             lines = fh.read().splitlines()
     except OSError as exc:
         raise ClprojError(f"{path}: {exc.strerror}", "check the results folder") from None
-    device, precision = "", "double"
-    resized: int | None = None
-    array_mb: float | None = None
+    device, precision, implementation = "", "double", ""
+    version = (0, 0)
+    dot_config: tuple[int, int] | None = None
+    exact: tuple[int, str] | None = None
+    array: tuple[float, str] | None = None
     min_s: dict[str, float] = {}
     rates: dict[str, float] = {}
     for line in lines:
         text = line.strip()
         if text.startswith("Using OpenCL device"):
             device = text[len("Using OpenCL device") :].strip()
+        elif text.startswith("Implementation:"):
+            implementation = text.split(":", 1)[1].strip()
+        elif m := _VERSION.match(text):
+            version = (int(m.group(1)), int(m.group(2) or 0))
+        elif m := _DOT_CONFIG.match(text):
+            dot_config = (int(m.group(1)), int(m.group(2)))
         elif text.startswith("Precision:"):
             precision = "float" if "float" in text else "double"
         elif m := _RESIZE.search(text):
-            resized = int(m.group(1))
+            exact = (int(m.group(1)), "resize line")
+        elif m := _ELEMENTS.match(text):
+            exact = (int(m.group(1)), "element count line")
         elif m := _ARRAY.match(text):
-            array_mb = float(m.group(1))
+            array = (float(m.group(1)), m.group(2))
+        elif m := _CSV_ROW.match(text):
+            n, size, rate, t = (
+                int(m.group(2)),
+                int(m.group(3)),
+                float(m.group(4)),
+                float(m.group(5)),
+            )
+            if t > 0 and math.isfinite(t) and n > 0:
+                min_s[KERNELS[m.group(1)]] = t
+                rates[KERNELS[m.group(1)]] = rate
+                exact, precision = (n, "csv rows"), "float" if size == 4 else "double"
         elif m := _ROW.match(line.replace("\t", " ") + " "):
             try:
                 rate, t = float(m.group(2)), float(m.group(3))
@@ -118,16 +174,40 @@ def parse_results(path: str) -> BabelResult:  # noqa: C901
             "Min (sec) time)",
             "pass the folder of BabelStream's published *.txt results",
         )
-    result = BabelResult(label, path, device, precision, 0, "", min_s, rates)
-    if resized:
-        result.elements, result.elements_from = resized, "resize line"
-    elif array_mb:
-        result.elements = round(array_mb * 2**20 / result.element_bytes)
+    result = BabelResult(
+        label, path, device, precision, 0, "", min_s, rates, implementation, dot_config
+    )
+    if exact:
+        result.elements, result.elements_from = exact
+    elif array and array[0] > 0:
+        size, unit = array
+        per = UNIT_BYTES[unit] if version >= DECIMAL_FROM_VERSION or unit != "MB" else 2.0**20
+        result.elements = round(size * per / result.element_bytes)
         result.elements_from = "array size line"
     else:
         result.elements = derived_elements(rates, min_s, result.element_bytes)
         result.elements_from = "derived from rates"
     return result
+
+
+def dot_launch(result: BabelResult, profile: Any) -> tuple[int, int] | None:
+    """Dot's (groups, work-group size) on ``profile``'s device, or None: as recorded.
+
+    Why: unlike the four streaming kernels, Dot is launched with a size the app computes
+    from device queries (``src/ocl/OCLStream.cpp``): on a GPU or accelerator 4 groups per
+    compute unit of the maximum work-group size, on a CPU one group per compute unit of
+    twice the native double vector width. A launch recorded on this machine's CPU (2
+    groups of 16 here) is not the launch the published time measured on a GPU (120 of
+    1024 on a TITAN Xp): projected as recorded, the GPU would run 32 work-items. The
+    file's own ``Reduction kernel config`` line wins; otherwise the app's GPU rule with the
+    profile's compute units and maximum work-group size. A CPU target keeps the recorded
+    launch (its rule needs the vector width, which profiles do not carry).
+    """
+    if result.dot_config:
+        return result.dot_config
+    if profile.kind == "CPU":
+        return None
+    return 4 * profile.compute_units, profile.max_work_group_size
 
 
 def derived_elements(rates: dict[str, float], min_s: dict[str, float], element_bytes: int) -> int:
@@ -146,27 +226,38 @@ def derived_elements(rates: dict[str, float], min_s: dict[str, float], element_b
 
 
 def load_results(folder: str) -> tuple[list[BabelResult], list[str]]:
-    """Every ``*.txt`` results file of ``folder``, and one error line per file that failed."""
+    """Every OpenCL results file at or below ``folder``, and one error line per file that
+    failed (plus one line counting the files of other implementations left out)."""
     if not os.path.isdir(folder):
         raise ClprojError(
             f"{folder}: no such folder",
             "pass BabelStream's folder (it has results/v1.0/opencl/) or --truth DIR",
         )
     results, errors = [], []
-    for name in sorted(os.listdir(folder)):
-        if not name.endswith(".txt"):
-            continue
+    others: dict[str, int] = {}
+    for label, path in truth_files(folder):
         try:
-            results.append(parse_results(os.path.join(folder, name)))
+            result = parse_results(path, label)
         except ClprojError as exc:
             errors.append(exc.cause)
+            continue
+        if result.implementation and result.implementation.lower() != "opencl":
+            others[result.implementation] = others.get(result.implementation, 0) + 1
+            continue
+        results.append(result)
+    if others:
+        names = ", ".join(f"{n} {k}" for k, n in sorted(others.items()))
+        errors.append(f"{folder}: left out {sum(others.values())} results of other "
+                      f"implementations ({names}): clproj records BabelStream's OpenCL one")  # fmt: skip
     return results, errors
 
 
-def profile_of(label: str) -> tuple[str | None, str]:
-    """The spec profile key and vendor a results file is judged with (None: not in the table)."""
-    key, vendor = PROFILES.get(label, (None, ""))
-    if not vendor:
-        low = label.lower()
-        vendor = next((v for v in ("AMD", "NVIDIA", "Intel") if low.startswith(v.lower())), "")
-    return key, vendor
+def vendor_hint(label: str) -> str:
+    """The vendor a file's name starts with (the shipped files' convention), else ""."""
+    low = label.lower()
+    return next((v for v in ("AMD", "NVIDIA", "Intel") if low.startswith(v.lower())), "")
+
+
+def identity(result: BabelResult) -> Identity:
+    """The spec profile a results file is judged with (:mod:`published_files`)."""
+    return identify(result.label, PROFILES, result.device_name, vendor_hint=vendor_hint)

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 
 from clproj.errors import ClprojError
+from clproj.runtime.evaluation.published_files import Identity, identify, truth_files
 
 # Log file stem -> (spec device-profile key, vendor).
 PROFILES: dict[str, tuple[str, str]] = {
@@ -73,6 +74,17 @@ class MixLog:
     fusion: int
     block_strided: bool
     levels: dict[int, dict[str, MixPoint]] = field(default_factory=dict)
+    # The header's device shape (0 where it prints none): compute units ("Total SPs: 7040
+    # (110 MPs x 64 SPs/MP)"), clock ("GPU clock rate: 1700 MHz") and warp ("WarpSize").
+    compute_units: int = 0
+    clock_mhz: float = 0.0
+    warp: int = 0
+
+    @property
+    def shape(self) -> tuple[int, float, int] | None:
+        if self.compute_units and self.clock_mhz and self.warp:
+            return self.compute_units, self.clock_mhz, self.warp
+        return None
 
     @property
     def elements(self) -> int:
@@ -92,9 +104,15 @@ def _header_value(lines: list[str], name: str) -> str | None:
     return None
 
 
-def parse_log(path: str) -> MixLog:  # noqa: C901
-    """One mixbench log; a file that is not one is a :class:`ClprojError` naming it."""
-    label = os.path.splitext(os.path.basename(path))[0]
+def _number(text: str | None, pattern: str) -> float:
+    m = re.search(pattern, text or "")
+    return float(m.group(1)) if m else 0.0
+
+
+def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901
+    """One mixbench log (labelled by its stem unless ``label`` is given); a file that is
+    not one is a :class:`ClprojError` naming it."""
+    label = label or os.path.splitext(os.path.basename(path))[0]
     fix = "pass mixbench's folder (it has truth/*.txt logs) or --truth DIR"
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -118,6 +136,9 @@ def parse_log(path: str) -> MixLog:  # noqa: C901
         elements_per_thread=int(ept.split()[0]),
         fusion=int((_header_value(lines, "Thread fusion degree") or "1").split()[0]),
         block_strided="block strided" in (_header_value(lines, "Trade-off type") or ""),
+        compute_units=int(_number(_header_value(lines, "Total SPs"), r"\((\d+)\s*MPs")),
+        clock_mhz=_number(_header_value(lines, "GPU clock rate"), r"^([0-9.]+)\s*MHz"),
+        warp=int(_number(_header_value(lines, "WarpSize"), r"^(\d+)")),
     )
     groups: list[str] = []
     for i, line in enumerate(lines):
@@ -159,18 +180,17 @@ def _time_s(log: MixLog, precision: str, ex_time_ms: float, gbps: float) -> floa
 
 
 def load_logs(folder: str) -> tuple[list[MixLog], list[str]]:
-    """Every ``*.txt`` log of ``folder``, and one error line per file that failed."""
+    """Every ``*.txt`` log at or below ``folder``, and one error line per file that failed."""
     if not os.path.isdir(folder):
         raise ClprojError(
             f"{folder}: no such folder", "pass mixbench's folder (it has truth/) or --truth DIR"
         )
     logs, errors = [], []
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".txt"):
-            try:
-                logs.append(parse_log(os.path.join(folder, name)))
-            except ClprojError as exc:
-                errors.append(exc.cause)
+    for label, path in truth_files(folder):
+        try:
+            logs.append(parse_log(path, label))
+        except ClprojError as exc:
+            errors.append(exc.cause)
     return logs, errors
 
 
@@ -183,13 +203,15 @@ def crossover(curve: list[tuple[int, float]]) -> int | None:
     return next((lvl for lvl, t in sorted(curve) if t > CROSSOVER * base), None)
 
 
-def profile_of(label: str) -> tuple[str | None, str]:
-    """The spec profile key and vendor a log is judged with (None: not in the table)."""
-    key, vendor = PROFILES.get(label, (None, ""))
-    if not vendor:
-        low = label.lower()
-        vendor = "NVIDIA" if "cuda" in low else "AMD" if "hip" in low else ""
-    return key, vendor
+def vendor_hint(label: str) -> str:
+    """The vendor of a log nothing identifies, from the flavour in its name (cuda, hip)."""
+    low = label.lower()
+    return "NVIDIA" if "cuda" in low else "AMD" if "hip" in low else ""
+
+
+def identity(log: MixLog) -> Identity:
+    """The spec profile a log is judged with (:mod:`published_files`)."""
+    return identify(log.label, PROFILES, log.device_name, log.shape, vendor_hint)
 
 
 def run_args(log: MixLog, workgroup: int = 256) -> list[str]:

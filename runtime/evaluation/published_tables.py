@@ -13,7 +13,7 @@ from clproj.console import fmt_time, print_table, stdout
 from clproj.runtime.evaluation.published import PublishedValidation, per_device
 from clproj.runtime.evaluation.validate_tables import device_metrics, pct, ratio_text
 
-DEVICE_HEADER = ["label", "vendor", "profile", "status", "device", "size / config"]
+DEVICE_HEADER = ["label", "vendor", "profile", "found by", "status", "device", "size / config"]
 METRIC_HEADER = [
     "label",
     "vendor",
@@ -28,7 +28,15 @@ METRIC_HEADER = [
 
 def device_rows(val: PublishedValidation) -> list[list[Any]]:
     return [
-        [d.label, d.vendor, d.profile or "-", d.status, d.device_name or "-", d.config]
+        [
+            d.label,
+            d.vendor,
+            d.profile or "-",
+            d.matched_by or "-",
+            d.status,
+            d.device_name or "-",
+            d.config,
+        ]
         for d in val.devices
     ]
 

@@ -1,0 +1,86 @@
+"""Published results files: finding them in a folder, and which device each one is.
+
+``clproj validate-published`` is judged by results nobody here has seen (newer devices'
+BabelStream and mixbench results), dropped into a ``--truth`` folder under names of their
+authors' choosing. So a file is matched to a spec-sheet profile by what it says about
+itself, not only by a table of known file names. In order:
+
+1. **file table**: the suite's table of the results it ships with (exact file names; it
+   also settles what a name cannot, e.g. the two ECC settings of one card);
+2. **file name**: the device the file's name or folder path names (``k20x/ocl.txt``,
+   ``nvidia-titan-xp.txt``), read with :func:`devices.specs.spec_for_file_name`; a name
+   comes before the device's own because AMD's OpenCL names a device by its chip's
+   codename (every Hawaii board is "Hawaii"), which a person naming a file does not;
+3. **device name**: the name the runtime reported (``Using OpenCL device ...``,
+   ``Device: ...``), read as a local device's name is (:func:`devices.specs.spec_for`);
+4. **device shape**: compute units, warp width and clock from the log's header, when they
+   fit exactly one sheet (:func:`devices.specs.spec_by_shape`): some runtimes report an
+   empty name.
+
+A file none of these identifies is listed as "unidentified", never judged against a
+guess; a device with no sheet is added to ``devices/spec_sheets.py`` from its vendor's
+sheet.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from clproj.devices import specs
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The spec profile a results file is judged with, and how it was found."""
+
+    key: str | None  # spec profile key (None: unidentified)
+    vendor: str
+    matched_by: str  # "file table", "file name", "device name", "device shape" or ""
+
+
+def truth_files(folder: str, suffix: str = ".txt") -> list[tuple[str, str]]:
+    """``(label, path)`` of every ``suffix`` file at or below ``folder``, sorted by label.
+
+    The label is the path below ``folder`` without the suffix, its folders joined by
+    ``-``: a flat folder keeps its file stems, a tree (``v2.0/k20x/ocl.txt``) gives
+    ``k20x-ocl`` when passed ``v2.0``. Hidden files and folders are skipped.
+    """
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            if name.endswith(suffix) and not name.startswith("."):
+                path = os.path.join(root, name)
+                rel = os.path.relpath(path, folder)[: -len(suffix)]
+                found.append(("-".join(rel.split(os.sep)), path))
+    return sorted(found)
+
+
+def identify(
+    label: str,
+    table: Mapping[str, tuple[str, str]],
+    device_name: str = "",
+    shape: tuple[int, float, int] | None = None,
+    vendor_hint: Callable[[str], str] = lambda _label: "",
+) -> Identity:
+    """The profile of one results file (see the module docstring for the order).
+
+    ``shape`` is (compute units, clock MHz, warp width) where the file prints them;
+    ``vendor_hint`` names the vendor of a file nothing identifies, from its label or else
+    its device name.
+    """
+    if label in table:
+        key, vendor = table[label]
+        return Identity(key, vendor, "file table")
+    finders: list[tuple[str, Callable[[], specs.Spec | None]]] = [
+        ("file name", lambda: specs.spec_for_file_name(label)),
+        ("device name", lambda: specs.spec_for(device_name) if device_name.strip() else None),
+        ("device shape", lambda: specs.spec_by_shape(*shape) if shape else None),
+    ]
+    for how, find in finders:
+        sheet = find()
+        if sheet is not None:
+            return Identity(sheet.key, sheet.vendor, how)
+    return Identity(None, vendor_hint(label) or vendor_hint(device_name), "")

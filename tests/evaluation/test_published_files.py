@@ -1,0 +1,169 @@
+"""Published results under names nobody here chose: found in a folder tree and matched to
+a spec profile by what each file says (its name, its device's name, its device's shape).
+
+The files are the real published ones (``../shared/validation``, skipped where absent)
+renamed or moved, plus results written here in the formats BabelStream's later versions
+print (``Version: 2.0`` decimal megabytes, ``Number of elements``, ``--csv``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from clproj.devices import specs
+from clproj.runtime.evaluation import published_babelstream as pbs
+from clproj.runtime.evaluation import published_mixbench as pmb
+from clproj.runtime.evaluation.published_files import identify, truth_files
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.path.join(REPO, "..", "shared", "validation")
+BABEL_RESULTS = os.path.join(SHARED, "babelstream", "results", "v1.0", "opencl")
+MIX_TRUTH = os.path.join(SHARED, "mixbench", "truth")
+
+needs_shared = pytest.mark.skipif(
+    not os.path.isdir(SHARED),
+    reason="the third-party validation suites (../shared/validation) are not on this machine",
+)
+
+V2_HEADER = """GPU-STREAM
+Version: 2.0
+Implementation: {impl}
+Running kernels 100 times
+Precision: double
+Array size: 268.4 MB (=0.3 GB)
+Total size: 805.3 MB (=0.8 GB)
+Using OpenCL device {device}
+Function    MBytes/sec  Min (sec)   Max         Average
+Copy        182194.259  0.00295     0.00298     0.00296
+Mul         182081.736  0.00295     0.00296     0.00296
+Add         182723.055  0.00441     0.00443     0.00442
+Triad       182719.573  0.00441     0.00443     0.00442
+"""
+
+
+def write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("k20x/ocl", "k20x-spec"),  # a folder names the device
+        ("nvidia-k20c-new-driver", "k20c-spec"),  # "k20x" is tried before "k20"
+        ("gtx980ti", "gtx-980-ti-spec"),  # words run together
+        ("nvidiagtx980ti", "gtx-980-ti-spec"),
+        ("v3.3/titanxp/ocl", "titan-xp-spec"),
+        ("s9150_ecc_on", "firepro-s9150-spec"),
+        ("setonix-mi250x-gcd0", "mi250x-gcd-spec"),
+        ("titan-x-pascal", None),  # not the TITAN Xp: the match would end inside "pascal"
+        ("haswell/ocl", None),
+        ("results", None),
+    ],
+)
+def test_a_file_name_names_its_device(name: str, key: str | None) -> None:
+    sheet = specs.spec_for_file_name(name)
+    assert (sheet.key if sheet else None) == key
+
+
+def test_a_device_shape_identifies_one_sheet_or_none() -> None:
+    assert specs.spec_by_shape(110, 1700, 64).key == "mi250x-gcd-spec"
+    assert specs.spec_by_shape(104, 1700.0, 64).key == "mi210-spec"
+    assert specs.spec_by_shape(120, 1502, 64).key == "mi100-spec"
+    assert specs.spec_by_shape(100, 1700, 64) is None  # no sheet has it
+    assert specs.spec_by_shape(110, 1700, 32) is None  # the warp must agree too
+    assert specs.spec_by_shape(110, 1500, 64) is None  # and the clock, within 2 %
+    # A shape two sheets share identifies neither (R9 290X 1000 MHz, S9150 900 MHz, R9
+    # 295X2 1018 MHz: 44 CUs each; 1010 MHz is within 2 % of two of them).
+    assert specs.spec_by_shape(44, 1010, 64) is None
+
+
+def test_identify_order_table_then_file_name_then_device_name_then_shape() -> None:
+    table = {"amd-radeon-r9-290x": ("r9-290x-spec", "AMD")}
+    assert identify("amd-radeon-r9-290x", table, "Hawaii").matched_by == "file table"
+    # AMD names every Hawaii board "Hawaii": the file's name is the better witness.
+    s9150 = identify("s9150-ocl", table, "Hawaii")
+    assert (s9150.key, s9150.vendor, s9150.matched_by) == ("firepro-s9150-spec", "AMD", "file name")
+    by_name = identify("run-3", table, "Tesla K20X")
+    assert (by_name.key, by_name.matched_by) == ("k20x-spec", "device name")
+    by_shape = identify("mixbench-log", table, "", (110, 1700.0, 64))
+    assert (by_shape.key, by_shape.matched_by) == ("mi250x-gcd-spec", "device shape")
+    cpu = identify("haswell-ocl", table, "Intel(R) Xeon(R) CPU E5-2698 v3 @ 2.30GHz",
+                   vendor_hint=pbs.vendor_hint)  # fmt: skip
+    assert (cpu.key, cpu.vendor, cpu.matched_by) == (None, "Intel", "")
+
+
+def test_truth_files_walk_a_tree_and_label_by_path(tmp_path) -> None:
+    for rel in ("a.txt", "k20x/ocl.txt", "k20x/cuda.txt", ".hidden/x.txt", "notes.md"):
+        write(str(tmp_path / rel), "x")
+    assert [label for label, _ in truth_files(str(tmp_path))] == ["a", "k20x-cuda", "k20x-ocl"]
+
+
+def test_babelstream_tree_of_later_versions(tmp_path) -> None:
+    root = str(tmp_path)
+    write(f"{root}/v2.0/k20x/ocl.txt", V2_HEADER.format(impl="OpenCL", device="Tesla K20X"))
+    write(f"{root}/v2.0/k20x/cuda.txt", V2_HEADER.format(impl="CUDA", device="Tesla K20X"))
+    write(f"{root}/v2.0/k20x/kokkos.txt", V2_HEADER.format(impl="KOKKOS", device="Tesla K20X"))
+    write(
+        f"{root}/v5/mystery.txt",
+        "BabelStream\nVersion: 5.0\nImplementation: OpenCL\nNumber of elements: 33554432\n"
+        "Precision: double\nArray size: 268.4 MB\nUsing OpenCL device NVIDIA TITAN Xp\n"
+        "Function    MB/s        Min (sec)   Max         Average\n"
+        "Copy        433585.615  0.00124     0.00131     0.00125\n",
+    )
+    write(
+        f"{root}/v5/csv-run.txt",
+        "Using OpenCL device Tesla K20X\n"
+        "function,num_times,n_elements,sizeof,max_mbytes_per_sec,min_runtime,max_runtime,"
+        "avg_runtime\nCopy,100,16777216,4,153090.1,0.000876,0.00091,0.00089\n"
+        "Triad,100,16777216,4,153600.5,0.001311,0.00135,0.00133\n",
+    )
+    results, errors = pbs.load_results(root)
+    by = {r.label: r for r in results}
+    assert sorted(by) == ["v2.0-k20x-ocl", "v5-csv-run", "v5-mystery"]
+    assert len(errors) == 1 and "left out 2 results of other implementations" in errors[0]
+    assert "1 CUDA, 1 KOKKOS" in errors[0] and "\n" not in errors[0]
+    k20x = by["v2.0-k20x-ocl"]
+    # From version 2.0 GPU-STREAM's MB is 10^6 bytes: 268.4 MB of doubles, not 2^20-byte MB.
+    assert (k20x.elements, k20x.elements_from) == (33_550_000, "array size line")
+    assert pbs.identity(k20x).key == "k20x-spec"
+    mystery = by["v5-mystery"]
+    assert (mystery.elements, mystery.elements_from) == (33_554_432, "element count line")
+    assert pbs.identity(mystery).matched_by == "device name"
+    assert pbs.identity(mystery).key == "titan-xp-spec"
+    csv = by["v5-csv-run"]
+    assert (csv.elements, csv.elements_from, csv.precision) == (16_777_216, "csv rows", "float")
+    assert csv.min_s == {"copy": 0.000876, "triad": 0.001311}
+
+
+@needs_shared
+def test_shipped_babelstream_files_renamed_are_still_judged_by_their_device(tmp_path) -> None:
+    shutil.copy(os.path.join(BABEL_RESULTS, "nvidia-gtx-980.txt"), tmp_path / "card-a.txt")
+    shutil.copy(os.path.join(BABEL_RESULTS, "amd-radeon-7970.txt"), tmp_path / "card-b.txt")
+    results, errors = pbs.load_results(str(tmp_path))
+    assert errors == []
+    ids = {r.label: pbs.identity(r) for r in results}
+    assert (ids["card-a"].key, ids["card-a"].matched_by) == ("gtx-980-spec", "device name")
+    # The 7970's file names no device (an empty "Using OpenCL device" line): unidentified.
+    assert (ids["card-b"].key, ids["card-b"].matched_by) == (None, "")
+
+
+@needs_shared
+def test_mixbench_logs_without_a_device_name_are_identified_by_their_shape(tmp_path) -> None:
+    with open(os.path.join(MIX_TRUTH, "mi100-mixbench-hip.txt"), encoding="utf-8") as fh:
+        text = fh.read()
+    write(str(tmp_path / "mulan" / "2023-03-17" / "mixbench-log.txt"), text)
+    other = text.replace("(120 MPs x 64 SPs/MP)", "(100 MPs x 64 SPs/MP)")
+    write(str(tmp_path / "unknown-gpu.txt"), other)
+    logs, errors = pmb.load_logs(str(tmp_path))
+    assert errors == []
+    by = {log.label: log for log in logs}
+    mulan = by["mulan-2023-03-17-mixbench-log"]
+    assert mulan.device_name == "" and mulan.shape == (120, 1502.0, 64)
+    ident = pmb.identity(mulan)
+    assert (ident.key, ident.vendor, ident.matched_by) == ("mi100-spec", "AMD", "device shape")
+    assert pmb.identity(by["unknown-gpu"]).key is None
