@@ -9,7 +9,7 @@ family, and its ``notes`` say which.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -926,5 +926,82 @@ SPECS: tuple[Spec, ...] = (
             "Intel Xeon Phi coprocessor system software developers guide",
             "Intel SDK for OpenCL Applications XE optimization guide (MIC)",
         ),
+    ),
+)
+
+
+def variant(of: str, **sheet: object) -> Spec:
+    """Another board of entry ``of``'s chip: only the figures its own sheet changes.
+
+    Why: boards of one chip differ in a few printed figures (memory size and speed, clock,
+    enabled units, board power); restating the rest would let two copies of one chip's
+    figures drift apart.
+    """
+    return replace(next(s for s in SPECS if s.key == of), **sheet)  # type: ignore[arg-type]
+
+
+# Boards of the chips above, as OpenCL names them (NVIDIA's OpenCL device name is the
+# CUDA one: "NVIDIA A100-PCIE-40GB", "Tesla V100-SXM2-16GB").
+SPECS += (
+    variant(
+        "a100-sxm-spec",
+        key="a100-sxm4-40gb-spec",
+        name="NVIDIA A100-SXM4-40GB",
+        global_gb=40,
+        bandwidth_gbs=1555.0,
+        notes="as a100-sxm-spec with 40 GB of HBM2 at 1555 GB/s",
+        sources=("NVIDIA A100 datasheet (40GB SXM)", "CUDA guide, cc 8.0 throughput table"),
+    ),
+    variant(
+        "a100-sxm-spec",
+        key="a100-pcie-40gb-spec",
+        name="NVIDIA A100-PCIE-40GB",
+        tdp_w=250,
+        global_gb=40,
+        bandwidth_gbs=1555.0,
+        notes="as a100-sxm-spec with 40 GB of HBM2 at 1555 GB/s and a 250 W board",
+        sources=("NVIDIA A100 PCIe datasheet (40GB)", "CUDA guide, cc 8.0 throughput table"),
+    ),
+    variant(
+        "a100-sxm-spec",
+        key="a100-pcie-80gb-spec",
+        name="NVIDIA A100 80GB PCIe",
+        tdp_w=300,
+        bandwidth_gbs=1935.0,
+        notes="as a100-sxm-spec with HBM2e at 1935 GB/s and a 300 W board",
+        sources=("NVIDIA A100 datasheet (80GB PCIe)", "CUDA guide, cc 8.0 throughput table"),
+    ),
+    variant(
+        "h100-sxm-spec",
+        key="h100-pcie-spec",
+        name="NVIDIA H100 PCIe",
+        tdp_w=350,
+        cus=114,
+        clock_mhz=1755,
+        bandwidth_gbs=2039.0,
+        notes="114 SMs at a 1755 MHz boost clock, 80 GB of HBM2e at 2 TB/s, 350 W; the rest "
+        "as h100-sxm-spec (the same GH100 chip)",
+        sources=("NVIDIA H100 datasheet (PCIe)", "CUDA guide, cc 9.0 throughput table"),
+    ),
+    variant(
+        "v100-pcie-spec",
+        key="v100-sxm2-spec",
+        name="Tesla V100-SXM2-16GB",
+        tdp_w=300,
+        clock_mhz=1530,
+        notes="boost clock 1530 MHz (15.7 TFLOPS fp32, 7.8 fp64) and a 300 W module; the rest "
+        "as v100-pcie-spec (the same GV100 chip)",
+        sources=("NVIDIA Tesla V100 datasheet (SXM2)", "CUDA guide, cc 7.0 throughput table"),
+    ),
+    variant(
+        "v100-pcie-spec",
+        key="v100s-pcie-spec",
+        name="Tesla V100S-PCIE-32GB",
+        clock_mhz=1601,
+        global_gb=32,
+        bandwidth_gbs=1134.0,
+        notes="boost clock 1601 MHz (16.4 TFLOPS fp32), 32 GB of HBM2 at 1134 GB/s; the rest "
+        "as v100-pcie-spec (the same GV100 chip)",
+        sources=("NVIDIA Tesla V100S PCIe datasheet", "CUDA guide, cc 7.0 throughput table"),
     ),
 )

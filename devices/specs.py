@@ -287,14 +287,22 @@ def cpu_rounds_from_spec(doc: dict[str, Any]) -> tuple[dict[str, float], str] | 
     return None
 
 
-# (substring of the lower-cased OpenCL device or board name, spec key), first match wins:
+# (words of the lower-cased OpenCL device or board name, spec key), first match wins:
 # a longer name comes before a name it contains ("980 ti" before "980"), a board name
 # before its chip's codename (AMD's OpenCL names a device by codename: every Hawaii board
 # is "Hawaii", which then means the consumer R9 290X).
 SPEC_PROBES: tuple[tuple[str, str], ...] = (
     ("h200", "h200-spec"),
+    ("h100 pcie", "h100-pcie-spec"),
     ("h100", "h100-sxm-spec"),
+    ("a100 sxm4 40gb", "a100-sxm4-40gb-spec"),
+    ("a100 pcie 40gb", "a100-pcie-40gb-spec"),
+    ("a100 80gb pcie", "a100-pcie-80gb-spec"),
+    ("a100 pcie 80gb", "a100-pcie-80gb-spec"),
+    ("a100 40gb", "a100-sxm4-40gb-spec"),
     ("a100", "a100-sxm-spec"),
+    ("v100s", "v100s-pcie-spec"),
+    ("v100 sxm2", "v100-sxm2-spec"),
     ("v100", "v100-pcie-spec"),
     ("mi300", "mi300x-spec"),
     ("mi210", "mi210-spec"),
@@ -338,8 +346,12 @@ def _sheet(key: str) -> Spec:
 
 
 def spec_for(device_name: str) -> Spec | None:
-    """The sheet of an OpenCL device by name (e.g. 'NVIDIA H100 80GB HBM3' -> h100)."""
-    n = device_name.lower()
+    """The sheet of an OpenCL device by name (e.g. 'NVIDIA H100 80GB HBM3' -> h100).
+
+    The name is read as its words (letters and digits) joined by spaces, as the probes are
+    written: 'NVIDIA A100-PCIE-40GB' is 'nvidia a100 pcie 40gb'.
+    """
+    n = " ".join(re.findall(r"[a-z0-9]+", device_name.lower()))
     for probe, key in SPEC_PROBES:
         if probe in n:
             return _sheet(key)

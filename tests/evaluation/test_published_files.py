@@ -70,6 +70,41 @@ def test_a_file_name_names_its_device(name: str, key: str | None) -> None:
     assert (sheet.key if sheet else None) == key
 
 
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [  # the names NVIDIA's OpenCL gives each board of one chip (its CUDA device name)
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm-spec"),
+        ("NVIDIA A100-SXM4-40GB", "a100-sxm4-40gb-spec"),  # 1555 GB/s, not 2039
+        ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb-spec"),
+        ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb-spec"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm-spec"),
+        ("NVIDIA H100 PCIe", "h100-pcie-spec"),  # 114 SMs at 2 TB/s, not 132 at 3.35
+        ("Tesla V100-PCIE-16GB", "v100-pcie-spec"),
+        ("Tesla V100-SXM2-32GB", "v100-sxm2-spec"),
+        ("Tesla V100S-PCIE-32GB", "v100s-pcie-spec"),
+        ("Tesla K20X", "k20x-spec"),
+        ("Tesla K20c", "k20c-spec"),
+        ("TITAN Xp", "titan-xp-spec"),
+        ("NVIDIA TITAN X (Pascal)", None),
+        ("AMD Instinct MI210", "mi210-spec"),
+        ("gfx90a:sramecc+:xnack-", "mi250x-gcd-spec"),
+        ("Intel(R) Xeon Phi(TM) CPU 7210 @ 1.30GHz", None),  # no sheet: not the SE10P's
+    ],
+)
+def test_a_device_name_finds_its_own_board(name: str, key: str | None) -> None:
+    sheet = specs.spec_for(name)
+    assert (sheet.key if sheet else None) == key
+
+
+def test_a_board_variant_changes_only_what_its_sheet_prints() -> None:
+    by = {s.key: s for s in specs.SPECS}
+    sxm, pcie = by["a100-sxm-spec"], by["a100-pcie-40gb-spec"]
+    assert (pcie.bandwidth_gbs, pcie.global_gb, pcie.tdp_w) == (1555.0, 40, 250)
+    assert (pcie.cus, pcie.clock_mhz, pcie.per_cu, pcie.arch) == (
+        sxm.cus, sxm.clock_mhz, sxm.per_cu, sxm.arch,
+    )  # fmt: skip
+
+
 def test_a_device_shape_identifies_one_sheet_or_none() -> None:
     assert specs.spec_by_shape(110, 1700, 64).key == "mi250x-gcd-spec"
     assert specs.spec_by_shape(104, 1700.0, 64).key == "mi210-spec"
