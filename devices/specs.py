@@ -394,8 +394,9 @@ def spec_for_file_name(name: str) -> Spec | None:
 SHAPE_CLOCK_TOLERANCE = 0.02
 
 
-def spec_by_shape(cus: int, clock_mhz: float, warp: int) -> Spec | None:
-    """The one sheet with these compute units, warp width and clock (None: none or several).
+def spec_by_shape(cus: int, clock_mhz: float, warp: int = 0) -> Spec | None:
+    """The one sheet with these compute units, warp width (0: not known, not compared) and
+    clock (None: none or several).
 
     Why: some runtimes report no device name (HIP on several ROCm releases prints an empty
     one), but a benchmark's header still gives the device's shape; a shape that more than
@@ -405,7 +406,7 @@ def spec_by_shape(cus: int, clock_mhz: float, warp: int) -> Spec | None:
         s
         for s in SPECS
         if s.cus == cus
-        and s.warp == warp
+        and warp in (0, s.warp)
         and abs(s.clock_mhz - clock_mhz) <= SHAPE_CLOCK_TOLERANCE * s.clock_mhz
     ]
     return found[0] if len(found) == 1 else None

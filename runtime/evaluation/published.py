@@ -468,7 +468,7 @@ def _mixbench(  # noqa: C901
 def _tag(log: pmb.MixLog) -> str:
     """The run configuration a log was measured at, as a folder name."""
     stride = "-w" if log.block_strided else ""
-    return f"wg256-m{log.elements // 2**20}-e{log.elements_per_thread}-f{log.fusion}{stride}"
+    return f"wg{log.workgroup}-m{log.elements // 2**20}-e{log.elements_per_thread}-f{log.fusion}{stride}"
 
 
 def _mixbench_docs(

@@ -17,6 +17,11 @@ itself, not only by a table of known file names. In order:
    fit exactly one sheet (:func:`devices.specs.spec_by_shape`): some runtimes report an
    empty name.
 
+Where a file prints its compute units, a name match (2, 3) whose sheet has another count
+is not taken: what the device reported about itself outranks what a name suggests (AMD's
+OpenCL calls an MI210 and an MI250X GCD both "gfx90a"; an "MI250" GCD has 104 compute
+units, not the MI250X's 110).
+
 A file none of these identifies is listed as "unidentified", never judged against a
 guess; a device with no sheet is added to ``devices/spec_sheets.py`` from its vendor's
 sheet.
@@ -81,6 +86,6 @@ def identify(
     ]
     for how, find in finders:
         sheet = find()
-        if sheet is not None:
+        if sheet is not None and (shape is None or sheet.cus == shape[0]):
             return Identity(sheet.key, sheet.vendor, how)
     return Identity(None, vendor_hint(label) or vendor_hint(device_name), "")

@@ -75,14 +75,17 @@ class MixLog:
     block_strided: bool
     levels: dict[int, dict[str, MixPoint]] = field(default_factory=dict)
     # The header's device shape (0 where it prints none): compute units ("Total SPs: 7040
-    # (110 MPs x 64 SPs/MP)"), clock ("GPU clock rate: 1700 MHz") and warp ("WarpSize").
+    # (110 MPs x 64 SPs/MP)", mixbench-ocl's "Total CUs: 110"), clock ("GPU clock rate:
+    # 1700 MHz") and warp ("WarpSize", which mixbench-ocl does not print).
     compute_units: int = 0
     clock_mhz: float = 0.0
     warp: int = 0
+    workgroup: int = 256  # mixbench-ocl's "Workgroup size"; the CUDA and HIP flavours use 256
 
     @property
     def shape(self) -> tuple[int, float, int] | None:
-        if self.compute_units and self.clock_mhz and self.warp:
+        """(compute units, clock, warp or 0 where unknown), or None without both of the first."""
+        if self.compute_units and self.clock_mhz:
             return self.compute_units, self.clock_mhz, self.warp
         return None
 
@@ -97,9 +100,11 @@ class MixLog:
         ]
 
 
-def _header_value(lines: list[str], name: str) -> str | None:
+def _header_value(lines: list[str], *names: str) -> str | None:
+    """The value of the first header line named any of ``names`` (the flavours of mixbench
+    name some lines differently: "Elements per thread" / "Elements per workitem")."""
     for line in lines:
-        if line.strip().startswith(name):
+        if line.strip().startswith(names) and ":" in line:
             return line.split(":", 1)[1].strip()
     return None
 
@@ -120,11 +125,13 @@ def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901
     except OSError as exc:
         raise ClprojError(f"{path}: {exc.strerror}", fix) from None
     buffer = _header_value(lines, "Buffer size")
-    ept = _header_value(lines, "Elements per thread")
+    ept = _header_value(lines, "Elements per thread", "Elements per workitem")
     if not buffer or not ept:
         raise ClprojError(
             f"{path}: not a mixbench log (no 'Buffer size' or 'Elements per thread' line)", fix
         )
+    stride = _header_value(lines, "Workitem stride") or ""  # mixbench-ocl: Workgroup|NDRange
+    trade_off = _header_value(lines, "Trade-off type") or ""  # mixbench-cuda and -hip
     m = re.match(r"(\d+)\s*MB", buffer)
     if not m:
         raise ClprojError(f"{path}: unreadable buffer size {buffer!r}", fix)
@@ -134,11 +141,19 @@ def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901
         device_name=_header_value(lines, "Device") or "",
         buffer_mb=int(m.group(1)),
         elements_per_thread=int(ept.split()[0]),
-        fusion=int((_header_value(lines, "Thread fusion degree") or "1").split()[0]),
-        block_strided="block strided" in (_header_value(lines, "Trade-off type") or ""),
-        compute_units=int(_number(_header_value(lines, "Total SPs"), r"\((\d+)\s*MPs")),
+        fusion=int(
+            (_header_value(lines, "Thread fusion degree", "Workitem fusion degree") or "1").split()[
+                0
+            ]
+        ),
+        block_strided="block strided" in trade_off or stride.lower().startswith("workgroup"),
+        compute_units=int(
+            _number(_header_value(lines, "Total SPs"), r"\((\d+)\s*MPs")
+            or _number(_header_value(lines, "Total CUs"), r"^(\d+)")
+        ),
         clock_mhz=_number(_header_value(lines, "GPU clock rate"), r"^([0-9.]+)\s*MHz"),
         warp=int(_number(_header_value(lines, "WarpSize"), r"^(\d+)")),
+        workgroup=int(_number(_header_value(lines, "Workgroup size"), r"^(\d+)") or 256),
     )
     groups: list[str] = []
     for i, line in enumerate(lines):
@@ -214,7 +229,7 @@ def identity(log: MixLog) -> Identity:
     return identify(log.label, PROFILES, log.device_name, log.shape, vendor_hint)
 
 
-def run_args(log: MixLog, workgroup: int = 256) -> list[str]:
+def run_args(log: MixLog) -> list[str]:
     """mixbench-opencl's arguments for the log's configuration (main-ocl.cpp's positional
     order: device index, work-group size, array size in 1024^2 elements, elements per work-item,
     fusion degree; ``-w`` for block-strided)."""
@@ -222,7 +237,7 @@ def run_args(log: MixLog, workgroup: int = 256) -> list[str]:
     return [
         *args,
         "1",
-        str(workgroup),
+        str(log.workgroup),
         str(log.elements // 2**20),
         str(log.elements_per_thread),
         str(log.fusion),

@@ -202,3 +202,51 @@ def test_mixbench_logs_without_a_device_name_are_identified_by_their_shape(tmp_p
     ident = pmb.identity(mulan)
     assert (ident.key, ident.vendor, ident.matched_by) == ("mi100-spec", "AMD", "device shape")
     assert pmb.identity(by["unknown-gpu"]).key is None
+
+
+OCL_HEADER = """mixbench-ocl (v0.03-2-gbccfd71)
+------------------------ Device specifications ------------------------
+Platform:            AMD Accelerated Parallel Processing
+Device:              gfx90a:sramecc+:xnack-/Advanced Micro Devices, Inc.
+Driver version:      3513.0 (HSA1.1,LC)
+Address bits:        64
+GPU clock rate:      1700 MHz
+Total global mem:    65520 MB
+Max allowed buffer:  55692 MB
+OpenCL version:      OpenCL 2.0
+Total CUs:           {cus}
+-----------------------------------------------------------------------
+Buffer size:            256MB
+Workgroup size:         128
+Elements per workitem:  8
+Workitem fusion degree: 2
+Workitem stride:        Workgroup
+Buffer allocation:      Device allocated
+Timer:                  CL event based
+"""
+
+
+@needs_shared
+@pytest.mark.parametrize(("cus", "key"), [(104, "mi210-spec"), (110, "mi250x-gcd-spec")])
+def test_a_mixbench_ocl_log_is_read_and_its_printed_shape_outranks_a_codename(
+    tmp_path, cus: int, key: str
+) -> None:
+    with open(os.path.join(MIX_TRUTH, "v100-mixbench-cuda.txt"), encoding="utf-8") as fh:
+        text = fh.read()
+    csv = text[text.index("----------------------------------------------------------------"
+                          "------------- CSV data"):]  # fmt: skip
+    write(str(tmp_path / "gpu.txt"), OCL_HEADER.format(cus=cus) + csv)
+    logs, errors = pmb.load_logs(str(tmp_path))
+    assert errors == []
+    log = logs[0]
+    assert (log.elements_per_thread, log.fusion, log.block_strided, log.workgroup) == (
+        8, 2, True, 128,
+    )  # fmt: skip
+    assert log.shape == (cus, 1700.0, 0)  # mixbench-ocl prints no warp width
+    assert pmb.run_args(log) == ["-w", "1", "128", "32", "8", "2"]
+    assert len(log.levels) == 33
+    # "gfx90a" names the MI250X GCD's sheet (110 CUs); 104 printed compute units are an
+    # MI210 (or an MI250 GCD: the same figures), found by the shape instead.
+    ident = pmb.identity(log)
+    assert ident.key == key
+    assert ident.matched_by == ("device name" if cus == 110 else "device shape")
