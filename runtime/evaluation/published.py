@@ -294,54 +294,67 @@ def _babelstream(  # noqa: C901
             i.key,
             _status(i.key, missing, selected),
             r.device_name,
-            str(r.elements),
+            _babel_tag(r)[1:],
             i.matched_by,
         )
         for r, i in zip(results, ids, strict=True)
     ]
     judged = [r for r, d in zip(results, devs, strict=True) if d.status == "judged"]
     kernels = sorted({k for r in results for k in r.min_s}, key=list(pbs.KERNELS.values()).index)
-    sizes = sorted({r.elements for r in judged} or {r.elements for r in results})
+    tags = sorted({_babel_tag(r) for r in judged} or {_babel_tag(r) for r in results})
     val = PublishedValidation("babelstream", suite, truth_dir, work, devs, [], [], errors, [])
     if not profiles:
         return val
     binary = ensure_built("babelstream", suite, work)
     runs = {}  # every app run first: a failed build or run shows before minutes of emulation
-    for n in sizes:
-        args = ["-s", str(n), "-n", "2"]
-        run = record_run(work, binary, f"s{n}", args, kernels, timeout_s, on_start=on_start)
+    for tag in tags:
+        size, _, precision = tag[1:].partition("-")
+        args = ["-s", size, "-n", "2", *(["--float"] if precision == "float" else [])]
+        run = record_run(work, binary, tag, args, kernels, timeout_s, on_start=on_start)
         val.runs.append(run)
-        runs[n] = run
+        runs[tag] = run
         if on_run:
             on_run(run)
-    docs: dict[int, dict[str, dict[str, Any]]] = {}  # elements -> kernel -> projection doc
-    for n, run in runs.items():
+    docs: dict[str, dict[str, dict[str, Any]]] = {}  # run tag -> kernel -> projection doc
+    for tag, run in runs.items():
         if run.ok:
-            docs[n] = {d["kernel"]: d for d in _project(run.records, profiles, progress)}
+            docs[tag] = {d["kernel"]: d for d in _project(run.records, profiles, progress)}
     results_by_kernel = {k: _result("babelstream", k) for k in kernels}
     by_key = {p.key: p for p in profiles}
     for r, d in zip(results, devs, strict=True):
         if d.status != "judged":
             continue
-        if r.elements not in docs:
+        tag = _babel_tag(r)
+        if tag not in docs:
             d.status = "run failed"
             continue
         for kernel, t in r.min_s.items():
-            doc = docs[r.elements].get(kernel, {})
+            doc = docs[tag].get(kernel, {})
             if kernel == "stream_dot" and doc:
-                doc = _dot_as_launched(runs[r.elements], r, by_key[str(d.profile)]) or doc
+                doc = _dot_as_launched(runs[tag], r, by_key[str(d.profile)]) or doc
             _add(results_by_kernel[kernel], r.label, t, _times(doc).get(str(d.profile)))
     val.kernels = [k for k in results_by_kernel.values() if k.devices]
     table_keys = {d.profile for d in devs}
-    for n, per_kernel in docs.items():
+    for tag, per_kernel in docs.items():
         for kernel, doc in per_kernel.items():
             for key, (t, bound) in _times(doc).items():
                 if key not in table_keys:
                     val.projected_only.append(
-                        {"device": key, "config": f"{n} elements", "kernel": kernel,
+                        {"device": key, "config": f"{_elements_text(tag)} elements", "kernel": kernel,
                          "projected_s": t, "bound": bound}
                     )  # fmt: skip
     return val
+
+
+def _babel_tag(result: Any) -> str:
+    """The recording a BabelStream result needs: ``s<elements>``, ``-float`` in FP32 (the
+    app's ``--float``)."""
+    return f"s{result.elements}" + ("-float" if result.precision == "float" else "")
+
+
+def _elements_text(tag: str) -> str:
+    size, _, precision = tag[1:].partition("-")
+    return f"{size} {precision}" if precision else size
 
 
 def _dot_as_launched(run: RecordedRun, result: Any, profile: Any) -> dict[str, Any] | None:

@@ -125,6 +125,8 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
     with open(os.path.join(BABEL_RESULTS, "amd-radeon-7970.txt"), encoding="utf-8") as fh:
         text = fh.read().replace("Array size: 400.0 MB", "Array size: 0.5 MB")  # 65536 doubles
     (truth / "nvidia-gtx-580.txt").write_text(text)  # a device whose profile may not exist
+    # An FP32 result: recorded by a run of its own with the app's --float.
+    (truth / "amd-r9-fury-x.txt").write_text(text.replace("Precision: double", "Precision: float"))
     # Dot as later versions print it: its launch on the 7970 is the app's GPU rule (4
     # groups per compute unit of the maximum work-group size: 128 of 256), not the one
     # recorded here on PoCL (one group per core of twice the double vector width).
@@ -143,7 +145,10 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
     assert devs["amd-radeon-7970"]["status"] == "judged"
     assert devs["amd-radeon-7970"]["config"] == "65536"
     assert devs["nvidia-gtx-580"]["status"] in ("judged", "no profile")
-    assert [r["tag"] for r in out["runs"]] == ["s65536"] and out["runs"][0]["records"] == 5
+    runs = {r["tag"]: r for r in out["runs"]}
+    assert set(runs) == {"s65536", "s131072-float"} and runs["s65536"]["records"] == 5
+    assert runs["s131072-float"]["args"][-1] == "--float" and runs["s131072-float"]["records"] == 5
+    assert devs["amd-r9-fury-x"]["config"] == "131072-float"  # 0.5 MiB of floats
     ks = {k["kernel"]: k for k in out["kernels"]}
     assert set(ks) == {"copy", "mul", "add", "triad", "stream_dot"}
     # Dot reads two arrays as copy does (and writes 128 sums): in the app's GPU launch it
