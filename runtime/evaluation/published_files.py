@@ -5,8 +5,9 @@ BabelStream and mixbench results), dropped into a ``--truth`` folder under names
 authors' choosing. So a file is matched to a spec-sheet profile by what it says about
 itself, not only by a table of known file names. In order:
 
-1. **file table**: the suite's table of the results it ships with (exact file names; it
-   also settles what a name cannot, e.g. the two ECC settings of one card);
+1. **file table**: the suite's table of the results it ships with (exact file names, also
+   where a tree's label puts folders before one; it also settles what a name cannot, e.g.
+   the two ECC settings of one card);
 2. **file name**: the device the file's name or folder path names (``k20x/ocl.txt``,
    ``nvidia-titan-xp.txt``), read with :func:`devices.specs.spec_for_file_name`; a name
    comes before the device's own because AMD's OpenCL names a device by its chip's
@@ -76,8 +77,10 @@ def identify(
     ``vendor_hint`` names the vendor of a file nothing identifies, from its label or else
     its device name.
     """
-    if label in table:
-        key, vendor = table[label]
+    # The file's own name, also where a tree's label puts folders before it.
+    named = [n for n in table if label == n or label.endswith("-" + n)]
+    if named:
+        key, vendor = table[max(named, key=len)]
         return Identity(key, vendor, "file table")
     finders: list[tuple[str, Callable[[], specs.Spec | None]]] = [
         ("file name", lambda: specs.spec_for_file_name(label)),

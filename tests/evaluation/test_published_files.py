@@ -120,6 +120,9 @@ def test_a_device_shape_identifies_one_sheet_or_none() -> None:
 def test_identify_order_table_then_file_name_then_device_name_then_shape() -> None:
     table = {"amd-radeon-r9-290x": ("r9-290x-spec", "AMD")}
     assert identify("amd-radeon-r9-290x", table, "Hawaii").matched_by == "file table"
+    # The same file in a tree (BabelStream's results/ passed whole): its name ends the label.
+    assert identify("v1.0-opencl-amd-radeon-r9-290x", table).key == "r9-290x-spec"
+    assert identify("v1.0-opencl-amd-radeon-r9-290x", table).matched_by == "file table"
     # AMD names every Hawaii board "Hawaii": the file's name is the better witness.
     s9150 = identify("s9150-ocl", table, "Hawaii")
     assert (s9150.key, s9150.vendor, s9150.matched_by) == ("firepro-s9150-spec", "AMD", "file name")
