@@ -82,6 +82,10 @@ def test_a_file_name_names_its_device(name: str, key: str | None) -> None:
         ("Tesla V100-PCIE-16GB", "v100-pcie-spec"),
         ("Tesla V100-SXM2-32GB", "v100-sxm2-spec"),
         ("Tesla V100S-PCIE-32GB", "v100s-pcie-spec"),
+        ("Tesla P100-PCIE-12GB", "p100-pcie-12gb-spec"),  # three HBM2 stacks: 549 GB/s
+        ("Tesla P100-SXM2-16GB", "p100-sxm2-spec"),
+        ("AMD Radeon Instinct MI50", "mi50-spec"),
+        ("gfx906:sramecc+:xnack-", None),  # MI50, MI60 and Radeon VII alike
         ("Tesla K20X", "k20x-spec"),
         ("Tesla K20c", "k20c-spec"),
         ("TITAN Xp", "titan-xp-spec"),
