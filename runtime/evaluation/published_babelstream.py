@@ -43,7 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clproj.errors import ClprojError
-from clproj.runtime.evaluation.published_files import Identity, identify, truth_files
+from clproj.runtime.evaluation.published_files import (
+    Identity,
+    identify,
+    read_result_text,
+    truth_files,
+)
 
 # Results file stem -> (spec device-profile key, vendor). ECC on and off results of one
 # card share its profile: the profile has one memory bandwidth, the files judge it twice.
@@ -119,11 +124,7 @@ def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: 
     """One results file (labelled by its stem unless ``label`` is given); a file that is
     not one is a :class:`ClprojError` naming it."""
     label = label or os.path.splitext(os.path.basename(path))[0]
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise ClprojError(f"{path}: {exc.strerror}", "check the results folder") from None
+    lines = read_result_text(path, "check the results folder").splitlines()
     device, precision, implementation = "", "double", ""
     version = (0, 0)
     dot_config: tuple[int, int] | None = None

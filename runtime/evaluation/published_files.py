@@ -35,6 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from clproj.devices import specs
+from clproj.untrusted import read_regular_file
+
+# A published results file or log is a few KiB; anything past this is not one.
+MAX_RESULT_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,14 @@ def truth_files(folder: str, suffix: str = ".txt") -> list[tuple[str, str]]:
                 rel = os.path.relpath(path, folder)[: -len(suffix)]
                 found.append(("-".join(rel.split(os.sep)), path))
     return sorted(found)
+
+
+def read_result_text(path: str, fix: str) -> str:
+    """A results file's text: a regular file of at most ``MAX_RESULT_BYTES`` (a FIFO, a
+    device or a huge file in a ``--truth`` tree is one error line, never a hang), decoded
+    as UTF-8 with undecodable bytes replaced (logs carry terminal bytes: progress bars)."""
+    data = read_regular_file(path, "results file", MAX_RESULT_BYTES, fix)
+    return data.decode("utf-8", errors="replace")
 
 
 def identify(

@@ -28,7 +28,12 @@ import re
 from dataclasses import dataclass, field
 
 from clproj.errors import ClprojError
-from clproj.runtime.evaluation.published_files import Identity, identify, truth_files
+from clproj.runtime.evaluation.published_files import (
+    Identity,
+    identify,
+    read_result_text,
+    truth_files,
+)
 
 # Log file stem -> (spec device-profile key, vendor).
 PROFILES: dict[str, tuple[str, str]] = {
@@ -119,11 +124,7 @@ def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901
     not one is a :class:`ClprojError` naming it."""
     label = label or os.path.splitext(os.path.basename(path))[0]
     fix = "pass mixbench's folder (it has truth/*.txt logs) or --truth DIR"
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise ClprojError(f"{path}: {exc.strerror}", fix) from None
+    lines = read_result_text(path, fix).splitlines()
     buffer = _header_value(lines, "Buffer size")
     ept = _header_value(lines, "Elements per thread", "Elements per workitem")
     if not buffer or not ept:

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.intercept.identity import ShapeKey
+from clproj.untrusted import read_regular_file
 
+# A device's truth file holds one row per measured shape: a few hundred KiB for a suite.
+MAX_TRUTH_BYTES = 64 << 20
 TRUTH_COLUMNS = ("app", "device", "kernel", "global", "local", "launches", "mean_ns")
 
 Dims = tuple[int, int, int]
@@ -75,12 +78,13 @@ class TruthDevice:
 def read_truth_file(path: str, label: str | None = None) -> TruthDevice:
     """Parse one ``truth/<device>.tsv``; rows of a repeated shape are merged launch-weighted."""
     label = label or os.path.splitext(os.path.basename(path))[0]
+    data = read_regular_file(path, "truth file", MAX_TRUTH_BYTES, "check --truth DIR")
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            text = fh.read()
-    except OSError as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ClprojError(
-            f"cannot read truth file {path}: {exc.strerror}", "check --truth DIR"
+            f"truth file {path} is not UTF-8 text (byte {exc.start})",
+            "a truth file is a tab-separated text file (docs/validation.md)",
         ) from None
     reader = csv.DictReader(io.StringIO(text), delimiter="\t")
     missing = [c for c in TRUTH_COLUMNS if c not in (reader.fieldnames or [])]

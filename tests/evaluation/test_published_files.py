@@ -257,3 +257,16 @@ def test_a_mixbench_ocl_log_is_read_and_its_printed_shape_outranks_a_codename(
     ident = pmb.identity(log)
     assert ident.key == key
     assert ident.matched_by == ("device name" if cus == 110 else "device shape")
+
+
+def test_a_truth_tree_with_a_fifo_or_binary_bytes_is_read_around_them(tmp_path) -> None:
+    write(str(tmp_path / "k20x" / "ocl.txt"), V2_HEADER.format(impl="OpenCL", device="Tesla K20X"))
+    os.mkfifo(tmp_path / "pipe.txt")  # opening it to read would wait for a writer forever
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 64)
+    results, errors = pbs.load_results(str(tmp_path))
+    assert [r.label for r in results] == ["k20x-ocl"]
+    assert len(errors) == 2 and all("\n" not in e for e in errors)
+    assert any("pipe.txt is a FIFO, not a regular file" in e for e in errors)
+    assert any("binary.txt: not a BabelStream results file" in e for e in errors)
+    logs, errors = pmb.load_logs(str(tmp_path))
+    assert logs == [] and any("pipe.txt is a FIFO" in e for e in errors)

@@ -93,6 +93,14 @@ def test_truth_file_errors_are_one_line(tmp_path):
         vtruth.read_truth_file(str(bad))
     with pytest.raises(ClprojError, match="does not exist"):
         vtruth.load_truth(str(tmp_path / "nowhere"))
+    # A FIFO is refused at once (opening it to read would wait for a writer forever), and
+    # bytes that are not UTF-8 are named, not a traceback.
+    os.mkfifo(tmp_path / "pipe.tsv")
+    with pytest.raises(ClprojError, match="is a FIFO, not a regular file"):
+        vtruth.read_truth_file(str(tmp_path / "pipe.tsv"))
+    (tmp_path / "latin1.tsv").write_bytes(b"app\tdevice\n2mm\t\xe9\n")
+    with pytest.raises(ClprojError, match="is not UTF-8 text"):
+        vtruth.read_truth_file(str(tmp_path / "latin1.tsv"))
 
 
 def test_signatures_of_one_shape_are_averaged_errors_counted():
