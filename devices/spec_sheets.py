@@ -1086,4 +1086,54 @@ SPECS += (
         "HBM2 at 1024 GB/s, 300 W; the rest as mi50-spec",
         sources=("AMD Radeon Instinct MI60 datasheet", "AMD Vega 20 ISA guide"),
     ),
+    variant(
+        "h100-sxm-spec",
+        key="h100-nvl-spec",
+        name="NVIDIA H100 NVL",
+        tdp_w=400,
+        clock_mhz=1785,
+        global_gb=94,
+        bandwidth_gbs=3900.0,
+        notes="132 SMs at a 1785 MHz boost clock, 94 GB of HBM3 at 3.9 TB/s, 400 W (one "
+        "card of the pair); the rest as h100-sxm-spec (the same GH100 chip)",
+        sources=("NVIDIA H100 NVL datasheet", "CUDA guide, cc 9.0 throughput table"),
+    ),
+    variant(
+        "h100-sxm-spec",
+        key="gh200-spec",
+        name="NVIDIA GH200 480GB",
+        global_gb=96,
+        bandwidth_gbs=4000.0,
+        notes="the Hopper GPU of a Grace Hopper superchip: 132 SMs at 1980 MHz, 96 GB of HBM3 "
+        "at 4 TB/s; the sheet prints the module's power only (CPU and memory included), so "
+        "tdp_w is the same GPU's on h100-sxm-spec (700 W); the rest as h100-sxm-spec",
+        sources=(
+            "NVIDIA GH200 Grace Hopper Superchip datasheet",
+            "CUDA guide, cc 9.0 throughput table",
+        ),
+    ),
+    variant(
+        "h100-sxm-spec",
+        key="gh200-144g-spec",
+        name="NVIDIA GH200 144G HBM3e",
+        global_gb=144,
+        bandwidth_gbs=4900.0,
+        notes="as gh200-spec with 144 GB of HBM3e at 4.9 TB/s",
+        sources=(
+            "NVIDIA GH200 Grace Hopper Superchip datasheet",
+            "CUDA guide, cc 9.0 throughput table",
+        ),
+    ),
+    variant(
+        "mi300x-spec",
+        key="mi300a-spec",
+        name="AMD Instinct MI300A",
+        tdp_w=550,
+        cus=228,
+        global_gb=128,
+        notes="the APU: 228 CUs at 2100 MHz and 128 GB of HBM3 at 5.3 TB/s shared with its "
+        "CPU cores, 550 W (configurable to 760); scalar OpenCL code does not use packed fp32: "
+        "fp32 = 64/clk/CU; the rest as mi300x-spec (CDNA3)",
+        sources=("AMD Instinct MI300A datasheet", "CDNA3 ISA guide"),
+    ),
 )

@@ -292,8 +292,11 @@ def cpu_rounds_from_spec(doc: dict[str, Any]) -> tuple[dict[str, float], str] | 
 # before its chip's codename (AMD's OpenCL names a device by codename: every Hawaii board
 # is "Hawaii", which then means the consumer R9 290X).
 SPEC_PROBES: tuple[tuple[str, str], ...] = (
+    ("gh200 144g", "gh200-144g-spec"),
+    ("gh200", "gh200-spec"),
     ("h200", "h200-spec"),
     ("h100 pcie", "h100-pcie-spec"),
+    ("h100 nvl", "h100-nvl-spec"),
     ("h100", "h100-sxm-spec"),
     ("a100 sxm4 40gb", "a100-sxm4-40gb-spec"),
     ("a100 pcie 40gb", "a100-pcie-40gb-spec"),
@@ -307,6 +310,7 @@ SPEC_PROBES: tuple[tuple[str, str], ...] = (
     ("p100 pcie 12gb", "p100-pcie-12gb-spec"),
     ("p100 sxm2", "p100-sxm2-spec"),
     ("p100", "p100-pcie-spec"),
+    ("mi300a", "mi300a-spec"),
     ("mi300", "mi300x-spec"),
     ("mi210", "mi210-spec"),
     ("mi250", "mi250x-gcd-spec"),

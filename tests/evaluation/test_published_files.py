@@ -82,6 +82,9 @@ def test_a_file_name_names_its_device(name: str, key: str | None) -> None:
         ("Tesla V100-PCIE-16GB", "v100-pcie-spec"),
         ("Tesla V100-SXM2-32GB", "v100-sxm2-spec"),
         ("Tesla V100S-PCIE-32GB", "v100s-pcie-spec"),
+        ("NVIDIA GH200 480GB", "gh200-spec"),  # 4 TB/s: not the H200's 4.8 ("gh200" has "h200")
+        ("NVIDIA H200", "h200-spec"),
+        ("AMD Instinct MI300A", "mi300a-spec"),
         ("Tesla P100-PCIE-12GB", "p100-pcie-12gb-spec"),  # three HBM2 stacks: 549 GB/s
         ("Tesla P100-SXM2-16GB", "p100-sxm2-spec"),
         ("AMD Radeon Instinct MI50", "mi50-spec"),
