@@ -21,6 +21,7 @@ from clproj.miniemu.profile import KernelProfile, build_profile, instructions_to
 from clproj.miniemu.scev import (
     Launch,
     NotEvaluable,
+    child_entries,
     mean_nest_trips,
     scev_args,
     scev_ids,
@@ -159,7 +160,8 @@ def loop_entries(raw: Any, lp: dict, loops: list[dict], knob: int, args: dict[in
     cur = lp
     while cur is not None:
         if knob in scev_args(cur.get("exact")):
-            per_entry *= uniform_trips(cur, args, launch)
+            trips = uniform_trips(cur, args, launch)
+            per_entry *= trips if cur is lp else child_entries(cur, trips)
         cur = by_id.get(cur.get("parent", -1))
     h = sum(int(g.loop_iterations.get(str(lp["id"]), 0)) for g in raw.groups)
     return h / max(1, per_entry)

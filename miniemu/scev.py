@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -203,14 +204,36 @@ def mean_nest_trips(
     global_offset: list[int] | None = None,
     launch: Launch | None = None,
 ) -> float:
-    """Mean over the launch's work-items of the product of the nest's trip counts.
+    """Mean over the launch's work-items of the header executions of ``chain[0]`` per
+    entry of the outermost loop of ``chain`` (the loop, then its ancestors outwards).
 
-    Why a mean over ids: a trip count that reads the work-item's id (covariance's
+    Each ancestor enters its child once per run of its body: as many times as its header
+    executes, or once less where the header tests the exit ahead of the body
+    (``header_exits``: a loop left unrotated; mixbench's fused loop of 4 trips holds its
+    8 compute loops: 4 entries each, not 5). Why a mean over ids: a trip count that reads the work-item's id (covariance's
     ``for (j2 = j1; j2 < m; j2++)`` with ``j1 = get_global_id(0)``) differs from one
     work-item to the next, and the emulated ones (group 0: the longest trips here) are no
     sample of the launch. Raises :class:`NotEvaluable` when a count reads anything else.
     """
     return _nest_trips(chain, args, key, global_size, global_offset, launch)[0]
+
+
+def child_entries(loop: dict[str, Any], header_runs: float) -> float:
+    """Entries of a loop nested in ``loop`` per entry of ``loop``, from ``loop``'s header
+    executions per entry: as many, or one less where its header tests the exit ahead of
+    the body (``header_exits``: the body runs once less than the header)."""
+    return max(0.0, header_runs - 1) if loop.get("header_exits") is True else header_runs
+
+
+def _chain_product(
+    chain: list[dict[str, Any]], header_runs: Callable[[dict[str, Any]], float]
+) -> float:
+    """The header executions of ``chain[0]`` per entry of the chain's outermost loop:
+    its own ``header_runs`` times each ancestor's entries into its child."""
+    out = float(header_runs(chain[0]))
+    for loop in chain[1:]:
+        out *= child_entries(loop, header_runs(loop))
+    return out
 
 
 def _nest_trips(
@@ -225,7 +248,7 @@ def _nest_trips(
     launch = launch or Launch(tuple(int(x) for x in global_size))
     dims = sorted(set().union(*(scev_ids(c.get(key)) for c in chain)))
     if not dims:
-        t = float(math.prod(trip_count(c, args, key, launch=launch) for c in chain))
+        t = float(_chain_product(chain, lambda c: trip_count(c, args, key, launch=launch)))
         return t, t, t
     offset = list(global_offset or [0] * len(global_size))
     per_dim = []
@@ -237,8 +260,9 @@ def _nest_trips(
         per_dim.append([offset[d] + (2 * j + 1) * n // (2 * k) for j in range(k)])
     trips = [
         float(
-            math.prod(
-                _trips_at(c, args, key, dict(zip(dims, p, strict=True)), launch) for c in chain
+            _chain_product(
+                chain,
+                lambda c, p=p: _trips_at(c, args, key, dict(zip(dims, p, strict=True)), launch),
             )
         )
         for p in itertools.product(*per_dim)

@@ -17,7 +17,9 @@
 // Where SCEV computes no exact count, strideCount derives one for the grid-stride loop
 // (`for (i = gid; i < n; i += get_global_size(0))`) and marks it "derived":"stride".
 // The header's terminator executes once per iteration (backedge-taken count + 1 per
-// loop entry): the plugin counts it at run time (loop_iterations).
+// loop entry): the plugin counts it at run time (loop_iterations). "header_exits" says
+// whether the header tests the exit ahead of the body (the body, and a loop nested in it,
+// then runs once less per entry than the header).
 #include <sstream>
 
 #include <llvm/ADT/Triple.h>
@@ -282,6 +284,12 @@ std::string analyzeLoops(const llvm::Function *function,
                                             : scevJson(exact))
       << ",\"max\":" << (isa<SCEVCouldNotCompute>(max) ? std::string("null") : scevJson(max));
     if (!derived.empty()) o << ",\"derived\":\"stride\",\"step\":" << step;
+    // A header that tests the exit before the body (a loop left unrotated: the body then
+    // runs backedge-taken-count times per entry, one less than the header), as opposed to
+    // a rotated loop whose exit test ends the body (the body runs with every header).
+    const BasicBlock *header = loop->getHeader();
+    bool headerExits = loop->isLoopExiting(header) && header != loop->getLoopLatch();
+    o << ",\"header_exits\":" << (headerExits ? "true" : "false");
     o << "}";
     ++index;
   }
