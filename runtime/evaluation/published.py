@@ -201,6 +201,22 @@ def resolve_devices(spec: str, table_keys: list[str]) -> tuple[list[Any], set[st
     return [p for p in out if not (p.key in seen or seen.add(p.key))], missing
 
 
+def _identified(
+    spec: str, files: list[tuple[str, str, str, Any]]
+) -> tuple[list[Any], list[PublishedDevice]]:
+    """The profiles ``--devices`` selects and one :class:`PublishedDevice` per result file,
+    from each file's (label, device name, configuration, ``published_files.Identity``)."""
+    profiles, missing = resolve_devices(spec, [i.key for *_, i in files if i.key])
+    selected = {p.key for p in profiles}
+    devs = [
+        PublishedDevice(
+            label, i.vendor, i.key, _status(i.key, missing, selected), name, config, i.matched_by
+        )
+        for label, name, config, i in files
+    ]
+    return profiles, devs
+
+
 def _status(key: str | None, missing: set[str], selected: set[str]) -> str:
     if key is None:
         return "unidentified"
@@ -284,21 +300,9 @@ def _babelstream(  # noqa: C901
         raise ClprojError(
             f"{truth_dir}: no BabelStream results file could be read", "; ".join(errors)[:300]
         )
-    ids = [pbs.identity(r) for r in results]
-    profiles, missing = resolve_devices(spec, [i.key for i in ids if i.key])
-    selected = {p.key for p in profiles}
-    devs = [
-        PublishedDevice(
-            r.label,
-            i.vendor,
-            i.key,
-            _status(i.key, missing, selected),
-            r.device_name,
-            _babel_tag(r)[1:],
-            i.matched_by,
-        )
-        for r, i in zip(results, ids, strict=True)
-    ]
+    profiles, devs = _identified(
+        spec, [(r.label, r.device_name, _babel_tag(r)[1:], pbs.identity(r)) for r in results]
+    )
     judged = [r for r, d in zip(results, devs, strict=True) if d.status == "judged"]
     kernels = sorted({k for r in results for k in r.min_s}, key=list(pbs.KERNELS.values()).index)
     tags = sorted({_babel_tag(r) for r in judged} or {_babel_tag(r) for r in results})
@@ -404,21 +408,9 @@ def _mixbench(  # noqa: C901
     logs, errors = pmb.load_logs(truth_dir)
     if not logs:
         raise ClprojError(f"{truth_dir}: no mixbench log could be read", "; ".join(errors)[:300])
-    ids = [pmb.identity(log) for log in logs]
-    profiles, missing = resolve_devices(spec, [i.key for i in ids if i.key])
-    selected = {p.key for p in profiles}
-    devs = [
-        PublishedDevice(
-            log.label,
-            i.vendor,
-            i.key,
-            _status(i.key, missing, selected),
-            log.device_name,
-            _tag(log),
-            i.matched_by,
-        )
-        for log, i in zip(logs, ids, strict=True)
-    ]
+    profiles, devs = _identified(
+        spec, [(log.label, log.device_name, _tag(log), pmb.identity(log)) for log in logs]
+    )
     val = PublishedValidation("mixbench", suite, truth_dir, work, devs, [], [], errors, [])
     if not profiles:
         return val
