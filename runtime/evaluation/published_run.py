@@ -160,8 +160,12 @@ class RecordedRun:
         }
 
 
-def _records(folder: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(folder, "records", "*.clrec")))
+def _records(folder: str, kernels: Sequence[str]) -> list[str]:
+    """The run's records of ``kernels`` (a run may hold other kernels too)."""
+    from clproj.intercept.record import load
+
+    paths = sorted(glob.glob(os.path.join(folder, "records", "*.clrec")))
+    return [p for p in paths if load(p).kernel in kernels]
 
 
 def record_run(
@@ -185,16 +189,25 @@ def record_run(
     folder = os.path.join(work, "runs", tag)
     done = os.path.join(folder, "run.json")
     rec = os.path.join(folder, "record")
-    # what a finished run must match to be reused: records of another format version
-    # (e.g. blobs named by sha256) are made again
-    identity = {"args": list(args), "kernels": list(kernels), "record_version": RECORD_VERSION}
+    # what a finished run must match to be reused: the same arguments, records of this
+    # format version (e.g. not blobs named by sha256), every kernel asked for among its
+    # kernels. A run that lacks some is made again with the kernels of both, so that two
+    # truth folders judging different kernels (BabelStream's Dot) stop replacing each
+    # other's runs.
+    same = {"args": list(args), "record_version": RECORD_VERSION}
+    wanted = list(kernels)
     if os.path.exists(done):
         with open(done, encoding="utf-8") as fh:
             meta = json.load(fh)
-        if all(meta.get(k) == v for k, v in identity.items()):
-            return RecordedRun(
-                tag, list(args), True, meta.get("wall_s", 0.0), True, None, _records(rec)
-            )
+        had = meta.get("kernels") if isinstance(meta.get("kernels"), list) else []
+        if all(meta.get(k) == v for k, v in same.items()):
+            if set(wanted) <= set(had):
+                return RecordedRun(
+                    tag, list(args), True, meta.get("wall_s", 0.0), True, None,
+                    _records(rec, wanted),
+                )  # fmt: skip
+            kernels = [*had, *(k for k in wanted if k not in had)]
+    identity = {**same, "kernels": list(kernels)}
     if os.path.exists(folder):
         shutil.rmtree(folder)  # an interrupted or differently configured run
     os.makedirs(folder)
@@ -212,7 +225,7 @@ def record_run(
     if session.timed_out:
         return RecordedRun(tag, list(args), False, wall, error=f"timed out after {timeout_s:.0f} s")
     tail = "\n".join(err.strip().splitlines()[-6:])
-    records = _records(rec)
+    records = _records(rec, wanted)
     if rc != 0 or not records:
         why = f"app exit code {rc}" if rc else "no launch was recorded"
         return RecordedRun(tag, list(args), False, wall, error=why, output_tail=tail)

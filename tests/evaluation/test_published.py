@@ -176,6 +176,22 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
                    "not selected"):  # fmt: skip
         assert needle in res.stdout, needle
 
+    # Truth that judges fewer kernels (no Dot) at the same size reuses the run's records of
+    # those kernels instead of recording the size again without Dot.
+    fewer = tmp_path / "fewer"
+    fewer.mkdir()
+    (fewer / "amd-radeon-7970.txt").write_text((truth / "nvidia-gtx-580.txt").read_text())
+    res = clproj("validate-published", BABEL, "--truth", str(fewer), "--work", str(work),
+                 "--devices", "hd7970-spec", "--json")  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "run s65536: 4 records (cached)" in res.stderr
+    assert {k["kernel"] for k in json.loads(res.stdout)["kernels"]} == {
+        "copy",
+        "mul",
+        "add",
+        "triad",
+    }
+
     # Records of another format version (an older clproj's) are recorded again, not
     # refused: the finished run says which version its records are.
     done = work / "runs" / "s65536" / "run.json"
