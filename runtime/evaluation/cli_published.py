@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--devices",
         default="truth",
-        help="truth (default: the profile of every results file, by the file-name table), "
+        help="truth (default: the profile each results file is identified with: "
+        "docs/validation.md), "
         "or a comma list of profile keys, local, measured, all, truth; profiles without a "
         "results file are listed as projected only",
     )

@@ -229,14 +229,10 @@ def derived_elements(rates: dict[str, float], min_s: dict[str, float], element_b
 def load_results(folder: str) -> tuple[list[BabelResult], list[str]]:
     """Every OpenCL results file at or below ``folder``, and one error line per file that
     failed (plus one line counting the files of other implementations left out)."""
-    if not os.path.isdir(folder):
-        raise ClprojError(
-            f"{folder}: no such folder",
-            "pass BabelStream's folder (it has results/v1.0/opencl/) or --truth DIR",
-        )
+    fix = "pass BabelStream's folder (it has results/v1.0/opencl/) or --truth DIR"
     results, errors = [], []
     others: dict[str, int] = {}
-    for label, path in truth_files(folder):
+    for label, path in truth_files(folder, fix):
         try:
             result = parse_results(path, label)
         except ClprojError as exc:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from clproj.devices import specs
+from clproj.errors import ClprojError
 from clproj.untrusted import read_regular_file
 
 # A published results file or log is a few KiB; anything past this is not one.
@@ -50,13 +51,19 @@ class Identity:
     matched_by: str  # "file table", "file name", "device name", "device shape" or ""
 
 
-def truth_files(folder: str, suffix: str = ".txt") -> list[tuple[str, str]]:
-    """``(label, path)`` of every ``suffix`` file at or below ``folder``, sorted by label.
+def truth_files(folder: str, fix: str, suffix: str = ".txt") -> list[tuple[str, str]]:
+    """``(label, path)`` of every ``suffix`` file at or below ``folder``, sorted by label;
+    a ``folder`` that is missing, not a folder or holds no such file is a
+    :class:`ClprojError` (``fix`` says what to pass).
 
     The label is the path below ``folder`` without the suffix, its folders joined by
     ``-``: a flat folder keeps its file stems, a tree (``v2.0/k20x/ocl.txt``) gives
     ``k20x-ocl`` when passed ``v2.0``. Hidden files and folders are skipped.
     """
+    if not os.path.exists(folder):
+        raise ClprojError(f"{folder}: no such folder", fix)
+    if not os.path.isdir(folder):
+        raise ClprojError(f"{folder} is a file, not a folder of results", fix)
     found = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -65,6 +72,8 @@ def truth_files(folder: str, suffix: str = ".txt") -> list[tuple[str, str]]:
                 path = os.path.join(root, name)
                 rel = os.path.relpath(path, folder)[: -len(suffix)]
                 found.append(("-".join(rel.split(os.sep)), path))
+    if not found:
+        raise ClprojError(f"{folder} holds no *{suffix} file (nor do its folders)", fix)
     return sorted(found)
 
 

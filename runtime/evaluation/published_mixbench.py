@@ -197,12 +197,9 @@ def _time_s(log: MixLog, precision: str, ex_time_ms: float, gbps: float) -> floa
 
 def load_logs(folder: str) -> tuple[list[MixLog], list[str]]:
     """Every ``*.txt`` log at or below ``folder``, and one error line per file that failed."""
-    if not os.path.isdir(folder):
-        raise ClprojError(
-            f"{folder}: no such folder", "pass mixbench's folder (it has truth/) or --truth DIR"
-        )
+    fix = "pass mixbench's folder (it has truth/) or --truth DIR"
     logs, errors = [], []
-    for label, path in truth_files(folder):
+    for label, path in truth_files(folder, fix):
         try:
             logs.append(parse_log(path, label))
         except ClprojError as exc:

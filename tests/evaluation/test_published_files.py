@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from clproj.devices import specs
+from clproj.errors import ClprojError
 from clproj.runtime.evaluation import published_babelstream as pbs
 from clproj.runtime.evaluation import published_mixbench as pmb
 from clproj.runtime.evaluation.published_files import identify, truth_files
@@ -145,7 +146,16 @@ def test_identify_order_table_then_file_name_then_device_name_then_shape() -> No
 def test_truth_files_walk_a_tree_and_label_by_path(tmp_path) -> None:
     for rel in ("a.txt", "k20x/ocl.txt", "k20x/cuda.txt", ".hidden/x.txt", "notes.md"):
         write(str(tmp_path / rel), "x")
-    assert [label for label, _ in truth_files(str(tmp_path))] == ["a", "k20x-cuda", "k20x-ocl"]
+    assert [label for label, _ in truth_files(str(tmp_path), "fix")] == [
+        "a", "k20x-cuda", "k20x-ocl",
+    ]  # fmt: skip
+    (tmp_path / "empty").mkdir()
+    for path, why in ((tmp_path / "empty", r"holds no \*\.txt file"),
+                      (tmp_path / "a.txt", "is a file, not a folder"),
+                      (tmp_path / "nowhere", "no such folder")):  # fmt: skip
+        with pytest.raises(ClprojError, match=why) as err:
+            pbs.load_results(str(path))
+        assert "BabelStream's folder" in str(err.value.fix)
 
 
 def test_babelstream_tree_of_later_versions(tmp_path) -> None:
