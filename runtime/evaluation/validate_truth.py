@@ -132,8 +132,9 @@ def read_truth_file(path: str, label: str | None = None) -> TruthDevice:
 def load_truth(truth_dir: str) -> list[TruthDevice]:
     """Every ``*.tsv`` in ``truth_dir``, sorted by file name."""
     if not os.path.isdir(truth_dir):
+        what = "is a file, not a folder" if os.path.exists(truth_dir) else "does not exist"
         raise ClprojError(
-            f"truth folder {truth_dir} does not exist", "pass --truth DIR with the suite's *.tsv"
+            f"truth folder {truth_dir} {what}", "pass --truth DIR with the suite's *.tsv"
         )
     files = sorted(f for f in os.listdir(truth_dir) if f.endswith(".tsv"))
     if not files:
