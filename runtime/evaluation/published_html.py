@@ -9,6 +9,7 @@ compared by eye. Apart from the tables because it is the only part that needs ma
 
 from __future__ import annotations
 
+import hashlib
 import html
 import os
 from typing import Any
@@ -29,8 +30,22 @@ from clproj.runtime.evaluation.validate_scores import BAND_2X, BAND_25
 VENDOR_COLOURS = {"AMD": "#d62728", "NVIDIA": "#2ca02c", "Intel": "#1f77b4"}
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name)
+# A figure's file name keeps this much of a label: labels come from --truth paths, and a
+# file system takes 255 bytes a name.
+SAFE_CHARS = 100
+
+
+def _safe(name: str, taken: set[str] | None = None) -> str:
+    """A file-name part for a label: ASCII letters and digits, the rest ``_``. A long
+    label is cut, and a cut one or one whose part another label already took (``taken``,
+    which this adds to) gets a hash of the label appended."""
+    out = "".join(c if c.isascii() and c.isalnum() else "_" for c in name)
+    if len(out) > SAFE_CHARS or (taken is not None and out in taken):
+        digest = hashlib.blake2s(name.encode("utf-8", "surrogateescape"), digest_size=4)
+        out = f"{out[:SAFE_CHARS]}_{digest.hexdigest()}"
+    if taken is not None:
+        taken.add(out)
+    return out
 
 
 def _scatter(plt: Any, val: PublishedValidation, app: str, directory: str) -> str | None:
@@ -88,7 +103,8 @@ def _scatter(plt: Any, val: PublishedValidation, app: str, directory: str) -> st
 
 def _curves(plt: Any, val: PublishedValidation, directory: str) -> list[str]:
     vendor = {d.label: d.vendor for d in val.devices}
-    names = []
+    names: list[str] = []
+    taken: set[str] = set()
     for label, per in val.curves.items():
         fig, axes = plt.subplots(1, len(per), figsize=(5.5 * len(per), 4.5), squeeze=False)
         colour = VENDOR_COLOURS.get(vendor.get(label, ""), "#777")
@@ -105,7 +121,7 @@ def _curves(plt: Any, val: PublishedValidation, directory: str) -> list[str]:
             ax.set_title(f"{label} {prec.upper()}", fontsize=9)
             ax.legend(fontsize=7)
         fig.tight_layout()
-        name = f"curve_{_safe(label)}.png"
+        name = f"curve_{_safe(label, taken)}.png"
         fig.savefig(os.path.join(directory, name), dpi=90)
         plt.close(fig)
         names.append(name)

@@ -283,3 +283,26 @@ def test_a_truth_tree_with_a_fifo_or_binary_bytes_is_read_around_them(tmp_path) 
     assert any("binary.txt: not a BabelStream results file" in e for e in errors)
     logs, errors = pmb.load_logs(str(tmp_path))
     assert logs == [] and any("pipe.txt is a FIFO" in e for e in errors)
+
+
+def test_report_figures_of_labels_from_any_path_get_distinct_short_names(tmp_path) -> None:
+    """Labels come from --truth paths: two may differ only in punctuation, one may be
+    longer than a file name can be. Each still gets its own figure."""
+    from clproj.runtime.evaluation.published import PublishedDevice, PublishedValidation
+    from clproj.runtime.evaluation.published_html import write_report
+
+    labels = ["mi100-mixbench-hip", "mi100_mixbench_hip", "deep-" * 80 + "log"]
+    point = {"level": 0, "flops_per_byte": 0.25, "published_s": 1e-4, "ex_time_ms": 0.1,
+             "projected_s": 1.1e-4, "bound": "G"}  # fmt: skip
+    val = PublishedValidation(
+        "mixbench", "suite", "truth", "work",
+        [PublishedDevice(label, "AMD", "mi100-spec", "judged") for label in labels],
+        [], [], [], [],
+        curves={label: {"sp": [point]} for label in labels},
+    )  # fmt: skip
+    write_report(val, str(tmp_path))
+    curves = sorted(p.name for p in tmp_path.glob("curve_*.png"))
+    assert len(curves) == 3 and all(len(name) < 255 for name in curves)
+    assert "curve_mi100_mixbench_hip.png" in curves  # a short label keeps its plain name
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert all(name in page for name in curves)
