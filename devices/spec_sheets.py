@@ -972,7 +972,10 @@ def variant(of: str, **sheet: object) -> Spec:
     enabled units, board power); restating the rest would let two copies of one chip's
     figures drift apart.
     """
-    return replace(next(s for s in SPECS if s.key == of), **sheet)  # type: ignore[arg-type]
+    base = next((s for s in SPECS if s.key == of), None)
+    if base is None:  # a variant of a variant: name the chip's own entry instead
+        raise KeyError(f"variant of {of!r}: no such entry above")
+    return replace(base, **sheet)  # type: ignore[arg-type]
 
 
 # Boards of the chips above, as OpenCL names them (NVIDIA's OpenCL device name is the
@@ -1135,5 +1138,105 @@ SPECS += (
         "CPU cores, 550 W (configurable to 760); scalar OpenCL code does not use packed fp32: "
         "fp32 = 64/clk/CU; the rest as mi300x-spec (CDNA3)",
         sources=("AMD Instinct MI300A datasheet", "CDNA3 ISA guide"),
+    ),
+    variant(
+        "titan-xp-spec",
+        key="gtx-1080-ti-spec",
+        name="NVIDIA GeForce GTX 1080 Ti",
+        cus=28,
+        global_gb=11,
+        bandwidth_gbs=484.0,
+        l2_bytes=2883584,
+        notes="28 SMs at a 1582 MHz boost clock, 11 GB of GDDR5X at 484 GB/s (352 bits), 250 W; "
+        "the rest as titan-xp-spec (the same GP102 chip)",
+        sources=(
+            "NVIDIA GeForce GTX 1080 Ti specifications",
+            "CUDA guide, cc 6.1 throughput table",
+        ),
+    ),
+    variant(
+        "titan-xp-spec",
+        key="titan-x-pascal-spec",
+        name="NVIDIA TITAN X (Pascal)",
+        cus=28,
+        clock_mhz=1531,
+        bandwidth_gbs=480.0,
+        notes="28 SMs at a 1531 MHz boost clock, 12 GB of GDDR5X at 480 GB/s, 250 W; the rest "
+        "as titan-xp-spec (the same GP102 chip)",
+        sources=("NVIDIA TITAN X (Pascal) specifications", "CUDA guide, cc 6.1 throughput table"),
+    ),
+    variant(
+        "titan-xp-spec",
+        key="gtx-1080-spec",
+        name="NVIDIA GeForce GTX 1080",
+        arch="Pascal (GP104, sm_61)",
+        tdp_w=180,
+        cus=20,
+        clock_mhz=1733,
+        global_gb=8,
+        bandwidth_gbs=320.0,
+        l2_bytes=2097152,
+        notes="20 SMs at a 1733 MHz boost clock, 8 GB of GDDR5X at 320 GB/s, 180 W; the rest "
+        "as titan-xp-spec (Pascal GP10x, cc 6.1)",
+        sources=("NVIDIA GeForce GTX 1080 specifications", "CUDA guide, cc 6.1 throughput table"),
+    ),
+    variant(
+        "gtx-980-ti-spec",
+        key="gtx-titan-x-spec",
+        name="NVIDIA GeForce GTX TITAN X",
+        cus=24,
+        global_gb=12,
+        l2_bytes=3145728,
+        notes="24 SMs at a 1075 MHz boost clock (base 1000), 12 GB of GDDR5 at 336.5 GB/s, "
+        "250 W; the rest as gtx-980-ti-spec (the same GM200 chip)",
+        sources=(
+            "NVIDIA GeForce GTX TITAN X specifications",
+            "CUDA guide, cc 5.2 throughput table",
+        ),
+    ),
+    variant(
+        "mi100-spec",
+        key="radeon-vii-spec",
+        name="AMD Radeon VII",
+        arch="GCN5 (Vega 20, gfx906)",
+        cus=60,
+        clock_mhz=1750,
+        global_gb=16,
+        bandwidth_gbs=1024.0,
+        l2_bytes=4194304,
+        per_cu=per_cu_rates(fp32=64, fp64=16, intadd=64, intmul=16, sfu=16, cvt=16),
+        notes="60 CUs at a 1750 MHz peak clock (13.4 TFLOPS fp32, 3.4 fp64: 1/4), 16 GB of HBM2 "
+        "at 1024 GB/s, 300 W; the rest as mi100-spec, as for mi50-spec (the same Vega 20 chip)",
+        sources=("AMD Radeon VII specifications", "AMD Vega 20 ISA guide"),
+    ),
+    variant(
+        "r9-fury-x-spec",
+        key="mi25-spec",
+        name="AMD Radeon Instinct MI25",
+        arch="GCN5 (Vega 10, gfx900)",
+        tdp_w=300,
+        cus=64,
+        clock_mhz=1500,
+        global_gb=16,
+        bandwidth_gbs=484.0,
+        l2_bytes=4194304,
+        notes="64 CUs at a 1500 MHz peak clock (12.3 TFLOPS fp32, fp64 1/16), 16 GB of HBM2 at "
+        "484 GB/s, 300 W; per-CU rates, occupancy, latency and launch as r9-fury-x-spec (GCN)",
+        sources=("AMD Radeon Instinct MI25 datasheet", "AMD Vega ISA guide"),
+    ),
+    variant(
+        "r9-fury-x-spec",
+        key="rx-vega-64-spec",
+        name="AMD Radeon RX Vega 64",
+        arch="GCN5 (Vega 10, gfx900)",
+        tdp_w=295,
+        cus=64,
+        clock_mhz=1546,
+        global_gb=8,
+        bandwidth_gbs=483.8,
+        l2_bytes=4194304,
+        notes="64 CUs at a 1546 MHz boost clock (12.7 TFLOPS fp32, fp64 1/16), 8 GB of HBM2 at "
+        "483.8 GB/s, 295 W; the rest as mi25-spec (the same Vega 10 chip)",
+        sources=("AMD Radeon RX Vega 64 specifications", "AMD Vega ISA guide"),
     ),
 )

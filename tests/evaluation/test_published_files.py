@@ -61,7 +61,7 @@ def write(path: str, text: str) -> None:
         ("v3.3/titanxp/ocl", "titan-xp-spec"),
         ("s9150_ecc_on", "firepro-s9150-spec"),
         ("setonix-mi250x-gcd0", "mi250x-gcd-spec"),
-        ("titan-x-pascal", None),  # not the TITAN Xp: the match would end inside "pascal"
+        ("titan-x-pascal", "titan-x-pascal-spec"),  # "titan xp" would end inside "pascal"
         ("haswell/ocl", None),
         ("results", None),
     ],
@@ -93,7 +93,12 @@ def test_a_file_name_names_its_device(name: str, key: str | None) -> None:
         ("Tesla K20X", "k20x-spec"),
         ("Tesla K20c", "k20c-spec"),
         ("TITAN Xp", "titan-xp-spec"),
-        ("NVIDIA TITAN X (Pascal)", None),
+        ("NVIDIA TITAN X (Pascal)", "titan-x-pascal-spec"),  # not the TITAN Xp
+        ("GeForce GTX TITAN X", "gtx-titan-x-spec"),  # Maxwell
+        ("NVIDIA GeForce GTX 1080 Ti", "gtx-1080-ti-spec"),
+        ("AMD Radeon VII", "radeon-vii-spec"),  # fp64 1/4, where the MI50 has 1/2
+        ("Radeon Instinct MI25", "mi25-spec"),
+        ("AMD Instinct MI250", "mi250x-gcd-spec"),  # "mi25" comes after "mi250"
         ("AMD Instinct MI210", "mi210-spec"),
         ("gfx90a:sramecc+:xnack-", "mi250x-gcd-spec"),
         ("Intel(R) Xeon Phi(TM) CPU 7210 @ 1.30GHz", None),  # no sheet: not the SE10P's
