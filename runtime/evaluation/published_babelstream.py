@@ -141,7 +141,9 @@ def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: 
         elif m := _VERSION.match(text):
             version = (int(m.group(1)), int(m.group(2) or 0))
         elif m := _DOT_CONFIG.match(text):
-            dot_config = (int(m.group(1)), int(m.group(2)))
+            groups, size = int(m.group(1)), int(m.group(2))
+            # a launch no device makes (no work-item, or past 2^31 of them) is no config
+            dot_config = (groups, size) if 0 < groups * size < 2**31 else None
         elif text.startswith("Precision:"):
             precision = "float" if "float" in text else "double"
         elif m := _RESIZE.search(text):

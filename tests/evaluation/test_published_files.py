@@ -148,6 +148,26 @@ def test_identify_order_table_then_file_name_then_device_name_then_shape() -> No
     assert (cpu.key, cpu.vendor, cpu.matched_by) == (None, "Intel", "")
 
 
+@pytest.mark.parametrize(
+    ("line", "config"),
+    [
+        ("Reduction kernel config: 120 groups of size 1024", (120, 1024)),
+        ("Reduction kernel config: 0 groups of size 1024", None),  # no work-item
+        ("Reduction kernel config: 4000000 groups of size 1024", None),  # past 2^31
+    ],
+)
+def test_dots_launch_is_taken_from_the_file_only_when_a_device_could_make_it(
+    tmp_path, line: str, config: tuple[int, int] | None
+) -> None:
+    text = (
+        V2_HEADER.format(impl="OpenCL", device="TITAN Xp").replace("Function", line + "\nFunction")
+        + "Dot         431076.539  0.00125     0.00127     0.00126\n"
+    )
+    write(str(tmp_path / "titanxp.txt"), text)
+    (result,) = pbs.load_results(str(tmp_path))[0]
+    assert result.dot_config == config and result.min_s["stream_dot"] == 0.00125
+
+
 def test_truth_files_walk_a_tree_and_label_by_path(tmp_path) -> None:
     for rel in ("a.txt", "k20x/ocl.txt", "k20x/cuda.txt", ".hidden/x.txt", "notes.md"):
         write(str(tmp_path / rel), "x")
@@ -195,6 +215,7 @@ def test_babelstream_tree_of_later_versions(tmp_path) -> None:
     assert (mystery.elements, mystery.elements_from) == (33_554_432, "element count line")
     assert pbs.identity(mystery).matched_by == "device name"
     assert pbs.identity(mystery).key == "titan-xp-spec"
+    assert mystery.dot_config is None  # the file prints none
     csv = by["v5-csv-run"]
     assert (csv.elements, csv.elements_from, csv.precision) == (16_777_216, "csv rows", "float")
     assert csv.min_s == {"copy": 0.000876, "triad": 0.001311}
