@@ -333,7 +333,7 @@ def test_a_nest_in_a_constant_outer_loop_is_extrapolated_to_its_exact_count():
     so no probes) inside a loop of 4. The budget stops inside the first work-items and the
     statistics are scaled by the nest's trips per work-item: 4 x 3,001 header executions of
     the compute loop, not 5 x 3,001 (its parent's header runs once more than its body),
-    which counted every multiply-add 25 % too often and projected the V100 1.2x slow."""
+    which would count every multiply-add 25 % too often (the V100 1.2x slow on mixbench)."""
     g = np.random.default_rng(2).random(4 * 1024, dtype=np.float32)
     r = from_arrays(FUSED, "fused", [g, np.float32(0.5)], [1024], [256])
     p = miniemu.emulate(r, mode="bounded", budget="instructions=400000")
