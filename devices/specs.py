@@ -380,16 +380,16 @@ def spec_for_file_name(name: str) -> Spec | None:
 
     Why apart from :func:`spec_for`: people name files in words joined by ``-``, ``_``,
     ``/`` or nothing at all, while devices name themselves in words joined by spaces. The
-    name is read first with its separators as spaces, then with them removed against the
-    probes with their spaces removed; a match in that second reading must lie inside one
-    word of the name or begin and end on its word boundaries, so ``gtx980ti`` finds
-    "gtx 980 ti" and ``titan-xp`` "titan xp", but ``titan-x-pascal`` does not.
+    name is read first as a device name is (:func:`spec_for`: its words joined by spaces),
+    then with its separators removed against the probes with their spaces removed; a match
+    in that second reading must lie inside one word of the name or begin and end on its
+    word boundaries, so ``gtx980ti`` finds "gtx 980 ti" and ``titan-xp`` "titan xp", while
+    ``titan-x-pascal`` is not read as "titan xp" + "ascal".
     """
+    sheet = spec_for(name)
+    if sheet is not None:
+        return sheet
     words = re.findall(r"[a-z0-9]+", name.lower())
-    spaced = " ".join(words)
-    for probe, key in SPEC_PROBES:
-        if probe in spaced:
-            return _sheet(key)
     compact = "".join(words)
     bounds = set(itertools.accumulate((len(w) for w in words), initial=0))
     for probe, key in SPEC_PROBES:

@@ -210,7 +210,9 @@ def mean_nest_trips(
     Each ancestor enters its child once per run of its body: as many times as its header
     executes, or once less where the header tests the exit ahead of the body
     (``header_exits``: a loop left unrotated; mixbench's fused loop of 4 trips holds its
-    8 compute loops: 4 entries each, not 5). Why a mean over ids: a trip count that reads the work-item's id (covariance's
+    8 compute loops: 4 entries each, not 5).
+
+    Why a mean over ids: a trip count that reads the work-item's id (covariance's
     ``for (j2 = j1; j2 < m; j2++)`` with ``j1 = get_global_id(0)``) differs from one
     work-item to the next, and the emulated ones (group 0: the longest trips here) are no
     sample of the launch. Raises :class:`NotEvaluable` when a count reads anything else.
