@@ -136,16 +136,26 @@ def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901
     m = re.match(r"(\d+)\s*MB", buffer)
     if not m:
         raise ClprojError(f"{path}: unreadable buffer size {buffer!r}", fix)
+
+    def count(what: str, text: str | None, default: int) -> int:
+        """A positive count of the header (``default`` where the line is absent)."""
+        if text is None:
+            return default
+        n = int(_number(text, r"^(\d+)"))
+        if n <= 0:
+            raise ClprojError(f"{path}: unreadable {what} {text!r}", fix)
+        return n
+
     log = MixLog(
         label=label,
         path=path,
         device_name=_header_value(lines, "Device") or "",
         buffer_mb=int(m.group(1)),
-        elements_per_thread=int(ept.split()[0]),
-        fusion=int(
-            (_header_value(lines, "Thread fusion degree", "Workitem fusion degree") or "1").split()[
-                0
-            ]
+        elements_per_thread=count("elements per thread", ept, 0),
+        fusion=count(
+            "fusion degree",
+            _header_value(lines, "Thread fusion degree", "Workitem fusion degree"),
+            1,
         ),
         block_strided="block strided" in trade_off or stride.lower().startswith("workgroup"),
         compute_units=int(
@@ -154,7 +164,7 @@ def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901
         ),
         clock_mhz=_number(_header_value(lines, "GPU clock rate"), r"^([0-9.]+)\s*MHz"),
         warp=int(_number(_header_value(lines, "WarpSize"), r"^(\d+)")),
-        workgroup=int(_number(_header_value(lines, "Workgroup size"), r"^(\d+)") or 256),
+        workgroup=count("work-group size", _header_value(lines, "Workgroup size"), 256),
     )
     groups: list[str] = []
     for i, line in enumerate(lines):

@@ -332,3 +332,23 @@ def test_report_figures_of_labels_from_any_path_get_distinct_short_names(tmp_pat
     assert "curve_mi100_mixbench_hip.png" in curves  # a short label keeps its plain name
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert all(name in page for name in curves)
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("line", "bad"),
+    [
+        ("Elements per thread:  8", "Elements per thread:  eight"),
+        ("Thread fusion degree: 4", "Thread fusion degree: four"),
+        ("Thread fusion degree: 4", "Thread fusion degree: 0"),
+    ],
+)
+def test_a_mixbench_log_with_an_unreadable_count_is_one_error_line(
+    tmp_path, line: str, bad: str
+) -> None:
+    with open(os.path.join(MIX_TRUTH, "v100-mixbench-cuda.txt"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert line in text
+    write(str(tmp_path / "v100.txt"), text.replace(line, bad))
+    logs, errors = pmb.load_logs(str(tmp_path))
+    assert logs == [] and len(errors) == 1 and "unreadable" in errors[0]
