@@ -306,24 +306,27 @@ def _babelstream(  # noqa: C901
     )
     judged = [r for r, d in zip(results, devs, strict=True) if d.status == "judged"]
     kernels = sorted({k for r in results for k in r.min_s}, key=list(pbs.KERNELS.values()).index)
-    tags = sorted({_babel_tag(r) for r in judged} or {_babel_tag(r) for r in results})
+    # one recording per array size and precision: the run tag -> a result it serves
+    needs = {_babel_tag(r): r for r in reversed(judged or results)}
     val = PublishedValidation("babelstream", suite, truth_dir, work, devs, [], [], errors, [])
     if not profiles:
         return val
     binary = ensure_built("babelstream", suite, work)
     runs = {}  # every app run first: a failed build or run shows before minutes of emulation
-    for tag in tags:
-        size, _, precision = tag[1:].partition("-")
-        args = ["-s", size, "-n", "2", *(["--float"] if precision == "float" else [])]
+    for tag, need in sorted(needs.items()):
+        args = ["-s", str(need.elements), "-n", "2"]
+        args += ["--float"] if need.precision == "float" else []
         run = record_run(work, binary, tag, args, kernels, timeout_s, on_start=on_start)
         val.runs.append(run)
         runs[tag] = run
         if on_run:
             on_run(run)
     docs: dict[str, dict[str, dict[str, Any]]] = {}  # run tag -> kernel -> projection doc
+    dots: dict[str, Any] = {}  # run tag -> its Dot record (None: the run recorded none)
     for tag, run in runs.items():
         if run.ok:
             docs[tag] = {d["kernel"]: d for d in _project(run.records, profiles, progress)}
+            dots[tag] = _dot_record(run) if "stream_dot" in kernels else None
     results_by_kernel = {k: _result("babelstream", k) for k in kernels}
     by_key = {p.key: p for p in profiles}
     for r, d in zip(results, devs, strict=True):
@@ -336,25 +339,23 @@ def _babelstream(  # noqa: C901
         for kernel, t in r.min_s.items():
             doc = docs[tag].get(kernel, {})
             if kernel == "stream_dot" and doc:
-                doc = _dot_as_launched(runs[tag], r, by_key[str(d.profile)]) or doc
+                doc = _dot_as_launched(dots[tag], r, by_key[str(d.profile)]) or doc
             _add(results_by_kernel[kernel], r.label, t, _times(doc).get(str(d.profile)))
     val.kernels = [k for k in results_by_kernel.values() if k.devices]
     table_keys = {d.profile for d in devs}
     for tag, per_kernel in docs.items():
         # Dot on a device without a results file: in the launch the app makes there (its
         # rule; another file's printed config is that file's device's)
-        sample = dataclasses.replace(
-            next(r for r in results if _babel_tag(r) == tag), dot_config=None
-        )
+        sample = dataclasses.replace(needs[tag], dot_config=None)
         for kernel, doc in per_kernel.items():
             for key, (t, bound) in _times(doc).items():
                 if key in table_keys:
                     continue
                 if kernel == "stream_dot":
-                    own = _dot_as_launched(runs[tag], sample, by_key[key])
+                    own = _dot_as_launched(dots[tag], sample, by_key[key])
                     t, bound = _times(own).get(key, (t, bound)) if own else (t, bound)
                 val.projected_only.append(
-                    {"device": key, "config": f"{_elements_text(tag)} elements", "kernel": kernel,
+                    {"device": key, "config": f"{_elements_text(needs[tag])} elements", "kernel": kernel,
                      "projected_s": t, "bound": bound}
                 )  # fmt: skip
     return val
@@ -366,24 +367,30 @@ def _babel_tag(result: Any) -> str:
     return f"s{result.elements}" + ("-float" if result.precision == "float" else "")
 
 
-def _elements_text(tag: str) -> str:
-    size, _, precision = tag[1:].partition("-")
-    return f"{size} {precision}" if precision else size
+def _elements_text(result: Any) -> str:
+    """The array size of a result as the projected-only table shows it ("65536 float")."""
+    return f"{result.elements}" + (" float" if result.precision == "float" else "")
 
 
-def _dot_as_launched(run: RecordedRun, result: Any, profile: Any) -> dict[str, Any] | None:
+def _dot_record(run: RecordedRun) -> Any:
+    """The run's record of Dot, or None."""
+    from clproj.intercept.record import load
+
+    return next((r for r in map(load, run.records) if r.kernel == "stream_dot"), None)
+
+
+def _dot_as_launched(record: Any, result: Any, profile: Any) -> dict[str, Any] | None:
     """Dot's projection onto ``profile`` in the launch the app makes on that device
-    (:func:`published_babelstream.dot_launch`), or None where that is the recorded one.
+    (:func:`published_babelstream.dot_launch`), or None where that is the recorded one
+    (or ``record``, the run's Dot record, is None).
 
     The recorded launch is re-sized as BabelStream sizes it (``OCLStream.cpp``): the
     NDRange, the ``__local`` scratch (argument 3: one element per work-item) and the
     partial-sums buffer (argument 2: one element per group, written only).
     """
-    from clproj.intercept.record import load
     from clproj.runtime.projection import live
 
     launch = pbs.dot_launch(result, profile)
-    record = next((r for r in map(load, run.records) if r.kernel == "stream_dot"), None)
     if launch is None or record is None:
         return None
     groups, size = launch
