@@ -293,36 +293,6 @@ SPECS: tuple[Spec, ...] = (
         sources=("AMD Instinct MI250X datasheet", "CDNA2 ISA guide"),
     ),
     Spec(
-        key="mi210-spec",
-        tdp_w=300,
-        name="AMD Instinct MI210",
-        l2_bytes=8388608,
-        vendor="AMD",
-        arch="CDNA2 (gfx90a)",
-        cus=104,
-        clock_mhz=1700,
-        warp=64,
-        global_gb=64,
-        bandwidth_gbs=1638.4,
-        segments=(64, 128),
-        banks=32,
-        local_kib_per_cu=64,
-        local_kib_per_group=64,
-        max_items_per_cu=2048,
-        max_groups_per_cu=32,
-        regs_per_cu=131072,
-        max_wg=256,
-        cache_line=128,
-        mem_latency_ns=700,
-        pcie_gen=4,
-        launch_s=8e-6,
-        per_cu=per_cu_rates(fp32=64, fp64=64, intadd=64, intmul=16, sfu=16, cvt=16),
-        notes="one CDNA2 die on a PCIe card (22.6 TFLOPS fp32 and fp64 vector); scalar OpenCL "
-        "code does not use packed fp32, so fp32 = 64/clk/CU; occupancy, latency and launch "
-        "as mi250x-gcd-spec (the same die)",
-        sources=("AMD Instinct MI210 datasheet", "CDNA2 ISA guide"),
-    ),
-    Spec(
         key="mi300x-spec",
         tdp_w=750,
         name="AMD Instinct MI300X",
@@ -758,40 +728,6 @@ SPECS: tuple[Spec, ...] = (
         ),
     ),
     Spec(
-        key="k20x-spec",
-        tdp_w=235,
-        name="Tesla K20X",
-        l2_bytes=1572864,
-        vendor="NVIDIA",
-        arch="Kepler (GK110, sm_35)",
-        cus=14,
-        clock_mhz=732,
-        warp=32,
-        global_gb=6,
-        bandwidth_gbs=250.0,
-        segments=(32, 64, 128),
-        banks=32,
-        local_kib_per_cu=48,
-        local_kib_per_group=48,
-        max_items_per_cu=2048,
-        max_groups_per_cu=16,
-        regs_per_cu=65536,
-        max_wg=1024,
-        cache_line=128,
-        mem_latency_ns=450,
-        pcie_gen=2,
-        launch_s=7e-6,
-        per_cu=per_cu_rates(fp32=192, fp64=64, intadd=160, intmul=32, sfu=32, cvt=32),
-        notes="2688 CUDA cores at 732 MHz (3.95 TFLOPS fp32, 1.31 fp64: 1/3); 384-bit GDDR5, "
-        "six memory partitions (1.5 MB L2); occupancy, latency and launch as k20c-spec (the "
-        "same chip)",
-        sources=(
-            "NVIDIA Tesla K20X board specification",
-            "NVIDIA Kepler GK110 whitepaper",
-            "CUDA guide, cc 3.5 throughput table",
-        ),
-    ),
-    Spec(
         key="titan-xp-spec",
         tdp_w=250,
         name="NVIDIA TITAN Xp",
@@ -973,14 +909,44 @@ def variant(of: str, **sheet: object) -> Spec:
     figures drift apart.
     """
     base = next((s for s in SPECS if s.key == of), None)
-    if base is None:  # a variant of a variant: name the chip's own entry instead
-        raise KeyError(f"variant of {of!r}: no such entry above")
+    if base is None:  # entries of one `SPECS +=` block see only the blocks before it
+        raise KeyError(f"variant of {of!r}: no such entry in an earlier block")
     return replace(base, **sheet)  # type: ignore[arg-type]
 
 
 # Boards of the chips above, as OpenCL names them (NVIDIA's OpenCL device name is the
 # CUDA one: "NVIDIA A100-PCIE-40GB", "Tesla V100-SXM2-16GB").
 SPECS += (
+    variant(
+        "mi250x-gcd-spec",
+        key="mi210-spec",
+        tdp_w=300,
+        name="AMD Instinct MI210",
+        cus=104,
+        notes="one CDNA2 die on a PCIe card (22.6 TFLOPS fp32 and fp64 vector); scalar OpenCL "
+        "code does not use packed fp32, so fp32 = 64/clk/CU; occupancy, latency and launch "
+        "as mi250x-gcd-spec (the same die)",
+        sources=("AMD Instinct MI210 datasheet", "CDNA2 ISA guide"),
+    ),
+    variant(
+        "k20c-spec",
+        key="k20x-spec",
+        tdp_w=235,
+        name="Tesla K20X",
+        l2_bytes=1572864,
+        cus=14,
+        clock_mhz=732,
+        global_gb=6,
+        bandwidth_gbs=250.0,
+        notes="2688 CUDA cores at 732 MHz (3.95 TFLOPS fp32, 1.31 fp64: 1/3); 384-bit GDDR5, "
+        "six memory partitions (1.5 MB L2); occupancy, latency and launch as k20c-spec (the "
+        "same chip)",
+        sources=(
+            "NVIDIA Tesla K20X board specification",
+            "NVIDIA Kepler GK110 whitepaper",
+            "CUDA guide, cc 3.5 throughput table",
+        ),
+    ),
     variant(
         "a100-sxm-spec",
         key="a100-sxm4-40gb-spec",
@@ -1195,21 +1161,6 @@ SPECS += (
         ),
     ),
     variant(
-        "mi100-spec",
-        key="radeon-vii-spec",
-        name="AMD Radeon VII",
-        arch="GCN5 (Vega 20, gfx906)",
-        cus=60,
-        clock_mhz=1750,
-        global_gb=16,
-        bandwidth_gbs=1024.0,
-        l2_bytes=4194304,
-        per_cu=per_cu_rates(fp32=64, fp64=16, intadd=64, intmul=16, sfu=16, cvt=16),
-        notes="60 CUs at a 1750 MHz peak clock (13.4 TFLOPS fp32, 3.4 fp64: 1/4), 16 GB of HBM2 "
-        "at 1024 GB/s, 300 W; the rest as mi100-spec, as for mi50-spec (the same Vega 20 chip)",
-        sources=("AMD Radeon VII specifications", "AMD Vega 20 ISA guide"),
-    ),
-    variant(
         "r9-fury-x-spec",
         key="mi25-spec",
         name="AMD Radeon Instinct MI25",
@@ -1224,17 +1175,30 @@ SPECS += (
         "484 GB/s, 300 W; per-CU rates, occupancy, latency and launch as r9-fury-x-spec (GCN)",
         sources=("AMD Radeon Instinct MI25 datasheet", "AMD Vega ISA guide"),
     ),
+)
+
+
+# Boards that differ from a board above less than from its chip's first entry.
+SPECS += (
     variant(
-        "r9-fury-x-spec",
+        "mi50-spec",
+        key="radeon-vii-spec",
+        name="AMD Radeon VII",
+        clock_mhz=1750,
+        global_gb=16,
+        per_cu=per_cu_rates(fp32=64, fp64=16, intadd=64, intmul=16, sfu=16, cvt=16),
+        notes="60 CUs at a 1750 MHz peak clock (13.4 TFLOPS fp32, 3.4 fp64: 1/4), 16 GB of HBM2 "
+        "at 1024 GB/s, 300 W; the rest as mi50-spec (the same Vega 20 chip)",
+        sources=("AMD Radeon VII specifications", "AMD Vega 20 ISA guide"),
+    ),
+    variant(
+        "mi25-spec",
         key="rx-vega-64-spec",
         name="AMD Radeon RX Vega 64",
-        arch="GCN5 (Vega 10, gfx900)",
         tdp_w=295,
-        cus=64,
         clock_mhz=1546,
         global_gb=8,
         bandwidth_gbs=483.8,
-        l2_bytes=4194304,
         notes="64 CUs at a 1546 MHz boost clock (12.7 TFLOPS fp32, fp64 1/16), 8 GB of HBM2 at "
         "483.8 GB/s, 295 W; the rest as mi25-spec (the same Vega 10 chip)",
         sources=("AMD Radeon RX Vega 64 specifications", "AMD Vega ISA guide"),
