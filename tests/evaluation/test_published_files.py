@@ -352,3 +352,19 @@ def test_a_mixbench_log_with_an_unreadable_count_is_one_error_line(
     write(str(tmp_path / "v100.txt"), text.replace(line, bad))
     logs, errors = pmb.load_logs(str(tmp_path))
     assert logs == [] and len(errors) == 1 and "unreadable" in errors[0]
+
+
+def test_babelstream_numbers_that_do_not_parse_are_no_traceback(tmp_path) -> None:
+    """The row patterns admit "1.2.3": such a number is unread, never a ValueError."""
+    write(
+        str(tmp_path / "a.txt"),
+        "Array size: 1.2.3 MB\nCopy        1000.0      0.00010     0.0001\n",
+    )
+    write(
+        str(tmp_path / "b.txt"),
+        "function,num_times,n_elements,sizeof,max_mbytes_per_sec,min_runtime,max_runtime\n"
+        "Copy,100,16,8,1.2.3,0.001,0.002,0.0015\n",
+    )
+    results, errors = pbs.load_results(str(tmp_path))
+    assert [(r.label, r.elements_from) for r in results] == [("a", "derived from rates")]
+    assert len(errors) == 1 and "b.txt: not a BabelStream results file" in errors[0]
