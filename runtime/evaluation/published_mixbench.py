@@ -115,8 +115,12 @@ def _header_value(lines: list[str], *names: str) -> str | None:
 
 
 def _number(text: str | None, pattern: str) -> float:
+    """The number ``pattern`` captures in a header value, or 0.0 (absent, or "1.2.3")."""
     m = re.search(pattern, text or "")
-    return float(m.group(1)) if m else 0.0
+    try:
+        return float(m.group(1)) if m else 0.0
+    except ValueError:
+        return 0.0
 
 
 def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901

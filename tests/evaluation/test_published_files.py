@@ -341,6 +341,7 @@ def test_report_figures_of_labels_from_any_path_get_distinct_short_names(tmp_pat
         ("Elements per thread:  8", "Elements per thread:  eight"),
         ("Thread fusion degree: 4", "Thread fusion degree: four"),
         ("Thread fusion degree: 4", "Thread fusion degree: 0"),
+        ("GPU clock rate:      1380 MHz", "GPU clock rate:      1.3.8 MHz"),
     ],
 )
 def test_a_mixbench_log_with_an_unreadable_count_is_one_error_line(
@@ -351,6 +352,9 @@ def test_a_mixbench_log_with_an_unreadable_count_is_one_error_line(
     assert line in text
     write(str(tmp_path / "v100.txt"), text.replace(line, bad))
     logs, errors = pmb.load_logs(str(tmp_path))
+    if "clock" in line:  # a clock is not needed to run the log: the log reads, shapeless
+        assert errors == [] and logs[0].shape is None
+        return
     assert logs == [] and len(errors) == 1 and "unreadable" in errors[0]
 
 
