@@ -34,8 +34,9 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--devices",
         default="measured",
-        help="profiles to project onto (default: measured); devices without a truth file "
-        "are skipped",
+        help="profiles to project onto (default: measured); a truth file's device that none "
+        "of them is named after is projected on a stand-in: its shipped measured profile, "
+        "else its spec sheet; profiles without a truth file are skipped",
     )
     p.add_argument("--apps", help="comma list of apps (default: every app with truth rows)")
     p.add_argument(

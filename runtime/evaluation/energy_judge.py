@@ -330,15 +330,16 @@ def app_projector(device: Any, size: str = "paper", mode: str = "single") -> Pro
     return one
 
 
-def shape_projector(shapes: Mapping[ShapeKey, Any], device_name: str) -> Projector:
+def shape_projector(shapes: Mapping[ShapeKey, Any], profile: str) -> Projector:
     """Projects a window of a suite app from that app's run in project mode
-    (:func:`runtime.evaluation.validate_match.project_shapes`), on the device named."""
+    (:func:`runtime.evaluation.validate_match.project_shapes`), on the profile of that id
+    (:func:`runtime.evaluation.validate_match.profile_id`)."""
 
     def one(w: Window) -> tuple[float, float, str] | None:
         sp = shapes.get(w.key)
-        if sp is None or device_name not in sp.time_s or device_name not in sp.energy_j:
+        if sp is None or profile not in sp.time_s or profile not in sp.energy_j:
             return None
-        confidence = "low" if device_name in sp.power_low else "normal"
-        return sp.time_s[device_name], sp.energy_j[device_name], confidence
+        confidence = "low" if profile in sp.power_low else "normal"
+        return sp.time_s[profile], sp.energy_j[profile], confidence
 
     return one

@@ -136,8 +136,9 @@ def suite_projector(
     return one
 
 
-def suite_times(runs: Sequence[Any], device_name: str) -> dict[tuple[str, ShapeKey], float]:
-    """The run's projected seconds per launch of each shape on the device named."""
+def suite_times(runs: Sequence[Any], profile: str) -> dict[tuple[str, ShapeKey], float]:
+    """The run's projected seconds per launch of each shape on the profile of that id
+    (:func:`runtime.evaluation.validate_match.profile_id`)."""
     from clproj.runtime.evaluation.validate_match import project_shapes
 
     out = {}
@@ -145,8 +146,8 @@ def suite_times(runs: Sequence[Any], device_name: str) -> dict[tuple[str, ShapeK
         if not r.ok or r.doc is None:
             continue
         for key, sp in project_shapes((r.doc or {}).get("projections") or [])[0].items():
-            if device_name in sp.time_s:
-                out[(r.app, key)] = sp.time_s[device_name]
+            if profile in sp.time_s:
+                out[(r.app, key)] = sp.time_s[profile]
     return out
 
 
@@ -179,7 +180,7 @@ def side_by_side(
         launches = suite_launches(val.runs)
         judged = []
         for d in docs:
-            times = suite_times(val.runs, J.device_name(d))
+            times = suite_times(val.runs, val.profile_named(J.device_name(d)))
             project = suite_projector(model, launches, J.measured_profile(d), times)
             judged.append(J.judge(d, project, J.of_suite))
         out["suite"] = {"fitted": judge_suite_energy(val, docs), "learned": J.to_doc(judged)}

@@ -22,11 +22,17 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clproj.errors import ClprojError
-from clproj.runtime.evaluation.validate_match import KernelResult, judge_app
+from clproj.runtime.evaluation.validate_devices import Assignment, assign, run_devices
+from clproj.runtime.evaluation.validate_match import (
+    KernelResult,
+    judge_app,
+    profile_id,
+    profiles_named,
+)
 from clproj.runtime.evaluation.validate_models import (
     check_model_names,
     fit_on_our_apps,
@@ -58,6 +64,24 @@ class Validation:
     wall_s: float = 0.0
     # --models: model name -> :func:`model_summary` (empty: only the run's bound model)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # judged label -> key of the profile it was judged on
+    device_profiles: dict[str, str] = field(default_factory=dict)
+    # judged label -> why its profile was added beside --devices (validate_devices.SPEC or
+    # MEASURED): a stand-in, the tables say so
+    stand_ins: dict[str, str] = field(default_factory=dict)
+
+    def profile_named(self, name: str) -> str:
+        """The id of the profile the runs projected the device ``name`` on (the projections'
+        :func:`~runtime.evaluation.validate_match.profile_id`): a judged truth device's,
+        else the first the runs projected onto under that name, else ``name`` itself."""
+        for label in self.devices:
+            if self.device_names[label] == name and label in self.device_profiles:
+                return self.device_profiles[label]
+        for r in self.runs:
+            found = profiles_named((r.doc or {}).get("projections") or [], name)
+            if found:
+                return found[0]
+        return name
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.kernels, self.devices)
@@ -71,7 +95,15 @@ class Validation:
             "build_dir": self.build_dir,
             "build": self.build,
             "devices_spec": self.devices_spec,
-            "devices": [{"label": d, "name": self.device_names[d]} for d in self.devices],
+            "devices": [
+                {
+                    "label": d,
+                    "name": self.device_names[d],
+                    "profile": self.device_profiles.get(d),
+                    "stand_in": self.stand_ins.get(d),
+                }
+                for d in self.devices
+            ],
             "skipped_devices": self.skipped_devices,
             "apps": [
                 {
@@ -130,6 +162,16 @@ def validate(
             f"suite folder {suite} does not exist", "pass the folder holding build.sh"
         )
     truth = load_truth(truth_dir)
+    from clproj.devices.profile import known_profiles
+    from clproj.runtime.projection import device_set
+
+    # Every truth device is judged on a profile where one can stand in for it: the apps
+    # run with the stand-ins beside --devices (runtime/evaluation/validate_devices.py).
+    assigned, unassigned = assign(truth, device_set.resolve(devices), known_profiles())
+    devices_spec, devices = devices, run_devices(devices, assigned)
+    truth = [
+        replace(d, profile=assigned[d.label].profile) if d.label in assigned else d for d in truth
+    ]
     where, how = ensure_built(suite, build_dir)
     # The apps to judge are those with truth rows; one that did not build is reported as
     # failed rather than left out, so that a broken build cannot improve the scores.
@@ -149,7 +191,6 @@ def validate(
     trained: dict[str, dict[str, Any]] = {}
     profiles: list[Any] = []
     if names:
-        from clproj.runtime.projection import device_set
         from clproj.runtime.projection.models import get_model
 
         chosen_models = {n: None if n == "bound" else get_model(n) for n in names}
@@ -174,10 +215,12 @@ def validate(
         truth_dir,
         where,
         how,
-        devices,
+        devices_spec,
         time.perf_counter() - start,
         models=chosen_models,
         device_profiles=profiles,
+        assigned=assigned,
+        unassigned=unassigned,
     )
     for name, what in trained.items():
         val.models[name]["trained_on"] = what
@@ -195,27 +238,42 @@ def judge_runs(  # noqa: C901
     wall_s: float = 0.0,
     models: Mapping[str, Any] | None = None,
     device_profiles: Sequence[Any] = (),
+    assigned: Mapping[str, Assignment] | None = None,
+    unassigned: Mapping[str, str] | None = None,
 ) -> Validation:
     """Judge finished runs: which truth devices were projected onto, then every kernel.
 
-    A truth device is judged only when some run projected onto a profile of its name;
+    A truth device is judged when some run projected onto the profile it was assigned
+    (``assigned``, :func:`runtime.evaluation.validate_devices.assign`; ``unassigned``
+    says why the others have none), or, unassigned, onto a profile of its name;
     profiles without a truth file (pocl-basic) are listed as skipped, not judged.
     ``models``: name -> model (``runtime.projection.models``) to re-project every signature's kernel
     profile with onto ``device_profiles`` (:func:`model_shapes`), or None for the run's
     own projections (the bound model); each gets a :func:`model_summary`.
     """
-    projected_names: dict[str, str] = {}  # name -> profile key
+    assigned = assigned or {}
+    projected: dict[str, str] = {}  # profile key -> name
     for r in runs:
         for doc in (r.doc or {}).get("projections") or []:
             for p in doc.get("projections") or []:
-                projected_names.setdefault(p["name"], p["device"])
-    judged = [d for d in truth if d.name in projected_names]
+                projected.setdefault(profile_id(p), p["name"])
+    first_of = {}  # name -> the first profile key of that name projected onto
+    for key, name in projected.items():
+        first_of.setdefault(name, key)
+    truth = [
+        d if d.profile or d.name not in first_of else replace(d, profile=first_of[d.name])
+        for d in truth
+    ]
+    judged = [d for d in truth if d.profile in projected]
     skipped = {
-        d.label: f"no profile named {d.name!r} was projected onto" for d in truth if d not in judged
+        d.label: (unassigned or {}).get(d.label)
+        or f"no profile {d.profile or d.name!r} was projected onto"
+        for d in truth
+        if d not in judged
     }
-    truth_names = {d.name for d in truth}
-    for name, key in projected_names.items():
-        if name not in truth_names:
+    on = {d.profile for d in judged}
+    for key, name in projected.items():
+        if key not in on:
             skipped[key] = f"no truth file for {name!r}"
     kernels: list[KernelResult] = []
     notes: dict[str, list[str]] = {}
@@ -266,6 +324,12 @@ def judge_runs(  # noqa: C901
         skipped_devices=skipped,
         wall_s=wall_s,
         models=summaries,
+        device_profiles={d.label: d.profile for d in judged},
+        stand_ins={
+            d.label: assigned[d.label].source
+            for d in judged
+            if d.label in assigned and assigned[d.label].stand_in
+        },
     )
 
 
@@ -305,4 +369,6 @@ def load_validation(doc: Mapping[str, Any]) -> Validation:
         skipped_devices=doc["skipped_devices"],
         wall_s=doc["wall_s"],
         models=doc.get("models") or {},
+        device_profiles={d["label"]: d["profile"] for d in doc["devices"] if d.get("profile")},
+        stand_ins={d["label"]: d["stand_in"] for d in doc["devices"] if d.get("stand_in")},
     )

@@ -25,8 +25,8 @@ def judge_suite_energy(val: Any, docs: Sequence[Mapping[str, Any]]) -> dict[str,
     }
     judged = []
     for doc in docs:
-        device = energy_judge.device_name(doc)
-        by_app = {app: energy_judge.shape_projector(s, device) for app, s in shapes.items()}
+        profile = val.profile_named(energy_judge.device_name(doc))
+        by_app = {app: energy_judge.shape_projector(s, profile) for app, s in shapes.items()}
 
         def project(w: energy_judge.Window, by_app: dict[str, Any] = by_app) -> Any:
             one = by_app.get(w.app)

@@ -13,6 +13,7 @@ from typing import Any
 
 from clproj.runtime.evaluation.validate_scores import BAND_2X, BAND_25
 from clproj.runtime.evaluation.validate_tables import (
+    device_cell,
     device_metrics,
     model_rows,
     pct,
@@ -89,7 +90,10 @@ def write_report(val: Any, directory: str) -> str:
         )
         return f"<table><tr>{head}</tr>{body}</table>"
 
-    dev_rows = [[d, val.device_names[d], *device_metrics(m)] for d, m in s["per_device"].items()]
+    dev_rows = [
+        [device_cell(val, d), val.device_names[d], *device_metrics(m)]
+        for d, m in s["per_device"].items()
+    ]
     kernel_rows = [
         [
             k.app,

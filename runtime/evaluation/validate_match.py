@@ -26,19 +26,40 @@ from clproj.runtime.evaluation.validate_truth import TruthDevice, fmt_dims
 
 @dataclass
 class ShapeProjection:
-    """The projected per-launch time of one shape on each device (mean over signatures)."""
+    """The projected per-launch time of one shape on each device (mean over signatures).
 
-    time_s: dict[str, float]  # device name -> mean projected seconds per launch
-    bound: dict[str, str]  # device name -> most common bound letter
+    Devices are told apart by :func:`profile_id` (the profile key), not by name: a
+    spec-sheet profile and a measured one may name the same device, and averaging the two
+    would judge neither."""
+
+    time_s: dict[str, float]  # profile id -> mean projected seconds per launch
+    bound: dict[str, str]  # profile id -> most common bound letter
     signatures: int
     methods: Counter = field(default_factory=Counter)  # emulation method -> signatures
     confidence: Counter = field(default_factory=Counter)
-    # device name -> mean projected joules per launch (absent: a signature had no power)
+    # profile id -> mean projected joules per launch (absent: a signature had no power)
     energy_j: dict[str, float] = field(default_factory=dict)
     # arithmetic operations per launch (the plugin's counts; None: a signature's profile
     # was reused and not in the doc), for GOPS/W
     ops: float | None = None
-    power_low: set[str] = field(default_factory=set)  # device names with spec-rule power
+    power_low: set[str] = field(default_factory=set)  # profile ids with spec-rule power
+
+
+def profile_id(projection: Mapping[str, Any]) -> str:
+    """What one projection of a launch-projection doc is grouped by: the key of the
+    profile it was made on (``device``; its device ``name`` in docs without one)."""
+    return str(projection.get("device") or projection["name"])
+
+
+def profiles_named(docs: Iterable[Mapping[str, Any]], name: str) -> list[str]:
+    """The ids (:func:`profile_id`) of the profiles named ``name`` that ``docs`` (a run's
+    launch-projection docs) projected onto, in the order first seen."""
+    out: dict[str, None] = {}
+    for doc in docs:
+        for p in doc.get("projections") or []:
+            if p.get("name") == name:
+                out[profile_id(p)] = None
+    return list(out)
 
 
 def arithmetic_ops(doc: Mapping[str, Any]) -> float | None:
@@ -85,16 +106,13 @@ def project_shapes(
         conf.setdefault(key, Counter())[str(emu.get("confidence", "?"))] += 1
         ops.setdefault(key, []).append(arithmetic_ops(doc))
         for p in projs:
-            times.setdefault(key, {}).setdefault(p["name"], []).append(float(p["time_s"]))
+            pid = profile_id(p)
+            times.setdefault(key, {}).setdefault(pid, []).append(float(p["time_s"]))
             e = p.get("energy_j")
             if e is not None and p.get("power_confidence") == "low":
-                low.setdefault(key, set()).add(p["name"])
-            joules.setdefault(key, {}).setdefault(p["name"], []).append(
-                None if e is None else float(e)
-            )
-            bounds.setdefault(key, {}).setdefault(p["name"], Counter())[
-                str(p.get("bound", "?"))
-            ] += 1
+                low.setdefault(key, set()).add(pid)
+            joules.setdefault(key, {}).setdefault(pid, []).append(None if e is None else float(e))
+            bounds.setdefault(key, {}).setdefault(pid, Counter())[str(p.get("bound", "?"))] += 1
     out = {
         key: ShapeProjection(
             time_s={name: statistics.fmean(ts) for name, ts in per_dev.items()},
@@ -240,10 +258,14 @@ def judge_app(  # noqa: C901
 
     Returns the kernels (those in the truth files) and notes: truth kernels never seen in
     the run, projected shapes without a truth row, launch counts that differ from the run.
-    A device is judged when the run projected onto a profile of the truth file's name.
+    A device is judged on the profile it was assigned (``TruthDevice.profile``), else on
+    the profile of the truth file's device name that the run projected onto (the first,
+    where several have that name).
     ``shapes``: another model's per-shape times (:func:`model_shapes`) instead of the run's.
     """
-    run_shapes, errors = project_shapes(run_doc.get("projections") or [])
+    docs = run_doc.get("projections") or []
+    run_shapes, errors = project_shapes(docs)
+    on = {d.label: d.profile or next(iter(profiles_named(docs, d.name)), d.name) for d in truth}
     if shapes is None:
         shapes = run_shapes
     notes: list[str] = []
@@ -276,19 +298,18 @@ def judge_app(  # noqa: C901
         low_power: set[str] = set()
         for dev in truth:
             rows = dev.app_rows(app)
-            both = [k for k in matched if k in rows and dev.name in shapes[k].time_s]
+            pid = on[dev.label]
+            both = [k for k in matched if k in rows and pid in shapes[k].time_s]
             if not both:
                 continue
             measured[dev.label] = sum(rows[k].total_s for k in both)
-            contrib = {k: rows[k].launches * shapes[k].time_s[dev.name] for k in both}
+            contrib = {k: rows[k].launches * shapes[k].time_s[pid] for k in both}
             projected[dev.label] = sum(contrib.values())
             top = max(contrib, key=lambda k: contrib[k])
-            bound[dev.label] = shapes[top].bound.get(dev.name, "?")
-            if all(dev.name in shapes[k].energy_j for k in both):
-                energy[dev.label] = sum(
-                    rows[k].launches * shapes[k].energy_j[dev.name] for k in both
-                )
-                if any(dev.name in shapes[k].power_low for k in both):
+            bound[dev.label] = shapes[top].bound.get(pid, "?")
+            if all(pid in shapes[k].energy_j for k in both):
+                energy[dev.label] = sum(rows[k].launches * shapes[k].energy_j[pid] for k in both)
+                if any(pid in shapes[k].power_low for k in both):
                     low_power.add(dev.label)
         methods: Counter = Counter()
         conf: Counter = Counter()

@@ -144,7 +144,7 @@ def model_shapes(
     """
     pairs, built = launches
     by_key = {d.key: d for d in devices}
-    jobs: dict[str, list[tuple[ShapeKey, str, dict[str, Any], float | None]]] = {}
+    jobs: dict[str, list[tuple[ShapeKey, dict[str, Any], float | None]]] = {}
     sigs: Counter = Counter()
     how: Counter = Counter(built)
     for doc, profile in pairs:
@@ -152,24 +152,22 @@ def model_shapes(
         sigs[key] += 1
         for p in doc["projections"]:
             if p.get("device") in by_key:
-                jobs.setdefault(p["device"], []).append(
-                    (key, p["name"], profile, doc.get("footprint_bytes"))
-                )
+                jobs.setdefault(p["device"], []).append((key, profile, doc.get("footprint_bytes")))
     times: dict[ShapeKey, dict[str, list[float]]] = {}
     bounds: dict[ShapeKey, dict[str, Counter]] = {}
     for dev_key, work in jobs.items():
         try:
-            preds = predict_all(model, [(prof, fp) for _, _, prof, fp in work], by_key[dev_key])
+            preds = predict_all(model, [(prof, fp) for _, prof, fp in work], by_key[dev_key])
         except ClprojError:  # a learned model without training data for this device
             how[f"no training data for {dev_key}"] += len(work)
             continue
-        for (key, name, _, _), pred in zip(work, preds, strict=True):
-            times.setdefault(key, {}).setdefault(name, []).append(float(pred.time_s))
-            bounds.setdefault(key, {}).setdefault(name, Counter())[str(pred.bound)] += 1
+        for (key, _, _), pred in zip(work, preds, strict=True):
+            times.setdefault(key, {}).setdefault(dev_key, []).append(float(pred.time_s))
+            bounds.setdefault(key, {}).setdefault(dev_key, Counter())[str(pred.bound)] += 1
     out = {
         key: ShapeProjection(
-            time_s={name: statistics.fmean(ts) for name, ts in per_dev.items()},
-            bound={name: c.most_common(1)[0][0] for name, c in bounds[key].items()},
+            time_s={pid: statistics.fmean(ts) for pid, ts in per_dev.items()},
+            bound={pid: c.most_common(1)[0][0] for pid, c in bounds[key].items()},
             signatures=sigs[key],
         )
         for key, per_dev in times.items()

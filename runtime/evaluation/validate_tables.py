@@ -132,7 +132,7 @@ def print_validation(val: Any) -> None:
         print_table(
             ["app", "kernel", "measured", "projected", "ratio", "bound", *ENERGY_HEADERS],
             [(k.app, k.kernel, *kernel_device_cells(k, d)) for k in val.kernels if d in k.devices],
-            title=f"{d}: {val.device_names[d]}",
+            title=f"{d}: {val.device_names[d]}{judged_on(val, d)}",
         )
     s = val.summary()
     print_table(
@@ -146,7 +146,10 @@ def print_validation(val: Any) -> None:
             "max off-factor",
             "worst kernel",
         ],
-        [(d, *device_metrics(m), m["worst_kernel"] or "-") for d, m in s["per_device"].items()],
+        [
+            (device_cell(val, d), *device_metrics(m), m["worst_kernel"] or "-")
+            for d, m in s["per_device"].items()
+        ],
         title="per device",
     )
     print(
@@ -186,6 +189,11 @@ def print_validation(val: Any) -> None:
     )
     if val.models:
         print_models(val)
+    for label, how in val.stand_ins.items():
+        print(
+            f"judged on a stand-in: {label}: no chosen profile is named "
+            f"{val.device_names[label]!r}; projected on the {how} {val.device_profiles[label]}"
+        )
     for label, why in val.skipped_devices.items():
         print(f"not judged: {label}: {why}")
     for r in val.runs:
@@ -195,6 +203,18 @@ def print_validation(val: Any) -> None:
                 + r.output_tail.replace("\n", "\n  ")
             )
     print(f"validation took {val.wall_s:.1f} s")
+
+
+def device_cell(val: Any, label: str) -> str:
+    """A device's label, with ``(spec sheet)`` where a stand-in profile was judged."""
+    how = val.stand_ins.get(label)
+    return f"{label} ({how})" if how else label
+
+
+def judged_on(val: Any, label: str) -> str:
+    """`` (on the spec sheet KEY)`` after a device judged on a stand-in profile."""
+    how = val.stand_ins.get(label)
+    return f" (on the {how} {val.device_profiles[label]})" if how else ""
 
 
 def model_rows(val: Any) -> tuple[list[str], list[list[str]], list[str]]:

@@ -70,6 +70,9 @@ class TruthDevice:
     name: str
     path: str
     rows: dict[str, dict[ShapeKey, TruthRow]] = field(default_factory=dict)
+    # The key of the profile the device is judged on, where ``clproj validate`` assigned
+    # one (runtime/evaluation/validate_devices.py); empty: the run's profile of its name.
+    profile: str = ""
 
     def app_rows(self, app: str) -> dict[ShapeKey, TruthRow]:
         return self.rows.get(app, {})

@@ -98,9 +98,8 @@ def test_a_suite_window_takes_learned_power_times_the_runs_time(docs, ours) -> N
     trained on all of our apps, times the time the run projected for the window's shape
     (the fitted row's time too). The run here is one project-mode launch doc of syrk's
     measured shape carrying a committed kernel profile of ours in place of syrk's."""
-    from types import SimpleNamespace
-
     from clproj.runtime.evaluation.app_profiles import load_cached
+    from clproj.runtime.evaluation.validate import judge_runs
     from clproj.runtime.evaluation.validate_suite import AppRun
 
     profile = load_cached("matmul_gmem", "paper", "single")["groups"][0]["variants"][0]["profile"]
@@ -112,7 +111,7 @@ def test_a_suite_window_takes_learned_power_times_the_runs_time(docs, ours) -> N
         "profile": profile,
         "projections": [{"name": "NVIDIA H200", "time_s": 0.04, "energy_j": 10.0, "bound": "C"}],
     }
-    val = SimpleNamespace(runs=[AppRun("syrk", True, doc={"projections": [launch]})])
+    val = judge_runs([AppRun("syrk", True, doc={"projections": [launch]})], [])
     out = M.side_by_side(docs, val, ours=False)  # every file with windows of our apps
     assert "ours" not in out and out["trained_on"] == {"apps": 32, "windows": 36}
     fitted, learned = out["suite"]["fitted"]["rows"], out["suite"]["learned"]["rows"]

@@ -8,6 +8,7 @@ checks the command against an independent computation from ``clproj run``'s own 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -28,6 +29,8 @@ from clproj.runtime.evaluation import validate_truth as vtruth
 
 H100 = "NVIDIA H100 80GB HBM3"
 EPYC = "pthread-skylake-avx512-AMD EPYC"
+A100 = "NVIDIA A100 80GB PCIe"  # no measured profile: judged on its spec sheet
+A100_SPEC = "a100-pcie-80gb-spec"
 HEADER = "app\tdevice\tkernel\twork_dim\tglobal\tlocal\tlaunches\tmean_ns\tmedian_ns\tmin_ns\n"
 
 
@@ -43,16 +46,23 @@ def truth_file(path, device: str, rows: list[tuple]) -> str:
     return str(path)
 
 
+def key(name: str) -> str:
+    """The profile key :func:`doc` gives a device name."""
+    return name.lower().replace(" ", "-")
+
+
 def doc(kernel: str, glob: list[int], local: list[int] | None, times: dict[str, float], **extra):
-    """A launch-projection doc as ``clproj run --mode project --json`` prints it."""
+    """A launch-projection doc as ``clproj run --mode project --json`` prints it; ``times``
+    by device name (the profile key made from it) or by ``(key, name)``."""
+    named = [(k, k) if isinstance(k, str) else k for k in times]
     return {
         "kernel": kernel,
         "global_size": glob,
         "local_size": local,
         "emulation": {"method": extra.pop("method", "full-group"), "confidence": "high"},
         "projections": [
-            {"device": name.lower().replace(" ", "-"), "name": name, "time_s": t, "bound": "G"}
-            for name, t in times.items()
+            {"device": key(n) if k == n else k, "name": n, "time_s": t, "bound": "G"}
+            for (k, n), t in zip(named, times.values(), strict=True)
         ],
         **extra,
     }
@@ -113,8 +123,60 @@ def test_signatures_of_one_shape_are_averaged_errors_counted():
     shapes, errors = vmatch.project_shapes(docs)
     assert errors == {"k: not emulatable": 1}
     s = shapes[("k", (64, 1, 1), (16, 1, 1))]
-    assert s.time_s[H100] == pytest.approx(2.0) and s.signatures == 2
+    assert s.time_s[key(H100)] == pytest.approx(2.0) and s.signatures == 2
     assert dict(s.methods) == {"full-group": 1, "reused": 1}
+
+
+def test_profiles_of_one_device_name_are_kept_apart(tmp_path):
+    """A measured and a spec-sheet profile of the same device (``--devices all``) are two
+    projections, not one averaged: each truth device is judged on the profile it was
+    assigned, and an unassigned one on the first profile of its name the run used."""
+    docs = [doc("k", [64], [16], {("h100-measured", H100): 1.0, ("h100-spec", H100): 9.0})]
+    shapes, _ = vmatch.project_shapes(docs)
+    assert shapes[("k", (64, 1, 1), (16, 1, 1))].time_s == {"h100-measured": 1.0, "h100-spec": 9.0}
+    rows = [("app", "k", "64,1,1", "16,1,1", 1, 2000)]
+    h100 = vtruth.read_truth_file(truth_file(tmp_path / "h100.tsv", H100, rows))
+    run = {"kernels": [{"kernel": "k", "launches": 1}], "projections": docs}
+    (k,), _ = vmatch.judge_app("app", run, [h100])
+    assert k.projected_s["h100"] == pytest.approx(1.0)
+    (k,), _ = vmatch.judge_app("app", run, [dataclasses.replace(h100, profile="h100-spec")])
+    assert k.projected_s["h100"] == pytest.approx(9.0)
+
+
+def test_each_truth_device_gets_a_profile_chosen_first_then_measured_then_its_sheet(tmp_path):
+    from clproj.devices.profile import known_profiles, load_profile
+    from clproj.runtime.evaluation import validate_devices as vdev
+
+    def dev(label: str, name: str) -> vtruth.TruthDevice:
+        return vtruth.read_truth_file(
+            truth_file(tmp_path / f"{label}.tsv", name, [("a", "k", "64,1,1", "64,1,1", 1, 9)])
+        )
+
+    shipped = known_profiles()
+    truth = [
+        dev("h100", H100),
+        dev("h200", "nvidia  H200"),  # another tool's spelling: case and blanks ignored
+        dev("a100", A100),
+        dev("cpu", "Some CPU nobody measured"),
+    ]
+    spec_h100 = load_profile("h100-sxm-spec")
+    assert spec_h100.name == H100  # the sheet names the measured device too
+    got, why = vdev.assign(
+        truth, [spec_h100, load_profile("nvidia-h100-80gb-hbm3-nvidia")], shipped
+    )
+    assert (got["h100"].profile, got["h100"].source) == (
+        "nvidia-h100-80gb-hbm3-nvidia",
+        vdev.CHOSEN,
+    )
+    assert (got["h200"].profile, got["h200"].source) == ("nvidia-h200-nvidia", vdev.MEASURED)
+    assert (got["a100"].profile, got["a100"].source) == (A100_SPEC, vdev.SPEC)
+    assert set(got) == {"h100", "h200", "a100"} and "no spec sheet" in why["cpu"]
+    assert "\n" not in why["cpu"] and "--devices" in why["cpu"]
+    assert vdev.run_devices("local", got) == f"local,nvidia-h200-nvidia,{A100_SPEC}"
+    # Chosen with --devices, a spec sheet stands for its device when nothing measured does.
+    got, _ = vdev.assign(truth[:1], [spec_h100], shipped)
+    assert (got["h100"].profile, got["h100"].source) == ("h100-sxm-spec", vdev.CHOSEN)
+    assert vdev.run_devices("h100-sxm-spec", got) == "h100-sxm-spec"
 
 
 # --- metrics --------------------------------------------------------------------------
@@ -548,6 +610,7 @@ def tiny_suite(tmp_path_factory):
     truth_file(truth / "h100.tsv", H100, rows)
     truth_file(truth / "epyc2.tsv", EPYC, [(*r[:5], r[5] * 10) for r in rows])
     truth_file(truth / "ghost.tsv", "a device nobody has a profile of", rows)
+    truth_file(truth / "a100.tsv", A100, [(*r[:5], r[5] // 2) for r in rows])
     return root
 
 
@@ -564,9 +627,14 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
     assert apps["tiny"]["ok"], apps["tiny"]
     assert not apps["broken"]["ok"] and "build failed" in apps["broken"]["error"]
     assert not apps["crash"]["ok"] and "exit code 3" in apps["crash"]["error"]
-    assert [d["label"] for d in out["devices"]] == ["epyc2", "h100"]
+    assert [d["label"] for d in out["devices"]] == ["a100", "epyc2", "h100"]
+    # No measured profile is named as the A100 truth file's device: its spec sheet stands in.
+    a100 = out["devices"][0]
+    assert (a100["profile"], a100["stand_in"]) == (A100_SPEC, "spec sheet")
+    assert out["devices"][2]["stand_in"] is None
     assert "models" not in out  # without --models: the bound model only, as before
     assert "ghost" in out["skipped_devices"] and "pocl-basic-amd-epyc" in out["skipped_devices"]
+    assert "no spec sheet" in out["skipped_devices"]["ghost"]
 
     ks = {k["kernel"]: k for k in out["kernels"]}
     assert set(ks) == {"scale", "add2d"}  # the crashed app's kernel is not judged
@@ -578,7 +646,7 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
 
     # Independently: the projections of the same app, straight from `clproj run`.
     run = clproj(
-        "run", "--mode", "project", "--devices", "measured", "--json", "--", "./app",
+        "run", "--mode", "project", "--devices", f"measured,{A100_SPEC}", "--json", "--", "./app",
         cwd=str(build / "tiny"),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
@@ -587,7 +655,7 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
         (d["kernel"], d["global_size"][0]): {p["name"]: p["time_s"] for p in d["projections"]}
         for d in raw["projections"]
     }
-    for label, name in (("h100", H100), ("epyc2", EPYC)):
+    for label, name in (("h100", H100), ("epyc2", EPYC), ("a100", A100)):
         want = 3 * per_launch[("scale", 4096)][name] + 2 * per_launch[("scale", 1024)][name]
         assert scale["projected_s"][label] == pytest.approx(want, rel=1e-9)
         assert scale["ratio"][label] == pytest.approx(want / scale["measured_s"][label])
@@ -619,7 +687,7 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
     page = (tmp_path / "report-models" / "index.html").read_text(encoding="utf-8")
     assert "Models side by side" in page and "learned: trained on" in page
     text = res.stdout
-    for needle in ("models side by side", "roofline", "paper", "learned: trained on", "h100: median · in 25% · MAPE · worst", "per device", "MAPE", "within 0.8-1.25x", "best device chosen", "worst kernels",
+    for needle in ("judged on a stand-in: a100", "a100 (spec sheet)", "models side by side", "roofline", "paper", "learned: trained on", "h100: median · in 25% · MAPE · worst", "per device", "MAPE", "within 0.8-1.25x", "best device chosen", "worst kernels",
                    "epyc2 vs h100", "scale", "add2d"):  # fmt: skip
         assert needle in text, needle
 
