@@ -20,7 +20,7 @@ import signal
 import sys
 
 from clproj import __version__, streams
-from clproj.errors import ClprojError
+from clproj.errors import ERROR_STATUS, ClprojError
 
 # Subcommand -> the module that registers it, in the order ``clproj --help`` lists them
 # (tests/test_foundation.py checks that each module registers exactly its names).
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         settings.check_all()
         return int(args.func(args) or 0)
     except ClprojError as exc:
-        return _error(exc.cause, exc.fix)
+        _error(exc.cause, exc.fix)
+        return exc.status
     except KeyboardInterrupt:  # Ctrl-C: end as interrupted, so a shell loop stops too
         from clproj.lifeline import die_by
 
@@ -107,7 +108,7 @@ def _error(cause: str, fix: str | None) -> int:
     stderr.print(f"[bold red]error:[/] {cause}", highlight=False)
     if fix:
         stderr.print(f"  [bold]fix:[/] {fix}", highlight=False)
-    return 2
+    return ERROR_STATUS
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import subprocess
 import sys
 from typing import Any, NamedTuple
 
-from clproj.errors import ClprojError
+from clproj.errors import CANNOT_EXECUTE_STATUS, NOT_FOUND_STATUS, ClprojError
 from clproj.lifeline import die_by, die_with_parent
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -82,11 +82,14 @@ def run_app(cmd: list[str], env: dict[str, str], stdout: Any = None) -> AppExit:
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, preexec_fn=lambda: _child_setup(tty))
     except FileNotFoundError:
-        raise ClprojError(f"command not found: {cmd[0]}", "check the command after --") from None
+        raise ClprojError(
+            f"command not found: {cmd[0]}", "check the command after --", NOT_FOUND_STATUS
+        ) from None
     except OSError as exc:  # not executable, not a program (ENOEXEC), ...
         raise ClprojError(
             f"cannot run {cmd[0]}: {exc.strerror or exc}",
             "give an executable program (or `python SCRIPT`) after --",
+            CANNOT_EXECUTE_STATUS,
         ) from None
 
     def forward(sig: int, _frame: Any) -> None:

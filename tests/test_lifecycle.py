@@ -310,8 +310,8 @@ def test_stale_folders_are_swept_and_live_ones_kept(tmp_path):
     ("args", "message"),
     [
         (["run", "--record", "FILE", "--", "true"], "is a file, not a folder"),
-        (["run", "--", "/etc/passwd"], "cannot run /etc/passwd"),
-        (["run", "--", "/nonexistent/app"], "command not found"),
+        (["run", "--", "/etc/passwd"], "cannot run /etc/passwd"),  # exit 126, as a shell
+        (["run", "--", "/nonexistent/app"], "command not found"),  # exit 127, as a shell
         (["run", "--devices", "local", "--", "true"], "--devices is for --mode project or route"),
         (["run", "--mode", "project", "--devices", ",", "--", "true"], "names no device"),
         (["run", "--mode", "project", "--devices", "cluster", "--", "true"], "is for --mode route"),
@@ -341,7 +341,9 @@ def test_stale_folders_are_swept_and_live_ones_kept(tmp_path):
     ],
 )
 def test_simple_mistakes_are_one_line_errors(tmp_path, args, message):
-    """Each is one line naming the cause, exit 2, no traceback (and nothing started)."""
+    """Each is one line naming the cause, exit 2 (a program that cannot be started: 127
+    when it does not exist, 126 when it cannot be executed, as ``env`` and shells say), no
+    traceback (and nothing started)."""
     env = dict(os.environ)
     for key, name in (
         ("NICE=", "EMULATION_NICE"),
@@ -365,7 +367,8 @@ def test_simple_mistakes_are_one_line_errors(tmp_path, args, message):
     ]
     (tmp_path / "f").write_text("")
     out = run(args, timeout=60, env=env)
-    assert out.returncode == 2, (out.stdout, out.stderr)
+    status = {"command not found": 127, "cannot run": 126}.get(message.split(" /")[0], 2)
+    assert out.returncode == status, (out.stdout, out.stderr)
     assert message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
 
