@@ -148,7 +148,8 @@ mean penalty {pct(s["mean_penalty"])} (max {pct(s["max_penalty"])}); mean relati
 <h2>Projected vs measured</h2>{"".join(f'<img src="{n}">' for n in images)}
 {energy}
 <h2>Apps</h2>{table(["app", "status", "run", "notes"], app_rows)}
-<p>Not judged: {html.escape(str(val.skipped_devices))}</p></body></html>"""
+<h2>Devices not judged</h2>{table(["device", "why"], [list(i) for i in sorted(val.skipped_devices.items())])}
+</body></html>"""
     path = os.path.join(directory, "index.html")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(page)

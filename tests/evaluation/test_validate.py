@@ -675,6 +675,9 @@ def test_end_to_end_on_a_tiny_suite(tiny_suite, tmp_path):
     again = v.load_validation(out).to_dict()  # a saved run re-prints the same numbers
     assert again["summary"] == out["summary"] and again["kernels"] == out["kernels"]
     assert os.path.exists(report / "index.html")
+    page = (report / "index.html").read_text(encoding="utf-8")
+    assert "Devices not judged" in page and "<td>ghost</td>" in page
+    assert "a100 (spec sheet)" in page
     assert {"scatter_h100.png", "scatter_epyc2.png"} <= set(os.listdir(report))
 
     # The readable tables, on the same (now given) build folder, one app.
