@@ -41,7 +41,6 @@ VERSION = 2  # 2: blobs named by BLAKE3-256 (version 1: sha256; intercept.blobs)
 RECORDS_SUBDIR = "records"
 SUFFIX = ".clrec"
 
-
 PENDING_BLOB = "pending-"  # LaunchRecord.add_blob: not a hex digest, never in a saved record
 _pending_keys = itertools.count(1)
 
@@ -129,6 +128,7 @@ class LaunchRecord:
     outputs: dict[int, str] | None = None  # arg index -> blob key of post-launch content
     emulatable: bool = True
     not_emulatable_reason: str | None = None
+    asked: dict[str, int] = field(default_factory=dict)  # launch-sizing answers read (size_queries)
     id: str = ""
     created: float = 0.0
     # Where blob contents come from: a directory with a blob store, and/or in-memory blobs.
@@ -354,6 +354,7 @@ class LaunchRecord:
             else {str(k): v for k, v in self.outputs.items()},
             "emulatable": self.emulatable,
             "not_emulatable_reason": self.not_emulatable_reason,
+            "asked": dict(self.asked),
             "signature": self.signature,
         }
 
@@ -569,9 +570,7 @@ def from_arrays(
                 f"argument {i} of {kernel}: cannot record {type(a).__name__}",
                 "pass numpy arrays, numpy scalars (np.int32(3)), LocalArg(n) or None",
             )
-    dev: dict = {}
-    if device is not None:
-        dev = device if isinstance(device, dict) else device_info(device)
+    dev = {} if device is None else device if isinstance(device, dict) else device_info(device)
     return LaunchRecord(
         kernel=kernel,
         source=source,

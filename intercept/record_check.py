@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from clproj.intercept import size_queries
 from clproj.intercept.blobs import MAX_SIZE_T, is_blob_key
 from clproj.untrusted import BadField, is_int, short
 
@@ -183,6 +184,7 @@ def check_map(m: dict[str, Any]) -> dict[str, Any]:  # noqa: C901
     out["not_emulatable_reason"] = _opt_str(
         "not_emulatable_reason", m.get("not_emulatable_reason"), MAX_NAME
     )
+    out["asked"] = size_queries.check(m.get("asked"), lambda why: BadField("asked", why))
     rid = m.get("id", "")
     if not isinstance(rid, str) or len(rid) > MAX_NAME or not _ID.fullmatch(rid):
         raise BadField("id", f"{short(rid)} is not a record id (letters, digits, _ . -)")

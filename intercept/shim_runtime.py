@@ -25,6 +25,7 @@ from typing import Any
 
 from clproj import cl_names as cl
 from clproj import settings
+from clproj.intercept import size_queries
 
 _reported: set[str] = set()
 _lock = threading.Lock()
@@ -250,7 +251,7 @@ def _snapshot(
     return rec.add_blob(view, scratch=path, source=(source, seq, None), digest=digest)
 
 
-def _metadata(ffi, L):
+def _metadata(ffi, lib, L):
     """The launch as a record without buffer contents: kernel, NDRange, argument kinds,
     scalars and buffer sizes. Cheap enough to build for every launch; ``pre_launch``
     adds the snapshots and the device when the launch is really recorded."""
@@ -288,6 +289,7 @@ def _metadata(ffi, L):
         binary_kind=ffi.string(L.binary_kind).decode() if L.binary_kind != ffi.NULL else None,
         emulatable=reason is None,
         not_emulatable_reason=reason,
+        asked=size_queries.read(int(L.size_queries), lib.clproj_size_query_answer),
         created=time.time(),
     )
 
@@ -394,7 +396,7 @@ def pre_launch(ffi, lib, L):
     """Build the record and snapshot every buffer argument before the launch runs."""
     if settings.get("CLPROJ_FAULT") == "launch":
         raise RuntimeError("injected fault (CLPROJ_FAULT=launch)")
-    rec = _metadata(ffi, L)
+    rec = _metadata(ffi, lib, L)
     if settings.get("CLPROJ_MODE") == "project" and rec.emulatable:
         from clproj.intercept import hooks
 

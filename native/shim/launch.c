@@ -44,6 +44,7 @@ static clproj_launch *build_launch(kern_info *ki, cl_command_queue q, cl_device_
     L->binary_kind = p ? p->binary_kind : "binary";
     L->not_emulatable = p ? p->reason : "not emulatable: program not seen by the shim";
     L->work_dim = dim;
+    L->size_queries = clproj_size_queries();
     for (cl_uint i = 0; i < dim && i < 3; i++) {
         L->global_size[i] = gsz[i];
         if (lsz) L->local_size[i] = lsz[i];

@@ -31,4 +31,5 @@ typedef struct {
     uint32_t n_wait;
     void *const *wait;
     int verify;
+    uint32_t size_queries;     /* launch-sizing answers the app had read (queries.c) */
 } clproj_launch;

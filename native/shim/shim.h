@@ -63,6 +63,11 @@ int32_t clproj_host_unified(void *device);
 int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);
 uint64_t clproj_device_type(void *device);
 void clproj_log(const char *msg);
+/* The launch-sizing answers the app has read so far, one bit each (queries.c), the
+ * OpenCL parameter of a bit (0 past the last) and its last answer read. */
+uint32_t clproj_size_queries(void);
+uint32_t clproj_size_query_param(uint32_t bit);
+uint64_t clproj_size_query_answer(uint32_t bit);
 
 /* REAL(fn, fail): cached pointer real_fn to the real implementation of fn; runs
  * `fail` (a return statement) when no implementation exists. */

@@ -10,6 +10,8 @@ int32_t clproj_unmap_mem(void *queue, void *mem, void *ptr);
 int32_t clproj_host_unified(void *device);
 int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);
 uint64_t clproj_device_type(void *device);
+uint32_t clproj_size_query_param(uint32_t bit);
+uint64_t clproj_size_query_answer(uint32_t bit);
 void clproj_log(const char *msg);
 /* Route mode (route.c <-> runtime/route/platform.py). */
 extern "Python+C" int32_t clproj_py_route(clproj_rcall *);

@@ -51,17 +51,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def load_kernel_profile(
     target: str, mode: str = "single", timeout_s: float = 120.0
-) -> dict[str, Any]:
-    """A kernel-profile dict from a record (emulated now) or a profile file."""
+) -> tuple[dict[str, Any], str | None]:
+    """A kernel-profile dict from a record (emulated now) or a profile file, and what the
+    record says of the launch's shape (:func:`intercept.size_queries.note`; None: nothing,
+    or a profile file)."""
     if not os.path.exists(target):
         raise ClprojError(
             f"{target}: no such file",
             "pass a .clrec record (see `clproj records DIR`) or a profile .json",
         )
     if target.endswith(".json"):
-        return read_kernel_profile(target)
+        return read_kernel_profile(target), None
     from clproj import miniemu
     from clproj.intercept.record import load
+    from clproj.intercept.size_queries import note
 
     record = load(target)
     from clproj.runtime.projection.model import record_footprint
@@ -69,7 +72,7 @@ def load_kernel_profile(
     with stderr.status(f"mini-emulating {record.kernel} ({mode}) in Oclgrind..."):
         profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
     profile["launch"]["footprint_bytes"] = record_footprint(record)
-    return profile
+    return profile, note(record.asked, record.global_size, record.local_size)
 
 
 MAX_PROFILE_BYTES = 64 << 20
@@ -122,7 +125,7 @@ def run_project(args: argparse.Namespace) -> int:
     from clproj.runtime.projection.model import rank
     from clproj.runtime.projection.power import project_power, rank_by
 
-    profile = load_kernel_profile(args.target, args.mode, args.timeout)
+    profile, shape_note = load_kernel_profile(args.target, args.mode, args.timeout)
     devices = device_set.resolve(args.devices)
     low = {d.key for d in devices if d.low_confidence}
     by_key = {d.key: d for d in devices}
@@ -142,6 +145,7 @@ def run_project(args: argparse.Namespace) -> int:
                 "kernel": profile.get("kernel"),
                 "objective": args.objective,
                 "recommended": ranked[0].device_key,
+                **({"note": shape_note} if shape_note else {}),
                 "projections": [
                     p.to_dict()
                     | {
@@ -193,5 +197,7 @@ def run_project(args: argparse.Namespace) -> int:
     )
     if any(pw.power_w is not None and pw.confidence == "low" for pw in powers.values()):
         print("power (low): the spec rule from the sheet's TDP, not a measurement")
+    if shape_note:
+        print(f"note: {shape_note}")
     print(f"recommended device: {ranked[0].device_key} ({ranked[0].device_name})")
     return 0

@@ -102,8 +102,9 @@ def _profile_digest(profile: Any) -> str:
 
 
 def _header(record: Any) -> dict[str, Any]:
-    """What every projection document of ``record`` starts with, made or failed."""
-    return {
+    """What every projection document of ``record`` starts with, made or failed (with
+    ``asked`` and ``note`` where the app read launch-sizing answers first)."""
+    return _asked(record) | {
         "format": FORMAT,
         "version": VERSION,
         "signature": record.signature,
@@ -113,6 +114,22 @@ def _header(record: Any) -> dict[str, Any]:
         "measured_device": record.device.get("name"),
         "measured_time_ns": record.measured_time_ns,
     }
+
+
+def _asked(record: Any) -> dict[str, Any]:
+    """The launch-sizing answers the app read before ``record``'s launch, and what that
+    means for its projection (intercept.size_queries); empty when it read none."""
+    from clproj.intercept.size_queries import note
+
+    said = note(record.asked, record.global_size, record.local_size)
+    return {"asked": dict(record.asked), "note": said} if said else {}
+
+
+def _with_asked(doc: dict[str, Any], record: Any) -> dict[str, Any]:
+    """A cached projection document with this launch's :func:`_asked`, not the one of the
+    launch it was first made for."""
+    kept = {k: v for k, v in doc.items() if k not in ("asked", "note")}
+    return kept | _asked(record)
 
 
 def failed_projection(record: Any, error: str) -> dict[str, Any]:
@@ -235,7 +252,7 @@ def _project_record(
                     record, KernelProfile.from_dict(doc["profile"])
                 )
             doc["cached"] = True
-            return doc
+            return _with_asked(doc, record)
     start = time.perf_counter()
     base = _header(record)
     if not record.emulatable:

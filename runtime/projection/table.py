@@ -95,6 +95,11 @@ def _row_groups(projections: list[dict[str, Any]], most: int) -> list[list[dict[
     return rows
 
 
+def _shape_name(doc: dict[str, Any]) -> str:
+    """``kernel[global size]`` of a launch-projection doc."""
+    return f"{doc['kernel']}[{'x'.join(str(v) for v in doc['global_size'])}]"
+
+
 def print_projections(
     projections: list[dict[str, Any]],
     measured_rows: list[dict[str, Any]],
@@ -105,7 +110,7 @@ def print_projections(
     them: over ``shapes_per_row``): projected time per device, bound, recommendation; on
     the console ``to`` (stdout unless told). Why grouped: a launch-heavy app projected
     thousands of shapes, a table nobody reads that took rich 7 s to lay out."""
-    from clproj.console import print_table
+    from clproj.console import print_table, stdout
 
     devices: list[str] = []
     low: set[str] = set()
@@ -122,7 +127,7 @@ def print_projections(
         doc = docs[0]
         pick, n = _most_common([_recommended(d) for d in docs])
         if len(docs) == 1:
-            name = f"{doc['kernel']}[{'x'.join(str(v) for v in doc['global_size'])}]"
+            name = _shape_name(doc)
         else:
             name, pick = f"{doc['kernel']}[{len(docs)} shapes]", f"{pick} ({n} of {len(docs)})"
         rows.append(
@@ -154,3 +159,7 @@ def print_projections(
         ),
         to=to,
     )
+    # Launches the app sized from the device's answers: said once per shape.
+    notes = {_shape_name(doc): doc["note"] for doc in projections if doc.get("note")}
+    for shape, note in notes.items():
+        (to or stdout).print(f"clproj: {shape}: {note}", highlight=False, soft_wrap=True)

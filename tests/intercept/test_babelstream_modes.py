@@ -77,3 +77,11 @@ def test_babelstream_runs_as_natively_in_every_mode(babelstream, tmp_path):
         p["device_key"]: p["occupancy"]["group_size"] for p in json.loads(res.stdout)["projections"]
     }
     assert groups == {"hd7970-spec": 256, "h100-sxm-spec": 1024, "pocl-pthread-amd-epyc": 4096}
+    # Its dot kernel is sized from the device's answers (OCLStream.cpp: compute units):
+    # its projection says so; the streaming kernels, sized by the array, say nothing.
+    assert "note" not in json.loads(res.stdout)
+    dot = next((tmp_path / "rec" / "records").glob("stream_dot-*.clrec"))
+    res = run([sys.executable, "-m", "clproj.cli", "project", str(dot), "--devices", keys[1],
+               "--json"])  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "per compute unit" in json.loads(res.stdout)["note"]
