@@ -29,6 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from clproj.errors import ClprojError
+from clproj.untrusted import is_int
+
+
+def is_count(v: Any) -> bool:
+    """A whole number of compute units: 1 .. 2^20 (an untrusted results file)."""
+    return is_int(v) and 0 < v <= 1 << 20
+
 
 SECTION_VERSION = 2
 # A section that prices global load instructions (``energy_per_global_load_j``) is version
@@ -86,6 +93,18 @@ LOAD_FIELD = "energy_per_global_load_j"
 # the load feature to be fitted (float2 against float4 reads differ by 2x, float by 4x;
 # float4 reads of different working sets differ by well under 1%: their store bytes).
 MIN_WIDTH_RATIO = 1.5
+# The power a busy compute unit draws whatever it runs (Hong and Kim's per-active-core
+# power: its clocks, schedulers and register files), in W per unit: a launch keeping
+# ``u`` units busy for ``t`` seconds costs ``u x t`` of this feature. A microbenchmark on
+# more units does proportionally more operations (_full against _part), so the feature
+# moves with the operation counts; only windows of one kernel whose operations per busy
+# unit-second differ by :data:`MIN_UNIT_RATIO` (``pw_fp32_sparse``: one work-item a unit)
+# tell the two apart, and only then is it fitted. Results without ``active_units`` (from
+# before the count) fit as before.
+UNIT_FEATURE = "unit_s"
+UNIT_FIELD = "power_per_active_unit_w"
+UNIT_SECTION_VERSION = 4
+MIN_UNIT_RATIO = 8.0
 
 
 def nnls(a: list[list[float]], b: list[float], max_iter: int = 0) -> list[float]:
@@ -138,9 +157,32 @@ class Row:
     time_s: float
     energy_j: float
     counts: dict[str, float]
+    units: float = 0.0  # compute units the launch kept busy (0: not recorded)
 
-    def vector(self) -> list[float]:
-        return [self.time_s] + [float(self.counts.get(f, 0.0)) for f in FEATURES[1:]]
+    def feature(self, name: str) -> float:
+        """The row's value of a feature: busy unit-seconds, or a count."""
+        return (
+            self.units * self.time_s if name == UNIT_FEATURE else float(self.counts.get(name, 0.0))
+        )
+
+
+def _kernel_of(name: str) -> str:
+    """A microbenchmark's kernel: its name without the ``_full``/``_part``/``_sparse`` tag."""
+    return name.rsplit("_", 1)[0]
+
+
+def separates_units(rows: list[Row]) -> bool:
+    """Whether ``rows`` hold windows of one kernel whose operations per busy unit-second
+    differ by at least :data:`MIN_UNIT_RATIO` (every row must record its busy units):
+    only then can the fit tell a busy unit's power from its operations' energy."""
+    if not rows or any(r.units <= 0 for r in rows):
+        return False
+    density: dict[str, list[float]] = {}
+    for r in rows:
+        ops = sum(float(r.counts.get(f, 0.0)) for f in OP_FEATURES)
+        if ops > 0:
+            density.setdefault(_kernel_of(r.name), []).append(ops / (r.units * r.time_s))
+    return any(len(d) > 1 and max(d) >= MIN_UNIT_RATIO * min(d) for d in density.values())
 
 
 def separates_loads(rows: list[Row]) -> bool:
@@ -164,9 +206,10 @@ class Fit:
     rms_relative_error: float
     unsupported: list[str]  # features no microbenchmark exercised: left out, not 0
 
-    def energy_j(self, time_s: float, counts: dict[str, float]) -> float:
+    def energy_j(self, time_s: float, counts: dict[str, float], units: float = 0.0) -> float:
+        row = Row("", time_s, 0.0, counts, units)
         return self.static_active_w * time_s + sum(
-            float(counts.get(f, 0.0)) * j for f, j in self.per_unit_j.items()
+            row.feature(f) * j for f, j in self.per_unit_j.items()
         )
 
 
@@ -191,8 +234,10 @@ def fit(rows: list[Row], floor_w: float = 0.0) -> Fit:
     unsupported = [f for f in FEATURES[1:] if f not in used]
     if separates_loads(good):
         used.append(LOAD_FEATURE)
+    if separates_units(good):
+        used.append(UNIT_FEATURE)
     cols = ["static_s", *used]
-    a = [[r.time_s] + [float(r.counts.get(f, 0.0)) for f in used] for r in good]
+    a = [[r.time_s] + [r.feature(f) for f in used] for r in good]
     # Each row weighted by 1/measured energy: the fit minimises relative error, so a 5 mJ
     # launch counts as much as a 5 J one.
     aw = [[v / r.energy_j for v in row] for row, r in zip(a, good, strict=True)]
@@ -203,9 +248,7 @@ def fit(rows: list[Row], floor_w: float = 0.0) -> Fit:
     out_rows = []
     sq = 0.0
     for r in good:
-        e = params["static_s"] * r.time_s + sum(
-            float(r.counts.get(f, 0.0)) * per_unit[f] for f in used
-        )
+        e = params["static_s"] * r.time_s + sum(r.feature(f) * per_unit[f] for f in used)
         out_rows.append({"name": r.name, "measured_j": r.energy_j, "fitted_j": e})
         sq += ((e - r.energy_j) / r.energy_j) ** 2
     return Fit(params["static_s"], per_unit, out_rows, math.sqrt(sq / len(good)), unsupported)
@@ -227,12 +270,14 @@ def rows_from_results(doc: dict[str, Any]) -> list[Row]:
             from clproj.devices.microbench.power import dram_read_bytes
 
             feats["dram_read_byte"] = dram_read_bytes(str(k["microbenchmark"]), feats, k)
+        units = k.get("active_units")
         rows.append(
             Row(
                 str(k["microbenchmark"]),
                 float(f["time_per_launch_s"]),
                 float(f["energy_per_launch_j"]),
                 feats,
+                float(units) if is_count(units) else 0.0,
             )
         )
     return rows
@@ -251,7 +296,8 @@ def idle_w(doc: dict[str, Any]) -> float | None:
 def power_section(doc: dict[str, Any], results_name: str) -> dict[str, Any]:
     """The measured ``power`` section fitted from a microbenchmark results document, with
     provenance naming the file, the device and the fit's error: version 2, or
-    :data:`LOAD_SECTION_VERSION` where the windows let the fit price load instructions."""
+    :data:`LOAD_SECTION_VERSION` where the windows let the fit price load instructions,
+    :data:`UNIT_SECTION_VERSION` where they let it price a busy compute unit."""
     from clproj.devices.energy import validate_results
 
     validate_results(doc)
@@ -299,6 +345,12 @@ def power_section(doc: dict[str, Any], results_name: str) -> dict[str, Any]:
         section["version"] = LOAD_SECTION_VERSION
         section[LOAD_FIELD] = f.per_unit_j[LOAD_FEATURE]
         section["provenance"][LOAD_FIELD] = f"{source}: NNLS, reads of several load widths"
+    if UNIT_FEATURE in f.per_unit_j:
+        section["version"] = UNIT_SECTION_VERSION
+        section[UNIT_FIELD] = f.per_unit_j[UNIT_FEATURE]
+        section["provenance"][UNIT_FIELD] = (
+            f"{source}: NNLS, windows of one kernel at several densities"
+        )
     return section
 
 

@@ -275,7 +275,9 @@ def validate(doc: dict[str, Any]) -> None:  # noqa: C901
 # DRAM byte read), and the ``fit`` record of a measured section (devices/power_fit.py). Spec-rule sections stay version 1.
 # Version 3: the energy of a global load instruction (``energy_per_global_load_j``), fitted
 # only from windows of several load widths; sections without it stay version 2.
-POWER_VERSION = 3
+# Version 4: the power of a busy compute unit (``power_per_active_unit_w``), fitted only
+# from windows of one kernel at several densities; sections without it stay 2 or 3.
+POWER_VERSION = 4
 SPEC_POWER_VERSION = 1
 _POWER_BYTE_FIELDS = (
     "energy_per_dram_byte_j",
@@ -284,6 +286,7 @@ _POWER_BYTE_FIELDS = (
     "energy_per_local_byte_j",
 )
 _POWER_LOAD_FIELD = "energy_per_global_load_j"
+_POWER_UNIT_FIELD = "power_per_active_unit_w"
 _POWER_RULES = ("spec", "measured")
 MAX_POWER_W = 1e5  # no single device draws 100 kW; a larger value is a corrupt file
 
@@ -329,6 +332,10 @@ def _validate_power(doc: dict[str, Any]) -> None:  # noqa: C901
         if version < 3:
             _fail(f"power.{_POWER_LOAD_FIELD}", "needs power.version 3")
         _num(doc, f"power.{_POWER_LOAD_FIELD}", strict=False, maximum=1.0)
+    if power.get(_POWER_UNIT_FIELD) is not None:
+        if version < 4:
+            _fail(f"power.{_POWER_UNIT_FIELD}", "needs power.version 4")
+        _num(doc, f"power.{_POWER_UNIT_FIELD}", strict=False, maximum=tdp)
     if "fit" in power:
         _validate_power_fit(doc, power["fit"])
     if rule == "measured" and per_op is None:

@@ -205,10 +205,14 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901
 
 
 def _load_energy(section: dict[str, Any]) -> str:
-    """The fitted energy of a global load instruction, for the fit's title: the figure the
-    width-varied reads were run for (docs/energy.md), absent where they were not."""
+    """The fitted energy of a global load instruction and power of a busy compute unit, for
+    the fit's title: the figures the width-varied reads and the sparse launch were run for
+    (docs/energy.md), absent where they were not."""
     joules = section.get("energy_per_global_load_j")
-    return "" if joules is None else f", {joules * 1e12:.2f} pJ a global load (per work-item)"
+    watts = section.get("power_per_active_unit_w")
+    return ("" if joules is None else f", {joules * 1e12:.2f} pJ a global load (per work-item)") + (
+        "" if watts is None else f", {watts:.2f} W a busy compute unit"
+    )
 
 
 def power(args: argparse.Namespace) -> int:

@@ -11,7 +11,10 @@ checks the counts against the Oclgrind plugin's on the same kernels.
 
 Every benchmark runs twice: on the whole device and on a quarter of its compute units
 (``part``), so launch time and counts vary apart and the busy floor can be told from
-the energy per operation. Streaming reads are L2-resident (a buffer of half the cache,
+the energy per operation. One more, ``pw_fp32_sparse``, keeps every compute unit busy
+with a single work-item: every unit on, a trickle of operations, so the power of a busy
+unit can be told from the energy of the work it does (each entry records the units it
+keeps busy, ``active_units``). Streaming reads are L2-resident (a buffer of half the cache,
 read over and over) or DRAM-bound (a buffer many times the cache).
 
 Two groups of reads test what bytes alone cannot price (docs/energy.md "Awaiting a GPU
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -280,6 +283,9 @@ class Prepared:
     counts: dict[str, float]
     global_size: int
     local_size: int
+    # compute units the launch keeps busy (its groups, at most the device's units): the
+    # power fit's busy-unit term (devices/power_fit.py UNIT_FEATURE)
+    active_units: int = 0
 
 
 def _widths(dev: Any, part: bool) -> tuple[int, int]:
@@ -414,7 +420,39 @@ def prepare(ctx: Any, queue: Any, dev: Any, quick: bool = False) -> list[Prepare
             )
         )
         out.extend(_streams(ctx, queue, dev, gsize, wg, tag, calibrate, quick))
-    return out
+    out.append(_sparse(ctx, queue, dev, calibrate))
+    cus = int(dev.max_compute_units)
+    return [replace(p, active_units=min(cus, max(1, p.global_size // p.local_size))) for p in out]
+
+
+def _sparse(ctx: Any, queue: Any, dev: Any, calibrate: Callable[..., int]) -> Prepared:
+    """``pw_fp32_sparse``: one work-item on each compute unit (groups of one), every unit
+    busy at a trickle of the fp32 work ``pw_fp32_full`` does on it.
+
+    Why: ``_full`` and ``_part`` do the same work per busy unit, so the power a busy unit
+    draws whatever it runs (its clocks, schedulers, register files: Hong and Kim's
+    per-active-core power) moves with their operation counts and no fit can tell the two
+    apart. Here the units are all busy and the operations a hundredth or less of the
+    full rate: the windows then separate the two (power_fit.separates_units)."""
+    import pyopencl as cl
+
+    c = COMPUTE[0]
+    gsize = int(dev.max_compute_units)
+    k = cl.Program(ctx, c.source()).build().pw_fp32
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, gsize * 4)
+
+    def run(n: int) -> Any:
+        return k(queue, (gsize,), (1,), buf, np.float32(c.a), np.float32(c.b), np.int32(n))
+
+    n = calibrate(run, 16)
+    return Prepared(
+        "pw_fp32_sparse",
+        lambda: run(n),
+        _finite(queue, buf, np.float32, gsize, "pw_fp32_sparse"),
+        c.counts(gsize, n),
+        gsize,
+        1,
+    )
 
 
 def _streams(
@@ -548,6 +586,7 @@ def run_suite(
                 counts=p.counts,
                 global_size=[p.global_size],
                 local_size=[p.local_size],
+                active_units=p.active_units,
             )
         )
         if save is not None:

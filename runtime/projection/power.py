@@ -7,7 +7,8 @@ byte cost) that most profiles only have as a spec-sheet rule. Keeping it a funct
 finished :class:`~runtime.projection.model.Projection` lets every model's time be turned
 into energy the same way, and keeps the low confidence of the rule visible in one place.
 
-    power = static_active + (sum over classes of count x J/op
+    power = static_active + busy units x W/unit
+          + (sum over classes of count x J/op
                              + local bytes x J/byte + L2 bytes x J/byte
                              + DRAM bytes x J/byte
                              [+ global load instructions x J/load]) / time,
@@ -20,7 +21,10 @@ nothing beyond the floor (version 1 sections priced DRAM bytes only). A version 
 also prices each global load instruction (``energy_per_global_load_j``, fitted only from
 reads of several load widths), counted as memory power: a kernel of narrow loads then
 costs more than one moving the same bytes in float4s. Without that field the projection
-is exactly the version 2 one. The spec rule (no power microbenchmarks) prices an
+is exactly the version 2 one. A version 4 section also prices each compute unit the
+launch keeps busy (``power_per_active_unit_w`` x its work-groups, at most the device's
+units, for the whole projected time): a latency-bound kernel on every unit draws that power while doing
+little work. The spec rule (no power microbenchmarks) prices an
 operation at the dynamic budget (TDP - static) over the device's rate for its class, and
 a byte at that budget over the sheet bandwidth: the compute (memory) part is the budget x the share of the projected time the ALUs (DRAM)
 would be busy at peak rate, the projected utilisation of each resource.
@@ -28,6 +32,7 @@ would be busy at peak rate, the projected utilisation of each resource.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -45,6 +50,7 @@ class PowerProjection:
     power_w: float | None
     energy_j: float | None
     static_w: float = 0.0
+    units_w: float = 0.0  # the busy compute units' own power (version 4 sections)
     compute_w: float = 0.0
     memory_w: float = 0.0
     limit_w: float | None = None
@@ -92,6 +98,20 @@ def _dram_bytes(details: dict[str, Any]) -> float:
     )
 
 
+def active_units(projection: Any, kernel_profile: dict[str, Any], device: Any) -> float:
+    """Compute units the launch keeps busy: its work-groups, at most the device's units.
+
+    Why not the occupancy's ``active_cus``: the time model may pack a launch's groups
+    onto fewer units (the same waves either way), while a GPU's block scheduler spreads
+    them over its units first, each unit powered while it holds one; it is also the rule
+    the power microbenchmarks' ``active_units`` follow, so the fitted W per unit prices
+    the same units."""
+    items = float((kernel_profile.get("launch") or {}).get("work_items") or 0)
+    group = float(getattr(projection.occupancy, "group_size", 0) or 0)
+    groups = math.ceil(items / group) if group > 0 else 0
+    return float(min(int(device.compute_units), groups))
+
+
 def global_loads(total: dict[str, Any]) -> float:
     """Global load instructions of the launch, per work-item as the plugin counts them
     (``global.load_accesses``: one per load whatever its width, constant memory included),
@@ -130,18 +150,22 @@ def project_power(projection: Any, kernel_profile: dict[str, Any], device: Any) 
         if per_load is not None:
             memory_j += global_loads(doc["total"]) * float(per_load)
         compute_w, memory_w = compute_j / t, memory_j / t
+        per_unit = float(section.get("power_per_active_unit_w") or 0.0)
+        units_w = active_units(projection, kernel_profile, device) * per_unit if per_unit else 0.0
     else:
         budget = max(0.0, tdp - static)
         busy_c = sum(float(s) for s in details.get("compute_by_class", {}).values())
         peak_bw = float(device.data["memory"]["peak_bandwidth_gbs"]) * 1e9
         compute_w = budget * min(1.0, busy_c / t)
         memory_w = budget * min(1.0, dram / peak_bw / t)
-    raw = static + compute_w + memory_w
+        units_w = 0.0
+    raw = static + units_w + compute_w + memory_w
     power = min(raw, tdp)
     return PowerProjection(
         power_w=power,
         energy_j=power * t,
         static_w=static,
+        units_w=units_w,
         compute_w=compute_w,
         memory_w=memory_w,
         limit_w=tdp,

@@ -61,11 +61,12 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
   *H100*) base=devices/profiles/measured/nvidia-h100-opencl.json ;;
   *) base= ;;
 esac
-# 28 microbenchmarks x ~5.6 s (2.6 s window, 3 s idle samples and settling) + ~10 s set-up:
-# ~170 s (the 2026-11-27 run's 20 took 111 s of windows; the 8 width- and working-set-varied
-# reads added since, ~45 s, docs/energy.md); then our apps and the suites, ~4 s per window
-# (idle samples, calibration, a 2.5 s window). With the microbenchmarks the apps' budget is
-# 45 s shorter by default, so a whole run stays within 8 minutes; apps not reached are
+# 29 microbenchmarks x ~5.6 s (2.6 s window, 3 s idle samples and settling) + ~10 s set-up:
+# ~176 s (the 2026-11-27 run's 20 took 111 s of windows; the 8 width- and working-set-varied
+# reads and the sparse fp32 launch added since, ~51 s, docs/energy.md); then our apps and
+# the suites, ~4 s per window (idle samples, calibration, a 2.5 s window). With the
+# microbenchmarks the apps' budget is 51 s shorter by default, so a whole run stays within
+# 8 minutes; apps not reached are
 # measured by a second run with --skip-power (the skipped list is in energy-apps.json).
 [ $power = 1 ] && timeout 200 python3 -m clproj.cli profile-device --power --device NVIDIA \
   -o "$out/power-microbench.json" > "$out/power.log" 2>&1
@@ -108,7 +109,7 @@ if [ $# -gt 0 ]; then
 fi
 suites=()
 for s in "$@"; do suites+=(--suite "$s"); done
-budget=${ENERGY_BUDGET_S:-$([ $power = 1 ] && echo 205 || echo 250)}
+budget=${ENERGY_BUDGET_S:-$([ $power = 1 ] && echo 199 || echo 250)}
 timeout $((${budget%.*} + 50)) python3 -m clproj.benchmarks.energy_run "${apps[@]}" "${suites[@]}" --size paper --window 2.2 --quiet 1.0 --budget "$budget" -o "$out/energy-apps.json" > "$out/energy.log" 2>&1
 tail -60 "$out/energy.log"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$facts" 2>&1

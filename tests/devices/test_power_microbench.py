@@ -27,12 +27,16 @@ from clproj.devices.power_fit import (
     LOAD_FEATURE,
     LOAD_FIELD,
     LOAD_SECTION_VERSION,
+    UNIT_FEATURE,
+    UNIT_FIELD,
+    UNIT_SECTION_VERSION,
     Row,
     features_of,
     fit,
     nnls,
     power_section,
     separates_loads,
+    separates_units,
 )
 from clproj.devices.profile import DeviceProfile, load_profile
 from clproj.errors import ClprojError
@@ -146,10 +150,10 @@ GENERATED_SPEEDUP = 1000.0
 
 
 @pytest.fixture(scope="module")
-def suite_rows() -> list[tuple[str, float, dict[str, float]]]:
-    """(name, seconds per launch, counts) of every microbenchmark on PoCL's pthread
-    device: real kernels, counts from the kernels' shapes, and real launch times scaled
-    to the generated device's speed (:data:`GENERATED_SPEEDUP`)."""
+def suite_rows() -> list[tuple[str, float, dict[str, float], int]]:
+    """(name, seconds per launch, counts, busy units) of every microbenchmark on PoCL's
+    pthread device: real kernels, counts from the kernels' shapes, and real launch times
+    scaled to the generated device's speed (:data:`GENERATED_SPEEDUP`)."""
     import pyopencl as cl
 
     from clproj.devices.discovery import select_device
@@ -161,8 +165,28 @@ def suite_rows() -> list[tuple[str, float, dict[str, float]]]:
     for p in pw.prepare(ctx, queue, dev, quick=True):
         p.launch().wait()
         p.check()
-        out.append((p.name, _timed(p) / GENERATED_SPEEDUP, p.counts))
-    return out
+        units = GENERATED_UNITS // 4 if p.name.endswith("_part") else GENERATED_UNITS
+        out.append((p.name, _timed(p) / GENERATED_SPEEDUP, p.counts, units))
+    # A CPU thread runs one work-item as fast as many, so PoCL's sparse launch keeps its
+    # units as busy as the full one does. The generated device is a GPU: a lone work-item
+    # issues at one lane's share (1/LANES) of its unit's full rate, as pw_fp32_full runs.
+    full = next(r for r in out if r[0] == "pw_fp32_full")
+    rate = _ops(full[2]) / (full[3] * full[1])  # operations per busy unit-second
+    return [
+        (n, _ops(c) / (u * rate / LANES), c, u) if n == "pw_fp32_sparse" else (n, t, c, u)
+        for n, t, c, u in out
+    ]
+
+
+LANES = 128  # an SM's lanes (4 schedulers x 32)
+# The generated device's compute units: _full and _sparse keep all busy, _part a quarter
+# (on PoCL's two threads the quick suite's groups cannot show that; pw.prepare's own
+# active_units are checked on PoCL in test_every_launch_records_the_units_it_keeps_busy).
+GENERATED_UNITS = 132
+
+
+def _ops(counts: dict[str, float]) -> float:
+    return sum(float(counts.get(f, 0.0)) for f in ("fp32", "fp64", "int", "special", "conversion"))
 
 
 def _timed(p: pw.Prepared) -> float:
@@ -187,19 +211,30 @@ TRUE = {
     "dram_byte": 2.2e-11,
     "dram_read_byte": 8.0e-12,
     "global_load": 3.0e-11,
+    "unit_s": 0.5,  # W per busy unit: 66 W with all 132 busy
 }
 
 
-def _energy(t: float, counts: dict[str, float], noise: float, rng: random.Random) -> float:
-    e = TRUE["static_s"] * t + sum(v * TRUE[f] for f, v in counts.items())
+def _energy(
+    t: float, counts: dict[str, float], noise: float, rng: random.Random, units: float = 0.0
+) -> float:
+    e = TRUE["static_s"] * t + TRUE["unit_s"] * units * t
+    e += sum(v * TRUE[f] for f, v in counts.items())
     return e * (1 + rng.gauss(0, noise))
+
+
+def _rows(suite_rows, noise: float, rng: random.Random, units: bool = True) -> list[Row]:
+    """Rows of generated energies; ``units``: the windows record their busy units."""
+    return [
+        Row(n, t, _energy(t, c, noise, rng, u), c, u if units else 0.0) for n, t, c, u in suite_rows
+    ]
 
 
 def test_fit_recovers_a_known_model_from_the_suites_counts(suite_rows) -> None:
     """Exact energies: the floor and every energy the suite exercises come back; with 1%
     noise the floor within 5% and the fitted microbenchmarks within 3% rms."""
     rng = random.Random(1)
-    rows = [Row(n, t, _energy(t, c, 0.0, rng), c) for n, t, c in suite_rows]
+    rows = _rows(suite_rows, 0.0, rng)
     f = fit(rows)
     assert f.static_active_w == pytest.approx(TRUE["static_s"], rel=1e-4)
     for feat in (
@@ -212,10 +247,11 @@ def test_fit_recovers_a_known_model_from_the_suites_counts(suite_rows) -> None:
         "dram_byte",
         "dram_read_byte",
         "global_load",
+        "unit_s",
     ):
         assert f.per_unit_j[feat] == pytest.approx(TRUE[feat], rel=1e-3), feat
     assert f.rms_relative_error < 1e-6 and f.unsupported == []
-    noisy = [Row(n, t, _energy(t, c, 0.01, rng), c) for n, t, c in suite_rows]
+    noisy = _rows(suite_rows, 0.01, rng)
     g = fit(noisy, floor_w=50.0)
     assert g.static_active_w == pytest.approx(TRUE["static_s"], rel=0.05)
     assert g.rms_relative_error < 0.03
@@ -224,7 +260,7 @@ def test_fit_recovers_a_known_model_from_the_suites_counts(suite_rows) -> None:
 
 def test_fit_refuses_too_few_windows_and_leaves_unexercised_features_out(suite_rows) -> None:
     rng = random.Random(2)
-    rows = [Row(n, t, _energy(t, c, 0.0, rng), c) for n, t, c in suite_rows]
+    rows = _rows(suite_rows, 0.0, rng)
     with pytest.raises(ClprojError, match="fewer than"):
         fit(rows[:5])
     no_atomics = [r for r in rows if "atomic" not in r.name]
@@ -238,7 +274,7 @@ def test_load_feature_needs_reads_of_several_widths(suite_rows) -> None:
     lack the count); the float and float2 reads of the same bytes let the fit recover it,
     whole device or a quarter of it."""
     rng = random.Random(5)
-    rows = [Row(n, t, _energy(t, c, 0.0, rng), c) for n, t, c in suite_rows]
+    rows = _rows(suite_rows, 0.0, rng)
     narrow = [r for r in rows if "dram_float" in r.name]
     assert len(narrow) == 4  # float2 and float loads, _full and _part
     float4 = [r for r in rows if r not in narrow]
@@ -250,11 +286,50 @@ def test_load_feature_needs_reads_of_several_widths(suite_rows) -> None:
         assert g.per_unit_j[LOAD_FEATURE] == pytest.approx(TRUE["global_load"], rel=1e-3)
     # results without the count (written before it existed) fit exactly as float4 reads do
     counts = [{k: v for k, v in r.counts.items() if k != LOAD_FEATURE} for r in float4]
-    stripped = [Row(r.name, r.time_s, r.energy_j, c) for r, c in zip(float4, counts, strict=True)]
+    stripped = [
+        Row(r.name, r.time_s, r.energy_j, c, r.units) for r, c in zip(float4, counts, strict=True)
+    ]
     assert fit(stripped).per_unit_j == f.per_unit_j
 
 
-def _results_doc(suite_rows, idle_w: float = 70.0) -> dict[str, Any]:
+def test_every_launch_records_the_units_it_keeps_busy() -> None:
+    """Its work-groups, at most the device's units; pw_fp32_sparse: one work-item on each."""
+    import pyopencl as cl
+
+    from clproj.devices.discovery import select_device
+
+    dev = select_device("pthread")
+    ctx = cl.Context([dev])
+    prepared = {p.name: p for p in pw.prepare(ctx, cl.CommandQueue(ctx), dev, quick=True)}
+    cus = dev.max_compute_units
+    sparse = prepared["pw_fp32_sparse"]
+    assert (sparse.global_size, sparse.local_size, sparse.active_units) == (cus, 1, cus)
+    sparse.launch().wait()
+    sparse.check()
+    for p in prepared.values():
+        assert p.active_units == min(cus, p.global_size // p.local_size), p.name
+
+
+def test_busy_unit_power_needs_one_kernel_at_several_densities(suite_rows) -> None:
+    """_full and _part do the same work per busy unit: a busy unit's power moves with the
+    operation counts and is not fitted; with pw_fp32_sparse (every unit busy, one
+    work-item each) it comes back, and so does every energy per operation. Results that
+    do not record their busy units fit as before the feature."""
+    rng = random.Random(6)
+    rows = _rows(suite_rows, 0.0, rng)
+    sparse = [r for r in rows if r.name == "pw_fp32_sparse"]
+    assert len(sparse) == 1
+    rest = [r for r in rows if r not in sparse]
+    assert separates_units(rows) and not separates_units(rest)
+    assert UNIT_FEATURE not in fit(rest).per_unit_j
+    f = fit(rows)
+    assert f.per_unit_j[UNIT_FEATURE] == pytest.approx(TRUE["unit_s"], rel=1e-3)
+    assert f.per_unit_j["fp32"] == pytest.approx(TRUE["fp32"], rel=1e-3)
+    unrecorded = [Row(r.name, r.time_s, r.energy_j, r.counts) for r in rows]
+    assert not separates_units(unrecorded) and UNIT_FEATURE not in fit(unrecorded).per_unit_j
+
+
+def _results_doc(suite_rows, idle_w: float = 70.0, record_units: bool = True) -> dict[str, Any]:
     """An energy-results document whose windows integrate the generated power of each
     microbenchmark with NVML's counter behaviour (mJ steps every 20-100 ms), polled every
     2 ms. Each poll lies inside its step's interval (``step`` is an offset from ``clock``):
@@ -262,8 +337,8 @@ def _results_doc(suite_rows, idle_w: float = 70.0) -> dict[str, Any]:
     order, 10 s per document) without changing a counter step or a figure but ``polls``."""
     rng = random.Random(4)
     kernels = []
-    for name, t, counts in suite_rows:
-        power = _energy(t, counts, 0.0, rng) / t
+    for name, t, counts, units in suite_rows:
+        power = _energy(t, counts, 0.0, rng, units) / t
         readings, step, e, clock = [], 0.0, 1000.0, 0.9
         while clock < 3.7:
             nxt = clock + rng.uniform(0.02, 0.1)
@@ -274,7 +349,8 @@ def _results_doc(suite_rows, idle_w: float = 70.0) -> dict[str, Any]:
             clock, step = nxt, 0.0
         launches = int(2.5 / t)
         w = Window(name, launches, 1.0, 1.0 + launches * t, readings, [idle_w] * 3)
-        kernels.append(kernel_entry(w, microbenchmark=name, counts=counts))
+        labels = {"active_units": units} if record_units else {}
+        kernels.append(kernel_entry(w, microbenchmark=name, counts=counts, **labels))
     return results({"name": "gen", "power_limit_w": 700.0}, kernels, {"date": "generated"})
 
 
@@ -283,12 +359,16 @@ def test_section_validates_and_projects_by_operation(suite_rows, tmp_path: Path)
 
     doc = _results_doc(suite_rows)
     section = power_section(doc, "gen.json")
-    assert section["version"] == LOAD_SECTION_VERSION and section["rule"] == "measured"
+    assert section["version"] == UNIT_SECTION_VERSION and section["rule"] == "measured"
     assert section[LOAD_FIELD] == pytest.approx(TRUE["global_load"], rel=0.05)
-    # without the narrow reads: version 2, no load energy (what an old reader reads)
+    assert section[UNIT_FIELD] == pytest.approx(TRUE["unit_s"], rel=0.05)
+    # without busy units recorded: version 3; without the narrow reads too: version 2
+    # (what an old reader reads), neither field
+    loads = power_section(_results_doc(suite_rows, record_units=False), "gen.json")
+    assert loads["version"] == LOAD_SECTION_VERSION and UNIT_FIELD not in loads
     float4 = [r for r in suite_rows if "dram_float" not in r[0]]
-    old = power_section(_results_doc(float4), "gen.json")
-    assert old["version"] == 2 and LOAD_FIELD not in old
+    old = power_section(_results_doc(float4, record_units=False), "gen.json")
+    assert old["version"] == 2 and LOAD_FIELD not in old and UNIT_FIELD not in old
     assert section["idle_w"] == 70.0 and section["static_active_w"] >= 70.0
     assert section["fit"]["rms_relative_error"] < 0.05
     assert section["energy_per_l2_byte_j"] > 0 and section["energy_per_op_j"]["fp32_fma"] > 0
@@ -296,10 +376,11 @@ def test_section_validates_and_projects_by_operation(suite_rows, tmp_path: Path)
     data = json.loads(json.dumps(base.data)) | {"power": section}
     prof = DeviceProfile(data)
     assert prof.data["power"]["fit"]["results"] == "gen.json"
-    # an old reader's version, and fields only version 2 or 3 has, are refused
+    # an old reader's version, and fields only version 2, 3 or 4 has, are refused
     for bad, field in (
-        ({**section, "version": 4}, "power.version"),
-        ({**section, "version": 2}, "global_load_j: needs power.version 3"),
+        ({**section, "version": 5}, "power.version"),
+        ({**section, "version": 3}, "active_unit_w: needs power.version 4"),
+        ({**section, "version": 2}, "needs power.version"),
         ({**section, "version": 1}, "_byte_j: needs power.version 2"),
         ({**section, "fit": {**section["fit"], "microbenchmarks": [{"name": "x"}]}}, "fit"),
     ):
@@ -327,6 +408,10 @@ def test_section_validates_and_projects_by_operation(suite_rows, tmp_path: Path)
         + (d["local_bytes_moved"] + d.get("l1_bytes", 0.0)) * section["energy_per_local_byte_j"]
     )
     assert pwr.compute_w * proj.time_s == pytest.approx(want, rel=1e-9)
+    # every busy unit draws its own power for the whole launch (version 4 sections)
+    groups = kp["launch"]["work_items"] // proj.occupancy.group_size
+    busy = min(groups, prof.compute_units)
+    assert busy > 1 and pwr.units_w == pytest.approx(busy * section[UNIT_FIELD])
     assert pwr.power_w is not None and pwr.power_w <= 700.0
 
 
@@ -356,9 +441,10 @@ def test_cli_power_fit_writes_a_valid_profile(suite_rows, tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     assert "static-active" in proc.stdout
     assert "global" in proc.stdout  # the load energy the width-varied reads were run for
+    assert "busy compute unit" in proc.stdout  # and the unit power the sparse launch was
     prof = load_profile(str(out))
     assert prof.data["power"]["rule"] == "measured"
-    assert prof.data["power"]["version"] == LOAD_SECTION_VERSION
+    assert prof.data["power"]["version"] == UNIT_SECTION_VERSION
 
 
 def test_cli_power_without_a_reader_is_one_line() -> None:
