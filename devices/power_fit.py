@@ -258,7 +258,7 @@ def rows_from_results(doc: dict[str, Any]) -> list[Row]:
     """The microbenchmark windows of a ``clproj.energy-results`` document (entries with
     ``microbenchmark`` and ``counts`` labels and figures); app windows are ignored."""
     rows = []
-    for k in doc.get("kernels", []):
+    for i, k in enumerate(doc.get("kernels", [])):
         f = k.get("figures")
         if not k.get("microbenchmark") or not isinstance(f, dict):
             continue
@@ -271,13 +271,19 @@ def rows_from_results(doc: dict[str, Any]) -> list[Row]:
 
             feats["dram_read_byte"] = dram_read_bytes(str(k["microbenchmark"]), feats, k)
         units = k.get("active_units")
+        if units is not None and not is_count(units):
+            raise ClprojError(
+                f"energy results field kernels[{i}].active_units: expected a whole number of "
+                f"compute units (1 .. 2^20), got {str(units)[:40]!r}",
+                "pass a file written by clproj profile-device --power",
+            )
         rows.append(
             Row(
                 str(k["microbenchmark"]),
                 float(f["time_per_launch_s"]),
                 float(f["energy_per_launch_j"]),
                 feats,
-                float(units) if is_count(units) else 0.0,
+                float(units or 0),
             )
         )
     return rows

@@ -35,6 +35,7 @@ from clproj.devices.power_fit import (
     fit,
     nnls,
     power_section,
+    rows_from_results,
     separates_loads,
     separates_units,
 )
@@ -327,6 +328,15 @@ def test_busy_unit_power_needs_one_kernel_at_several_densities(suite_rows) -> No
     assert f.per_unit_j["fp32"] == pytest.approx(TRUE["fp32"], rel=1e-3)
     unrecorded = [Row(r.name, r.time_s, r.energy_j, r.counts) for r in rows]
     assert not separates_units(unrecorded) and UNIT_FEATURE not in fit(unrecorded).per_unit_j
+
+
+def test_a_bad_busy_unit_count_is_one_line(suite_rows) -> None:
+    doc = _results_doc(suite_rows[:3])
+    for bad in ("two", -1, 0, 1.5, True, 1 << 40):
+        doc["kernels"][1]["active_units"] = bad
+        with pytest.raises(ClprojError, match=r"kernels\[1\].active_units") as exc:
+            rows_from_results(doc)
+        assert "\n" not in exc.value.cause
 
 
 def _results_doc(suite_rows, idle_w: float = 70.0, record_units: bool = True) -> dict[str, Any]:
