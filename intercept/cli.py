@@ -65,6 +65,7 @@ def records_cmd(args: argparse.Namespace) -> int:
                 "reason": r.not_emulatable_reason,
                 "verify": r.outputs is not None,
                 "signature": r.signature[:12],
+                "asked": r.asked,  # the launch-sizing answers the app had read (size_queries)
             }
         )
     if args.json:

@@ -85,3 +85,6 @@ def test_babelstream_runs_as_natively_in_every_mode(babelstream, tmp_path):
                "--json"])  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "per compute unit" in json.loads(res.stdout)["note"]
+    res = run([sys.executable, "-m", "clproj.cli", "records", str(tmp_path / "rec"), "--json"])
+    asked = {r["kernel"]: r["asked"] for r in json.loads(res.stdout)["records"]}
+    assert asked["stream_dot"]["CL_DEVICE_MAX_COMPUTE_UNITS"] >= 1
