@@ -100,8 +100,8 @@ def note(
     if why is None:
         return None
     return (
-        f"launched as sized from this machine's device ({why}): on another device the "
-        "app would likely launch another NDRange; projected as launched here"
+        f"shaped by this machine's device's answers ({why}): if the app sized it from "
+        "them, it launches another NDRange on another device; projected as launched here"
     )
 
 

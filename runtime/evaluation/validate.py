@@ -257,7 +257,7 @@ def judge_runs(  # noqa: C901
         for doc in (r.doc or {}).get("projections") or []:
             for p in doc.get("projections") or []:
                 projected.setdefault(profile_id(p), p["name"])
-    first_of = {}  # name -> the first profile key of that name projected onto
+    first_of: dict[str, str] = {}  # name -> the first profile key of that name projected onto
     for key, name in projected.items():
         first_of.setdefault(name, key)
     truth = [

@@ -107,5 +107,5 @@ def test_project_mode_says_which_launch_was_sized_from_the_device(tmp_path):
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
-    lines = [ln for ln in res.stderr.splitlines() if "sized from this machine's device" in ln]
+    lines = [ln for ln in res.stderr.splitlines() if "this machine's device's answers" in ln]
     assert len(lines) == 1 and lines[0].startswith(f"clproj: k[{min(docs)}]")
