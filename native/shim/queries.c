@@ -50,8 +50,11 @@ static void note(cl_uint param, const void *value, size_t size, cl_int err) {
         } else {
             memcpy(&v, value, sizeof v);
         }
-        atomic_store(&answers[i], v);
-        atomic_fetch_or(&asked, 1u << i);
+        /* plain loads first: an app asking the same in a loop pays no locked writes */
+        if (atomic_load_explicit(&answers[i], memory_order_relaxed) != v)
+            atomic_store(&answers[i], v);
+        if (!(atomic_load_explicit(&asked, memory_order_relaxed) & (1u << i)))
+            atomic_fetch_or(&asked, 1u << i);
     }
 }
 
