@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+from clproj.intercept import size_queries
 from clproj.intercept.record import ArgRecord, LaunchRecord
 
 LAUNCH_LINE_VERSION = 1
@@ -40,6 +41,8 @@ def launch_line(record: LaunchRecord) -> str:
                     }
                     for a in record.args
                 ],
+                # the launch-sizing answers the app had read (intercept.size_queries)
+                **({"asked": record.asked} if record.asked else {}),
             }
         )
         + "\n"
@@ -86,6 +89,7 @@ def read_launch_lines(
                         global_offset=None
                         if m["global_offset"] is None
                         else [int(x) for x in m["global_offset"]],
+                        asked=size_queries.check(m.get("asked"), ValueError),
                     )
                 )
             except (ValueError, KeyError, TypeError, AttributeError):

@@ -212,6 +212,7 @@ def test_launch_lines_round_trip_and_skip_what_is_not_a_launch(tmp_path):
     back with its program it has the signature of the launch it was written from; the
     lines an app that died mid-write or another version left are skipped."""
     rec = _rec()
+    rec.asked = {"CL_DEVICE_MAX_COMPUTE_UNITS": 2}  # the launch-sizing answers travel too
     path = tmp_path / "deferred.jsonl"
     good = L.launch_line(rec)
     path.write_text(
@@ -221,12 +222,14 @@ def test_launch_lines_round_trip_and_skip_what_is_not_a_launch(tmp_path):
         + '{"v": 1, "kernel": "x", "program_hash": "'
         + rec.program_hash
         + '"}\n'
+        + good.replace('"asked": {"CL_DEVICE_MAX_COMPUTE_UNITS": 2}', '"asked": {"X": 1}')
         + good[: len(good) // 2]
     )
     programs = {rec.program_hash: (rec.source, rec.options)}
     back = L.read_launch_lines(str(path), programs)
     assert len(back) == 1
     assert back[0].signature == rec.signature and back[0].args[0].data == rec.args[0].data
+    assert back[0].asked == rec.asked
     assert L.read_launch_lines(str(path), {}) == []
     assert L.read_launch_lines(str(tmp_path / "missing.jsonl"), programs) == []
 
