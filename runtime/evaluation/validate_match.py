@@ -271,6 +271,9 @@ def judge_app(  # noqa: C901
     notes: list[str] = []
     for why, n in sorted(errors.items()):
         notes.append(f"{n} signature(s) not projected: {why}")
+    # launches shaped by the device's answers (intercept.size_queries): once per kernel
+    shaped = {str(d["kernel"]): str(d["note"]) for d in docs if d.get("note")}
+    notes.extend(f"{kernel}: {note}" for kernel, note in sorted(shaped.items()))
     run_rows: dict[str, dict[str, float]] = {}
     for r in run_doc.get("kernels") or []:
         agg = run_rows.setdefault(r["kernel"], {"launches": 0, "total_ns": 0.0})

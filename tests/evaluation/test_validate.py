@@ -278,6 +278,7 @@ def test_judge_app_matches_by_shape_and_sums_launches(tmp_path):
             doc("k", [64, 64], [16, 4], {H100: 3e-6, EPYC: 2e-6}),
             doc("k", [32, 64], [16, 4], {H100: 1e-6, EPYC: 1e-6}),
             doc("k", [8, 8], [8, 8], {H100: 1.0, EPYC: 1.0}),  # no truth row
+            doc("k", [16], [8], {H100: 1.0}, note="shaped by this machine's device's answers"),
         ],
     }
     results, notes = vmatch.judge_app("app", run, [epyc, h100])
@@ -292,6 +293,7 @@ def test_judge_app_matches_by_shape_and_sums_launches(tmp_path):
     assert gone.devices == [] and gone.launches_matched == 0
     assert any("gone" in n and "never launched" in n for n in notes)
     assert any("without a truth row" in n for n in notes)
+    assert notes.count("k: shaped by this machine's device's answers") == 1
 
 
 def kprofile(kernel: str, glob: list[int], local: list[int], fma: int) -> dict:
