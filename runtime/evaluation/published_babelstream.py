@@ -46,6 +46,7 @@ from clproj.errors import ClprojError
 from clproj.runtime.evaluation.published_files import (
     Identity,
     identify,
+    read_number,
     read_result_text,
     truth_files,
 )
@@ -120,15 +121,6 @@ UNIT_BYTES = {
 DECIMAL_FROM_VERSION = (2, 0)
 
 
-def _number(text: str) -> float | None:
-    """A finite number printed in a results file (its patterns admit "1.2.3"), or None."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: C901
     """One results file (labelled by its stem unless ``label`` is given); a file that is
     not one is a :class:`ClprojError` naming it."""
@@ -160,17 +152,17 @@ def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: 
         elif m := _ELEMENTS.match(text):
             exact = (int(m.group(1)), "element count line")
         elif m := _ARRAY.match(text):
-            if (mb := _number(m.group(1))) is not None:
+            if (mb := read_number(m.group(1))) is not None:
                 array = (mb, m.group(2))
         elif m := _CSV_ROW.match(text):
             n, size = int(m.group(2)), int(m.group(3))
-            rate, t = _number(m.group(4)), _number(m.group(5))
+            rate, t = read_number(m.group(4)), read_number(m.group(5))
             if rate is not None and t is not None and t > 0 and n > 0:
                 min_s[KERNELS[m.group(1)]] = t
                 rates[KERNELS[m.group(1)]] = rate
                 exact, precision = (n, "csv rows"), "float" if size == 4 else "double"
         elif m := _ROW.match(line.replace("\t", " ") + " "):
-            rate, t = _number(m.group(2)), _number(m.group(3))
+            rate, t = read_number(m.group(2)), read_number(m.group(3))
             if rate is not None and t is not None and t > 0:
                 min_s[KERNELS[m.group(1)]] = t
                 rates[KERNELS[m.group(1)]] = rate

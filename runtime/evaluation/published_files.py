@@ -30,6 +30,7 @@ sheet.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -75,6 +76,16 @@ def truth_files(folder: str, fix: str, suffix: str = ".txt") -> list[tuple[str, 
     if not found:
         raise ClprojError(f"{folder} holds no *{suffix} file (nor do its folders)", fix)
     return sorted(found)
+
+
+def read_number(text: str) -> float | None:
+    """A finite number printed in a results file or log, or None: their patterns admit
+    text ``float`` does not ("1.2.3"), and a file may print "inf" or "nan"."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def read_result_text(path: str, fix: str) -> str:

@@ -31,6 +31,7 @@ from clproj.errors import ClprojError
 from clproj.runtime.evaluation.published_files import (
     Identity,
     identify,
+    read_number,
     read_result_text,
     truth_files,
 )
@@ -117,10 +118,8 @@ def _header_value(lines: list[str], *names: str) -> str | None:
 def _number(text: str | None, pattern: str) -> float:
     """The number ``pattern`` captures in a header value, or 0.0 (absent, or "1.2.3")."""
     m = re.search(pattern, text or "")
-    try:
-        return float(m.group(1)) if m else 0.0
-    except ValueError:
-        return 0.0
+    value = read_number(m.group(1)) if m else None
+    return 0.0 if value is None else value
 
 
 def parse_log(path: str, label: str | None = None) -> MixLog:  # noqa: C901
