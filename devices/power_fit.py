@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from clproj.errors import ClprojError
-from clproj.untrusted import is_int
+from clproj.untrusted import is_int, short
 
 
-def is_count(v: Any) -> bool:
+def _is_count(v: Any) -> bool:
     """A whole number of compute units: 1 .. 2^20 (an untrusted results file)."""
     return is_int(v) and 0 < v <= 1 << 20
 
@@ -271,10 +271,10 @@ def rows_from_results(doc: dict[str, Any]) -> list[Row]:
 
             feats["dram_read_byte"] = dram_read_bytes(str(k["microbenchmark"]), feats, k)
         units = k.get("active_units")
-        if units is not None and not is_count(units):
+        if units is not None and not _is_count(units):
             raise ClprojError(
                 f"energy results field kernels[{i}].active_units: expected a whole number of "
-                f"compute units (1 .. 2^20), got {str(units)[:40]!r}",
+                f"compute units (1 .. 2^20), got {short(units, 40)}",
                 "pass a file written by clproj profile-device --power",
             )
         rows.append(

@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901
     return 0
 
 
-def _load_energy(section: dict[str, Any]) -> str:
+def _fit_figures(section: dict[str, Any]) -> str:
     """The fitted energy of a global load instruction and power of a busy compute unit, for
     the fit's title: the figures the width-varied reads and the sparse launch were run for
     (docs/energy.md), absent where they were not."""
@@ -242,7 +242,7 @@ def power(args: argparse.Namespace) -> int:
             ],
             title=f"power fit: static-active {section['static_active_w']:.1f} W, "
             f"idle {section['idle_w']:.1f} W, rms error {100 * fit['rms_relative_error']:.1f}%"
-            + _load_energy(section),
+            + _fit_figures(section),
         )
         stderr.print(f"wrote {args.output}")
         return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from clproj import cl_names
 from clproj.untrusted import is_int
@@ -103,6 +104,11 @@ def note(
         f"shaped by this machine's device's answers ({why}): if the app sized it from "
         "them, it launches another NDRange on another device; projected as launched here"
     )
+
+
+def record_note(record: Any) -> str | None:
+    """:func:`note` of a launch record (``intercept.record.LaunchRecord``)."""
+    return note(record.asked, record.global_size, record.local_size)
 
 
 def check(value: object, bad: Callable[[str], Exception]) -> dict[str, int]:

@@ -64,7 +64,7 @@ def load_kernel_profile(
         return read_kernel_profile(target), None
     from clproj import miniemu
     from clproj.intercept.record import load
-    from clproj.intercept.size_queries import note
+    from clproj.intercept.size_queries import record_note
 
     record = load(target)
     from clproj.runtime.projection.model import record_footprint
@@ -72,7 +72,7 @@ def load_kernel_profile(
     with stderr.status(f"mini-emulating {record.kernel} ({mode}) in Oclgrind..."):
         profile = miniemu.emulate(record, mode=mode, timeout_s=timeout_s).to_dict()
     profile["launch"]["footprint_bytes"] = record_footprint(record)
-    return profile, note(record.asked, record.global_size, record.local_size)
+    return profile, record_note(record)
 
 
 MAX_PROFILE_BYTES = 64 << 20

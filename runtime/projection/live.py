@@ -119,9 +119,9 @@ def _header(record: Any) -> dict[str, Any]:
 def _asked(record: Any) -> dict[str, Any]:
     """The launch-sizing answers the app read before ``record``'s launch, and what that
     means for its projection (intercept.size_queries); empty when it read none."""
-    from clproj.intercept.size_queries import note
+    from clproj.intercept.size_queries import record_note
 
-    said = note(record.asked, record.global_size, record.local_size)
+    said = record_note(record)
     return {"asked": dict(record.asked), "note": said} if said else {}
 
 

@@ -23,8 +23,8 @@ reads of several load widths), counted as memory power: a kernel of narrow loads
 costs more than one moving the same bytes in float4s. Without that field the projection
 is exactly the version 2 one. A version 4 section also prices each compute unit the
 launch keeps busy (``power_per_active_unit_w`` x its work-groups, at most the device's
-units, for the whole projected time): a latency-bound kernel on every unit draws that power while doing
-little work. The spec rule (no power microbenchmarks) prices an
+units, for the whole projected time): a latency-bound kernel on every unit draws that
+power while doing little work. The spec rule (no power microbenchmarks) prices an
 operation at the dynamic budget (TDP - static) over the device's rate for its class, and
 a byte at that budget over the sheet bandwidth: the compute (memory) part is the budget x the share of the projected time the ALUs (DRAM)
 would be busy at peak rate, the projected utilisation of each resource.
@@ -151,7 +151,7 @@ def project_power(projection: Any, kernel_profile: dict[str, Any], device: Any) 
             memory_j += global_loads(doc["total"]) * float(per_load)
         compute_w, memory_w = compute_j / t, memory_j / t
         per_unit = float(section.get("power_per_active_unit_w") or 0.0)
-        units_w = active_units(projection, kernel_profile, device) * per_unit if per_unit else 0.0
+        units_w = active_units(projection, kernel_profile, device) * per_unit
     else:
         budget = max(0.0, tdp - static)
         busy_c = sum(float(s) for s in details.get("compute_by_class", {}).values())
