@@ -144,7 +144,8 @@ def print_projections(
         [
             "kernel",
             "measured",
-            *(d + (" (LOW confidence)" if d in low else "") for d in devices),
+            # the flag on a line of its own: a narrow column wraps a header at its blanks
+            *(d + ("\n(LOW confidence)" if d in low else "") for d in devices),
             "recommended",
             "profile",
             "projected",
