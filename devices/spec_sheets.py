@@ -1162,6 +1162,27 @@ SPECS += (
     ),
     variant(
         "r9-fury-x-spec",
+        key="r9-nano-spec",
+        name="AMD Radeon R9 Nano",
+        tdp_w=175,
+        clock_mhz=1000,
+        notes="the full Fiji chip (64 CUs) at up to 1000 MHz (8.19 TFLOPS fp32) in a 175 W "
+        "card, 4 GB of HBM at 512 GB/s; the rest as r9-fury-x-spec (the same chip)",
+        sources=("AMD Radeon R9 Nano product sheet", "AMD GCN3 ISA guide"),
+    ),
+    variant(
+        "r9-fury-x-spec",
+        key="firepro-s9300-x2-spec",
+        name="AMD FirePro S9300 x2 (one GPU)",
+        tdp_w=150,
+        clock_mhz=850,
+        notes="one of the board's two Fiji GPUs (OpenCL shows each as a device): 64 CUs at "
+        "850 MHz (6.96 of the board's 13.9 TFLOPS fp32), 4 GB of HBM at 512 GB/s, half the "
+        "300 W board; the rest as r9-fury-x-spec (the same chip)",
+        sources=("AMD FirePro S9300 x2 datasheet", "AMD GCN3 ISA guide"),
+    ),
+    variant(
+        "r9-fury-x-spec",
         key="mi25-spec",
         name="AMD Radeon Instinct MI25",
         arch="GCN5 (Vega 10, gfx900)",

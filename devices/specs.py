@@ -343,6 +343,11 @@ SPEC_PROBES: tuple[tuple[str, str], ...] = (
     ("295x2", "r9-295x2-spec"),
     ("290x", "r9-290x-spec"),
     ("hawaii", "r9-290x-spec"),
+    # Fiji boards before the chip's own name (AMD's runtimes call every one "Fiji")
+    ("fury nano", "r9-nano-spec"),
+    ("r9 nano", "r9-nano-spec"),
+    ("fiji nano", "r9-nano-spec"),
+    ("s9300", "firepro-s9300-x2-spec"),
     ("fury", "r9-fury-x-spec"),
     ("fiji", "r9-fury-x-spec"),
     ("7850k", "a10-7850k-gpu-spec"),
@@ -379,28 +384,32 @@ def spec_for_file_name(name: str) -> Spec | None:
     ``nvidia-gtx980ti``.
 
     Why apart from :func:`spec_for`: people name files in words joined by ``-``, ``_``,
-    ``/`` or nothing at all, while devices name themselves in words joined by spaces. The
-    name is read first as a device name is (:func:`spec_for`: its words joined by spaces),
-    then with its separators removed against the probes with their spaces removed; a match
-    in that second reading must lie inside one word of the name or begin and end on its
-    word boundaries, so ``gtx980ti`` finds "gtx 980 ti" and ``titan-xp`` "titan xp", while
-    ``titan-x-pascal`` is not read as "titan xp" + "ascal".
+    ``/`` or nothing at all, while devices name themselves in words joined by spaces. Each
+    probe, in the table's order (a board before its chip), is looked for in two readings
+    of the name: its words joined by spaces (as :func:`spec_for` reads a device name), and
+    its words run together against the probe with its spaces removed, where a match must
+    lie inside one word of the name or begin and end on its word boundaries. So
+    ``gtx980ti`` finds "gtx 980 ti", ``titan-xp`` "titan xp" and ``furynano`` "fury nano"
+    (before "fury"), while ``titan-x-pascal`` is not read as "titan xp" + "ascal".
     """
-    sheet = spec_for(name)
-    if sheet is not None:
-        return sheet
     words = re.findall(r"[a-z0-9]+", name.lower())
-    compact = "".join(words)
+    spaced, compact = " ".join(words), "".join(words)
     bounds = set(itertools.accumulate((len(w) for w in words), initial=0))
-    for probe, key in SPEC_PROBES:
+
+    def run_together(probe: str) -> bool:
         tight = probe.replace(" ", "")
         start = compact.find(tight)
         while start >= 0:
             end = start + len(tight)
             inside = {b for b in bounds if start < b < end}
             if not inside or {start, end} <= bounds:
-                return _sheet(key)
+                return True
             start = compact.find(tight, start + 1)
+        return False
+
+    for probe, key in SPEC_PROBES:
+        if probe in spaced or run_together(probe):
+            return _sheet(key)
     return None
 
 

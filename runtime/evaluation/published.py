@@ -302,7 +302,7 @@ def _babelstream(  # noqa: C901
             f"{truth_dir}: no BabelStream results file could be read", "; ".join(errors)[:300]
         )
     profiles, devs = _identified(
-        spec, [(r.label, r.device_name, _babel_tag(r)[1:], pbs.identity(r)) for r in results]
+        spec, [(r.label, r.device_name, _babel_config(r), pbs.identity(r)) for r in results]
     )
     judged = [r for r, d in zip(results, devs, strict=True) if d.status == "judged"]
     kernels = sorted({k for r in results for k in r.min_s}, key=list(pbs.KERNELS.values()).index)
@@ -316,6 +316,7 @@ def _babelstream(  # noqa: C901
     for tag, need in sorted(needs.items()):
         args = ["-s", str(need.elements), "-n", "2"]
         args += ["--float"] if need.precision == "float" else []
+        args += ["--only", "All"] if "nstream" in need.min_s else []  # Classic has no Nstream
         run = record_run(work, binary, tag, args, kernels, timeout_s, on_start=on_start)
         val.runs.append(run)
         runs[tag] = run
@@ -336,7 +337,7 @@ def _babelstream(  # noqa: C901
         if tag not in docs:
             d.status = "run failed"
             continue
-        for kernel, t in r.min_s.items():
+        for kernel, t in r.time_s.items():
             doc = docs[tag].get(kernel, {})
             if kernel == "stream_dot" and doc:
                 doc = _dot_as_launched(dots[tag], r, by_key[str(d.profile)]) or doc
@@ -363,8 +364,20 @@ def _babelstream(  # noqa: C901
 
 def _babel_tag(result: Any) -> str:
     """The recording a BabelStream result needs: ``s<elements>``, ``-float`` in FP32 (the
-    app's ``--float``)."""
-    return f"s{result.elements}" + ("-float" if result.precision == "float" else "")
+    app's ``--float``), ``-all`` where it has Nstream (the app's ``--only All``: its
+    default, the classic five kernels, leaves Nstream out)."""
+    return (
+        f"s{result.elements}"
+        + ("-float" if result.precision == "float" else "")
+        + ("-all" if "nstream" in result.min_s else "")
+    )
+
+
+def _babel_config(result: Any) -> str:
+    """A BabelStream result's array size, and its programming model where not OpenCL
+    ("33554432 (CUDA)")."""
+    model = result.implementation
+    return _elements_text(result) + (f" ({model})" if model.lower() not in ("", "opencl") else "")
 
 
 def _elements_text(result: Any) -> str:

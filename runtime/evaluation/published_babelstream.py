@@ -26,11 +26,23 @@ of preference:
    the kernels, rounded to 4 significant digits (the printed rate and time carry about 6,
    so the estimate's own error is far below that rounding).
 
+The printed Min carries five decimals (0.00018 s on an H100 at the default size: 2
+significant digits), the rate column seven or more digits of the same minimum
+(``MBytes/sec = weight x bytes x elements / Min``), so where the element count is known
+and the rate's unit is printed (``MBytes/sec``, ``MB/s``, ``MiB/s``...) the time is read
+back from the rate; it is kept only if it rounds to the printed Min (else the Min is the
+truth, and the file's rate means something this reader does not know).
+
 A results folder may be the flat ``results/v1.0/opencl/`` or a tree such as
 ``results/v2.0/<device>/<implementation>.txt``: every ``*.txt`` below it is read, labelled
-by its path (``k20x/ocl.txt`` is ``k20x-ocl``), and those whose ``Implementation:`` line
-names another programming model (CUDA, Kokkos, OpenMP...) are left out, counted in one
-line: only the OpenCL implementation is what ``clproj`` records and projects.
+by its path (``k20x/ocl.txt`` is ``k20x-ocl``). The OpenCL, CUDA and HIP implementations
+are judged: their streaming kernels are the same one-element-per-work-item loops
+(``src/ocl``, ``src/cuda``, ``src/hip``), so the OpenCL kernel ``clproj`` records is the
+computation their times measured; Dot is projected in the launch a file prints, else the
+OpenCL app's (:func:`dot_launch`; HIP prints none). Files of other
+models (Kokkos, OpenMP, SYCL, RAJA...: other code generators, CPU threading) and runs on
+managed or page-fault memory (``Memory: MANAGED``: the time includes page migration) are
+left out, counted in one line each.
 """
 
 from __future__ import annotations
@@ -75,8 +87,21 @@ PROFILES: dict[str, tuple[str, str]] = {
 }
 
 # Results file's function name -> the OpenCL kernel BabelStream launches for it.
-KERNELS = {"Copy": "copy", "Mul": "mul", "Add": "add", "Triad": "triad", "Dot": "stream_dot"}
-ARRAYS_MOVED = {"Copy": 2, "Mul": 2, "Add": 3, "Triad": 3, "Dot": 2}
+KERNELS = {
+    "Copy": "copy", "Mul": "mul", "Add": "add", "Triad": "triad", "Dot": "stream_dot",
+    "Nstream": "nstream",
+}  # fmt: skip
+# Arrays each kernel reads or writes once (BabelStream's own "weight" of its bandwidth)
+ARRAYS_MOVED = {"Copy": 2, "Mul": 2, "Add": 3, "Triad": 3, "Dot": 2, "Nstream": 4}
+# The programming models whose results are judged (module docstring), lower case
+JUDGED_IMPLEMENTATIONS = ("opencl", "cuda", "hip")
+# Bytes of the unit a rate column is printed in, by its header ("MBytes/sec" is 10^6 bytes
+# in every version, also before 2.0 when the array size line printed 2^20-byte MB)
+RATE_UNIT_BYTES = {
+    "MBytes/sec": 1e6, "MiBytes/sec": 2.0**20, "GBytes/sec": 1e9, "GiBytes/sec": 2.0**30,
+    "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+    "KiB/s": 2.0**10, "MiB/s": 2.0**20, "GiB/s": 2.0**30, "TiB/s": 2.0**40,
+}  # fmt: skip
 
 
 @dataclass
@@ -85,7 +110,7 @@ class BabelResult:
 
     label: str  # the file stem
     path: str
-    device_name: str  # the "Using OpenCL device" line ("" where the file names none)
+    device_name: str  # the "Using <model> device" line ("" where the file names none)
     precision: str  # "double" or "float"
     elements: int
     elements_from: str  # "resize line", "element count line", "csv rows", "array size line"
@@ -96,21 +121,32 @@ class BabelResult:
     # Dot's launch on the device, as the file prints it ("Reduction kernel config: 120
     # groups of size 1024"); None where it prints none
     dot_config: tuple[int, int] | None = None
+    memory: str = ""  # the "Memory:" line (DEFAULT, MANAGED, PAGEFAULT; "" where none)
+    # per kernel the truth: the time read back from the rate column where it rounds to the
+    # printed Min, else the Min (module docstring)
+    time_s: dict[str, float] = field(default_factory=dict)
+    from_rate: tuple[str, ...] = ()  # the kernels whose time_s was read from the rate
 
     @property
     def element_bytes(self) -> int:
         return 4 if self.precision == "float" else 8
 
 
-_ROW = re.compile(r"^(Copy|Mul|Add|Triad|Dot)\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)\s")
+_ROW = re.compile(r"^(Copy|Mul|Add|Triad|Dot|Nstream)\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)\s")
 # --csv: function,num_times,n_elements,sizeof,max_<unit>_per_sec,min_runtime,max_runtime,...
 _CSV_ROW = re.compile(
-    r"^(Copy|Mul|Add|Triad|Dot),\s*\d+,\s*(\d+),\s*(\d+),\s*([0-9.eE+-]+),\s*([0-9.eE+-]+),"
+    r"^(Copy|Mul|Add|Triad|Dot|Nstream),\s*\d+,\s*(\d+),\s*(\d+),\s*([0-9.eE+-]+),\s*([0-9.eE+-]+),"
 )
 _RESIZE = re.compile(r"Resizing array from \d+ to (\d+)")
 _ELEMENTS = re.compile(r"^Number of elements:\s*(\d+)")
 _ARRAY = re.compile(r"^Array size:\s*([0-9.]+)\s*(MiB|MB|GiB|GB|KiB|KB|TiB|TB)\b")
-_DOT_CONFIG = re.compile(r"^Reduction kernel config:\s*(\d+) groups of size (\d+)")
+_DOT_CONFIG = re.compile(r"^Reduction kernel config:\s*(\d+) groups of (?:\(fixed\) )?size (\d+)")
+# "Using OpenCL device NAME", "Using HIP device NAME"; version 5's CUDA prints
+# 'CUDA Device 0: "NAME" 132 SMs(9,0) ...'
+_USING = re.compile(r"^Using (\S+) device (.+)$")
+_CUDA_DEVICE = re.compile(r'^CUDA Device \d+:\s*"([^"]+)"')
+_HEADER = re.compile(r"^Function\s+(\S+)\s+Min")
+_MEMORY = re.compile(r"^Memory(?: Allocation)?:\s*(\w+)")
 _VERSION = re.compile(r"^Version:\s*(\d+)(?:\.(\d+))?")
 # Bytes of each unit an "Array size" line may print, from version 2.0 on; before it
 # GPU-STREAM printed 2^20-byte megabytes as "MB".
@@ -133,10 +169,18 @@ def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: 
     array: tuple[float, str] | None = None
     min_s: dict[str, float] = {}
     rates: dict[str, float] = {}
+    printed: dict[str, str] = {}  # kernel -> its Min as printed (the table rows)
+    unit_bytes, memory = 0.0, ""
     for line in lines:
         text = line.strip()
-        if text.startswith("Using OpenCL device"):
-            device = text[len("Using OpenCL device") :].strip()
+        if m := _USING.match(text):
+            device = m.group(2).strip()
+        elif m := _CUDA_DEVICE.match(text):
+            device = m.group(1).strip()
+        elif m := _HEADER.match(text):
+            unit_bytes = RATE_UNIT_BYTES.get(m.group(1), 0.0)
+        elif m := _MEMORY.match(text):
+            memory = m.group(1).upper()
         elif text.startswith("Implementation:"):
             implementation = text.split(":", 1)[1].strip()
         elif m := _VERSION.match(text):
@@ -166,14 +210,15 @@ def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: 
             if rate is not None and t is not None and t > 0:
                 min_s[KERNELS[m.group(1)]] = t
                 rates[KERNELS[m.group(1)]] = rate
+                printed[KERNELS[m.group(1)]] = m.group(3)
     if not min_s:
         raise ClprojError(
-            f"{path}: not a BabelStream results file (no Copy/Mul/Add/Triad/Dot row with a "
+            f"{path}: not a BabelStream results file (no Copy/Mul/Add/Triad/Dot/Nstream row with a "
             "Min (sec) time)",
             "pass the folder of BabelStream's published *.txt results",
         )
     result = BabelResult(
-        label, path, device, precision, 0, "", min_s, rates, implementation, dot_config
+        label, path, device, precision, 0, "", min_s, rates, implementation, dot_config, memory
     )
     if exact:
         result.elements, result.elements_from = exact
@@ -185,7 +230,39 @@ def parse_results(path: str, label: str | None = None) -> BabelResult:  # noqa: 
     else:
         result.elements = derived_elements(rates, min_s, result.element_bytes)
         result.elements_from = "derived from rates"
+    result.time_s = dict(min_s)
+    if unit_bytes and result.elements:
+        read = {k: rate_time(result, k, unit_bytes, printed[k]) for k in printed}
+        result.time_s.update({k: t for k, t in read.items() if t is not None})
+        result.from_rate = tuple(k for k, t in read.items() if t is not None)
     return result
+
+
+# Relative slack on a rate-read time beyond the printed Min's rounding: the element count
+# of an "Array size" line is itself rounded (268.4 MB: 0.02 %; 4 significant digits where
+# derived from the rates: 0.05 %)
+RATE_SLACK = 1e-3
+
+
+def rate_time(result: BabelResult, kernel: str, unit_bytes: float, min_text: str) -> float | None:
+    """``kernel``'s time read back from its rate column, or None where it does not round
+    to the printed Min (``min_text``) (module docstring)."""
+    rate = result.rate_mbs.get(kernel, 0.0)
+    names = {v: k for k, v in KERNELS.items()}
+    if rate <= 0:
+        return None
+    moved = ARRAYS_MOVED[names[kernel]] * result.element_bytes * result.elements
+    t = moved / (rate * unit_bytes)
+    t_min = result.min_s[kernel]
+    return t if abs(t - t_min) <= printed_half_step(min_text) + RATE_SLACK * t_min else None
+
+
+def printed_half_step(text: str) -> float:
+    """Half the last printed digit's step of a number as printed ("0.00124": 5e-6;
+    "1.24e-05": 5e-8): how far the true value may lie from it."""
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
 
 
 def dot_launch(result: BabelResult, profile: Any) -> tuple[int, int] | None:
@@ -224,25 +301,34 @@ def derived_elements(rates: dict[str, float], min_s: dict[str, float], element_b
 
 
 def load_results(folder: str) -> tuple[list[BabelResult], list[str]]:
-    """Every OpenCL results file at or below ``folder``, and one error line per file that
-    failed (plus one line counting the files of other implementations left out)."""
+    """Every judged results file at or below ``folder`` (OpenCL, CUDA, HIP on the device's
+    own memory), and one error line per file that failed (plus one line each counting the
+    files of other implementations and of managed memory left out)."""
     fix = "pass BabelStream's folder (it has results/v1.0/opencl/) or --truth DIR"
     results, errors = [], []
     others: dict[str, int] = {}
+    managed: dict[str, int] = {}
     for label, path in truth_files(folder, fix):
         try:
             result = parse_results(path, label)
         except ClprojError as exc:
             errors.append(exc.cause)
             continue
-        if result.implementation and result.implementation.lower() != "opencl":
+        if result.implementation and result.implementation.lower() not in JUDGED_IMPLEMENTATIONS:
             others[result.implementation] = others.get(result.implementation, 0) + 1
-            continue
-        results.append(result)
+        elif result.memory not in ("", "DEFAULT"):
+            managed[result.memory] = managed.get(result.memory, 0) + 1
+        else:
+            results.append(result)
     if others:
         names = ", ".join(f"{n} {k}" for k, n in sorted(others.items()))
         errors.append(f"{folder}: left out {sum(others.values())} results of other "
-                      f"implementations ({names}): clproj records BabelStream's OpenCL one")  # fmt: skip
+                      f"implementations ({names}): clproj judges BabelStream's OpenCL, CUDA "
+                      "and HIP ones (the same kernels)")  # fmt: skip
+    if managed:
+        names = ", ".join(f"{n} {k}" for k, n in sorted(managed.items()))
+        errors.append(f"{folder}: left out {sum(managed.values())} results on managed or "
+                      f"page-fault memory ({names}): their times include page migration")  # fmt: skip
     return results, errors
 
 

@@ -135,6 +135,16 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
     (truth / "amd-radeon-7970.txt").write_text(
         text + "Dot         1000.0      0.00300     0.0031\n"
     )
+    # Version 5's CUDA output with Nstream: judged (the same kernels), its time read back
+    # from the rate column, recorded by a run of its own with the app's "--only All".
+    (truth / "k20x-v5.txt").write_text(
+        "BabelStream\nVersion: 5.0\nImplementation: CUDA\nNumber of elements: 65536\n"
+        "Precision: double\n"
+        'CUDA Device 0: "Tesla K20X" 14 SMs(3,5) Memory: 2600 MHz x 384-bit\n'
+        "Function    MBytes/sec  Min (sec)   Max         Average\n"
+        "Copy        104857.600  0.00001     0.00002     0.00001\n"
+        "Nstream     116508.444  0.00002     0.00004     0.00003\n"
+    )
     work, report = tmp_path / "work", tmp_path / "report"
     args = ["validate-published", BABEL, "--truth", str(truth), "--work", str(work)]
     res = clproj(*args, "--devices", "truth,local,h100-sxm-spec", "--json", "--report", str(report))
@@ -146,11 +156,19 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
     assert devs["amd-radeon-7970"]["config"] == "65536"
     assert devs["nvidia-gtx-580"]["status"] in ("judged", "no profile")
     runs = {r["tag"]: r for r in out["runs"]}
-    assert set(runs) == {"s65536", "s131072-float"} and runs["s65536"]["records"] == 5
+    assert set(runs) == {"s65536", "s131072-float", "s65536-all"}
+    assert runs["s65536"]["records"] == 5
+    assert runs["s65536-all"]["args"][-2:] == ["--only", "All"]
+    assert runs["s65536-all"]["records"] == 6  # the five and Nstream
+    assert (devs["k20x-v5"]["status"], devs["k20x-v5"]["config"]) == ("judged", "65536 (CUDA)")
     assert runs["s131072-float"]["args"][-1] == "--float" and runs["s131072-float"]["records"] == 5
-    assert devs["amd-r9-fury-x"]["config"] == "131072-float"  # 0.5 MiB of floats
+    assert devs["amd-r9-fury-x"]["config"] == "131072 float"  # 0.5 MiB of floats
     ks = {k["kernel"]: k for k in out["kernels"]}
-    assert set(ks) == {"copy", "mul", "add", "triad", "stream_dot"}
+    assert set(ks) == {"copy", "mul", "add", "triad", "stream_dot", "nstream"}
+    # 2 x 8 bytes x 65536 / 104857.6 MB/s = 10 us: the rate's digits, where Min prints 1
+    assert ks["copy"]["measured_s"]["k20x-v5"] == pytest.approx(1e-5, rel=1e-9)
+    assert ks["nstream"]["measured_s"]["k20x-v5"] == pytest.approx(4 * 8 * 65536 / 116508.444e6)
+    assert ks["nstream"]["projected_s"]["k20x-v5"] > ks["copy"]["projected_s"]["k20x-v5"]
     # Dot reads two arrays as copy does (and writes 128 sums): in the app's GPU launch it
     # is about copy's time; as recorded (a few dozen work-items) it would be 100x more.
     dot = ks["stream_dot"]["projected_s"]["amd-radeon-7970"]
@@ -160,7 +178,7 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
     per = out["summary"]["babelstream"]["per_device"]["amd-radeon-7970"]
     assert per["kernels"] == 5
     ratios = [ks[k]["projected_s"]["amd-radeon-7970"] / ks[k]["measured_s"]["amd-radeon-7970"]
-              for k in ks]  # fmt: skip
+              for k in ks if "amd-radeon-7970" in ks[k]["measured_s"]]  # fmt: skip
     assert per["mape"] == pytest.approx(sum(abs(r - 1) for r in ratios) / 5)
     # A GPU without a results file gets Dot in the app's GPU launch too (528 groups of 1024
     # on the H100's 132 SMs), not the 32 work-items recorded here.
@@ -168,7 +186,7 @@ def test_babelstream_end_to_end_at_a_tiny_size(tmp_path):
             if p["device"] == "h100-sxm-spec"}  # fmt: skip
     assert 0.5 < h100[("65536 elements", "stream_dot")] / h100[("65536 elements", "copy")] < 2
     assert {p["kernel"] for p in out["projected_only"]} == {"copy", "mul", "add", "triad",
-                                                            "stream_dot"}  # fmt: skip
+                                                            "stream_dot", "nstream"}  # fmt: skip
     page = (report / "index.html").read_text(encoding="utf-8")
     assert "amd-radeon-7970" in page and "triad" in page and "scatter_babelstream.png" in page
     assert (report / "scatter_babelstream.png").exists()

@@ -62,6 +62,10 @@ def write(path: str, text: str) -> None:
         ("s9150_ecc_on", "firepro-s9150-spec"),
         ("setonix-mi250x-gcd0", "mi250x-gcd-spec"),
         ("titan-x-pascal", "titan-x-pascal-spec"),  # "titan xp" would end inside "pascal"
+        ("v2.0/furynano/hip", "r9-nano-spec"),  # a Fiji board by its name, not "fury"
+        ("v1.0/hip/amd-fiji-nano", "r9-nano-spec"),
+        ("v2.0/s9300x2/hip", "firepro-s9300-x2-spec"),
+        ("v2.0/furyx/ocl", "r9-fury-x-spec"),
         ("haswell/ocl", None),
         ("results", None),
     ],
@@ -97,6 +101,9 @@ def test_a_file_name_names_its_device(name: str, key: str | None) -> None:
         ("GeForce GTX TITAN X", "gtx-titan-x-spec"),  # Maxwell
         ("NVIDIA GeForce GTX 1080 Ti", "gtx-1080-ti-spec"),
         ("AMD Radeon VII", "radeon-vii-spec"),  # fp64 1/4, where the MI50 has 1/2
+        ("AMD Radeon R9 Nano", "r9-nano-spec"),
+        ("AMD FirePro S9300 x2", "firepro-s9300-x2-spec"),
+        ("AMD Radeon R9 Fury X", "r9-fury-x-spec"),
         ("Radeon Instinct MI25", "mi25-spec"),
         ("AMD Instinct MI250", "mi250x-gcd-spec"),  # "mi25" comes after "mi250"
         ("AMD Instinct MI210", "mi210-spec"),
@@ -204,9 +211,11 @@ def test_babelstream_tree_of_later_versions(tmp_path) -> None:
     )
     results, errors = pbs.load_results(root)
     by = {r.label: r for r in results}
-    assert sorted(by) == ["v2.0-k20x-ocl", "v5-csv-run", "v5-mystery"]
-    assert len(errors) == 1 and "left out 2 results of other implementations" in errors[0]
-    assert "1 CUDA, 1 KOKKOS" in errors[0] and "\n" not in errors[0]
+    # CUDA runs the same kernels (judged); Kokkos is another code generator (left out)
+    assert sorted(by) == ["v2.0-k20x-cuda", "v2.0-k20x-ocl", "v5-csv-run", "v5-mystery"]
+    assert len(errors) == 1 and "left out 1 results of other implementations" in errors[0]
+    assert "(1 KOKKOS)" in errors[0] and "\n" not in errors[0]
+    assert by["v2.0-k20x-cuda"].device_name == "Tesla K20X"
     k20x = by["v2.0-k20x-ocl"]
     # From version 2.0 GPU-STREAM's MB is 10^6 bytes: 268.4 MB of doubles, not 2^20-byte MB.
     assert (k20x.elements, k20x.elements_from) == (33_550_000, "array size line")
@@ -216,6 +225,9 @@ def test_babelstream_tree_of_later_versions(tmp_path) -> None:
     assert pbs.identity(mystery).matched_by == "device name"
     assert pbs.identity(mystery).key == "titan-xp-spec"
     assert mystery.dot_config is None  # the file prints none
+    # the time read back from the rate: 2 arrays x 8 bytes x 33554432 / 433585.615 MB/s
+    assert mystery.min_s["copy"] == 0.00124 and mystery.from_rate == ("copy",)
+    assert mystery.time_s["copy"] == pytest.approx(16 * 33_554_432 / 433585.615e6, rel=1e-9)
     csv = by["v5-csv-run"]
     assert (csv.elements, csv.elements_from, csv.precision) == (16_777_216, "csv rows", "float")
     assert csv.min_s == {"copy": 0.000876, "triad": 0.001311}
@@ -372,3 +384,52 @@ def test_babelstream_numbers_that_do_not_parse_are_no_traceback(tmp_path) -> Non
     results, errors = pbs.load_results(str(tmp_path))
     assert [(r.label, r.elements_from) for r in results] == [("a", "derived from rates")]
     assert len(errors) == 1 and "b.txt: not a BabelStream results file" in errors[0]
+
+
+V5_CUDA = (
+    "BabelStream\nVersion: 5.0\nImplementation: CUDA\nRunning kernels 100 times\n"
+    "Precision: double\nArray size: 268.4 MB (=0.3 GB)\nTotal size: 805.3 MB (=0.8 GB)\n"
+    'CUDA Device 0: "NVIDIA H100 80GB HBM3" 132 SMs(9,0) Memory: 2619 MHz x 5120-bit\n'
+    "Memory Allocation: {memory}\n"
+    "Reduction kernel config: 528 groups of (fixed) size 1024\n"
+    "Function    MBytes/sec  Min (sec)   Max         Average\n"
+    "Copy        3055593.947 0.00018     0.00018     0.00018\n"
+    "Triad       3303793.889 0.00024     0.00025     0.00024\n"
+    "Nstream     3000000.000 0.00036     0.00037     0.00036\n"
+)
+
+
+def test_babelstream_version_5_cuda_output(tmp_path) -> None:
+    """Version 5's CUDA names its device in quotes, fixes Dot's group size and runs Nstream;
+    its runs on managed memory are left out (page migration in the time)."""
+    write(str(tmp_path / "h100.txt"), V5_CUDA.format(memory="DEFAULT"))
+    write(str(tmp_path / "h100-managed.txt"), V5_CUDA.format(memory="MANAGED"))
+    results, errors = pbs.load_results(str(tmp_path))
+    (h100,) = results
+    assert len(errors) == 1 and "left out 1 results on managed" in errors[0]
+    assert (h100.device_name, h100.implementation) == ("NVIDIA H100 80GB HBM3", "CUDA")
+    assert pbs.identity(h100).key == "h100-sxm-spec"
+    assert h100.dot_config == (528, 1024)
+    assert h100.elements == 33_550_000 and set(h100.min_s) == {"copy", "triad", "nstream"}
+    # 0.00018 s printed is 2 digits: the rate gives the time to 7 (and rounds to the Min)
+    assert h100.time_s["copy"] == pytest.approx(16 * 33_550_000 / 3055593.947e6, rel=1e-9)
+    assert h100.time_s["nstream"] == pytest.approx(32 * 33_550_000 / 3e12, rel=1e-9)
+    assert set(h100.from_rate) == {"copy", "triad", "nstream"}
+
+
+def test_a_rate_that_does_not_round_to_the_printed_min_is_not_used(tmp_path) -> None:
+    """A rate column in another unit than its header says (here MiB/s printed as MB/s)
+    gives a time off the printed Min: the Min stays the truth."""
+    mib = 16 * 33_550_000 / 0.00124 / 2**20  # the copy's rate in MiB/s
+    text = V5_CUDA.format(memory="DEFAULT").replace("3055593.947 0.00018", f"{mib:.3f}  0.00124")
+    write(str(tmp_path / "odd.txt"), text)
+    (odd,) = pbs.load_results(str(tmp_path))[0]
+    assert odd.time_s["copy"] == odd.min_s["copy"] == 0.00124
+    assert "copy" not in odd.from_rate
+
+
+@pytest.mark.parametrize(
+    ("text", "half"), [("0.00124", 5e-6), ("0.1", 0.05), ("12", 0.5), ("1.24e-05", 5e-8)]
+)
+def test_printed_half_step(text: str, half: float) -> None:
+    assert pbs.printed_half_step(text) == pytest.approx(half)
