@@ -328,13 +328,13 @@ def write_results(result: dict[str, Any], path: str) -> None:
 
 def load_results(path: str) -> dict[str, Any]:
     """Read and validate a results file (rejects other formats and newer versions)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except (OSError, ValueError) as exc:
+    from clproj.untrusted import read_json_file
+
+    obj = read_json_file(path, "bench results", 256 << 20, "pass a file written by `clproj bench`")
+    if not isinstance(obj, dict):
         raise ClprojError(
-            f"cannot read bench results {path}: {exc}", "pass a file written by `clproj bench`"
-        ) from exc
+            f"bench results {path}: not a JSON object", "pass a file written by `clproj bench`"
+        )
     validate_results(obj)
     return obj
 

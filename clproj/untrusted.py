@@ -10,6 +10,7 @@ regular file and reads at most a stated number of bytes; each failure is one
 
 from __future__ import annotations
 
+import json
 import math
 import mmap
 import os
@@ -81,6 +82,34 @@ def read_regular_file(path: str, what: str, max_bytes: int, fix: str | None = No
         return bytes(buf)
     finally:
         os.close(fd)
+
+
+def read_json_file(path: str, what: str, max_bytes: int, fix: str | None = None) -> object:
+    """The JSON document in ``path``, read as :func:`read_regular_file` reads (a regular
+    file of at most ``max_bytes``); text that is not UTF-8 (a byte-order mark is allowed),
+    not JSON, or nested past the parser's recursion limit is one :class:`ClprojError`
+    naming the file.
+
+    Why one reader: every JSON file a user passes (profiles, kernel profiles, results) can
+    be ``/dev/zero``, a FIFO, a gigabyte or ``[[[[...`` a hundred thousand deep; each such
+    file must be the same one line, whichever command was given it.
+    """
+    raw = read_regular_file(path, what, max_bytes, fix)
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise ClprojError(f"{what} {path} is not UTF-8 text ({exc.reason})", fix) from None
+    except json.JSONDecodeError as exc:
+        raise ClprojError(
+            f"{what} {path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            fix,
+        ) from None
+    except RecursionError:
+        raise ClprojError(f"{what} {path} nests JSON too deeply", fix) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ClprojError(
+            f"{what} {path} is not usable JSON: {short(str(exc), 120)}", fix
+        ) from None
 
 
 def map_regular_file(path: str, what: str, size: int, fix: str | None = None) -> mmap.mmap:

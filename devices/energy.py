@@ -207,13 +207,7 @@ def validate_results(doc: Any) -> dict[str, Any]:  # noqa: C901
 def read_results(path: str) -> dict[str, Any]:
     """A ``clproj.energy-results`` file, read and checked as untrusted input: what every
     reader of measured windows or microbenchmark readings opens it with."""
-    import json
-
-    from clproj.untrusted import read_regular_file
+    from clproj.untrusted import read_json_file
 
     fix = "pass a file written by clproj profile-device --power or benchmarks/energy_run.py"
-    try:
-        doc = json.loads(read_regular_file(path, "energy results", 256 << 20, fix))
-    except ValueError as exc:
-        raise ClprojError(f"energy results {path}: not JSON ({exc})", fix) from None
-    return validate_results(doc)
+    return validate_results(read_json_file(path, "energy results", 256 << 20, fix))

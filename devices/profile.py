@@ -24,6 +24,7 @@ from typing import Any
 from clproj.devices.launch_rules import NullLocalRule, rule_for
 from clproj.errors import ClprojError
 from clproj.stats_table import INSTRUCTION_CLASSES
+from clproj.untrusted import read_json_file
 
 FORMAT = "clproj.device-profile"
 VERSION = 1
@@ -222,13 +223,13 @@ class DeviceProfile:
 # --------------------------------------------------------------------------- lookup
 
 
+# A device profile is tens of KiB (the measured H200's: 49 KiB); past this it is not one.
+MAX_PROFILE_BYTES = 16 << 20
+PROFILE_FIX = "pass a device profile JSON file (clproj profile-device, or a shipped one)"
+
+
 def _read(path: Path) -> DeviceProfile:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
-        raise ClprojError(
-            f"cannot read device profile {path}: {exc}", "pass a valid profile JSON file"
-        ) from exc
+    doc = read_json_file(str(path), "device profile", MAX_PROFILE_BYTES, PROFILE_FIX)
     try:
         return DeviceProfile(doc, str(path))
     except ClprojError as exc:
@@ -259,7 +260,7 @@ def load_profile(path_or_key: str) -> DeviceProfile:
         if not p.exists():
             raise ClprojError(f"no device profile file {p}", "check the path")
         return _read(p)
-    for path in profile_paths():
+    for path in profile_paths():  # the project's own files: only their keys read here
         try:
             key = json.loads(path.read_text()).get("key")
         except (OSError, json.JSONDecodeError):

@@ -10,6 +10,7 @@ microbenchmarks) is checked here too.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from clproj.devices.launch_rules import validate_rule
@@ -21,12 +22,15 @@ from clproj.devices.profile import (
     VERSION,
 )
 from clproj.errors import ClprojError
-from clproj.untrusted import BadField, field_at
+from clproj.untrusted import BadField, field_at, short
 
 _IDENTITY_KINDS = ("GPU", "CPU", "ACCELERATOR", "OTHER")
 _SOURCE_KINDS = ("measured", "spec", "mixed")
 # "low": a generic profile (devices/local.py) not measured on the device; outputs flag it.
 _CONFIDENCE = ("normal", "low")
+# A key names a table column, a cache file and a --devices item: no blank, no path
+# separator (an untrusted "../../x" or "a\nb" printed as-is was accepted)
+_KEY = re.compile(r"[^\s/\\]{1,128}")
 
 
 # --------------------------------------------------------------------------- validation
@@ -177,6 +181,8 @@ def validate(doc: dict[str, Any]) -> None:  # noqa: C901
     if version < 1:
         _fail("version", f"expected >= 1, got {version!r}")
     _str(doc, "key")
+    if not _KEY.fullmatch(doc["key"]):
+        _fail("key", f"expected 1-128 characters, no blank, '/' or '\\', got {short(doc['key'])}")
     for f in ("name", "vendor"):
         _str(doc, f"identity.{f}")
     _str(doc, "identity.kind", _IDENTITY_KINDS)

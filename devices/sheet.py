@@ -81,6 +81,8 @@ def read_sheet(path: str) -> dict[str, Any]:  # noqa: C901
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ClprojError(f"device sheet {path} is not TOML: {exc}", FIX) from None
+    except RecursionError:
+        raise ClprojError(f"device sheet {path} nests tables too deeply", FIX) from None
     for name in doc:
         if name not in FIELDS:
             raise _fail(path, name, f"unknown field (known: {', '.join(FIELDS)})")

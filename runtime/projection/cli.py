@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
@@ -25,8 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--devices",
-        default="local",
-        help="local (default), measured, all, or a comma list of profile keys/paths",
+        default=None,
+        help="local, measured, all, or a comma list of profile keys/paths (default: "
+        "CLPROJ_DEVICES, else local)",
     )
     p.add_argument(
         "--mode",
@@ -85,20 +85,10 @@ def read_kernel_profile(path: str) -> dict[str, Any]:
     /dev/zero named ``x.json`` is refused, not waited on), bad JSON and every bad field
     become one ClprojError naming the field."""
     from clproj.miniemu.profile import validate_profile
-    from clproj.untrusted import read_regular_file
+    from clproj.untrusted import read_json_file
 
     fix = "pass a kernel profile written by `clproj emulate --json`"
-    raw = read_regular_file(path, "kernel profile", MAX_PROFILE_BYTES, fix)
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ClprojError(f"{path} is not UTF-8 text ({exc.reason})", fix) from None
-    except json.JSONDecodeError as exc:
-        raise ClprojError(
-            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", fix
-        ) from None
-    except RecursionError:
-        raise ClprojError(f"{path} nests JSON too deeply for a kernel profile", fix) from None
+    doc = read_json_file(path, "kernel profile", MAX_PROFILE_BYTES, fix)
     try:
         return validate_profile(doc)
     except ClprojError as exc:
@@ -126,6 +116,10 @@ def run_project(args: argparse.Namespace) -> int:
     from clproj.runtime.projection.power import project_power, rank_by
 
     profile, shape_note = load_kernel_profile(args.target, args.mode, args.timeout)
+    if args.devices is None:  # the setting --devices mirrors (docs/settings.md)
+        from clproj import settings
+
+        args.devices = settings.get("CLPROJ_DEVICES")
     devices = device_set.resolve(args.devices)
     low = {d.key for d in devices if d.low_confidence}
     by_key = {d.key: d for d in devices}

@@ -52,6 +52,15 @@ def resolve(spec: str | None, measure_missing: bool = True) -> list[Any]:
             out.extend(resolve(item))
         else:
             out.append(load_profile(item))
-    seen: set[str] = set()
-    unique = [p for p in out if not (p.key in seen or seen.add(p.key))]
-    return unique
+    # A profile named twice is kept once; two different profiles under one key would be
+    # one column of every table and one choice, the second silently gone.
+    first: dict[str, Any] = {}
+    for p in out:
+        other = first.setdefault(p.key, p)
+        if other is not p and other.data != p.data:
+            raise ClprojError(
+                f"--devices {spec!r}: two different profiles have the key {p.key!r} "
+                f"({other.path or 'shipped'} and {p.path or 'shipped'})",
+                'give one of them another key (its "key" field)',
+            )
+    return list(first.values())
