@@ -113,6 +113,118 @@ def test_truth_file_errors_are_one_line(tmp_path):
         vtruth.read_truth_file(str(tmp_path / "latin1.tsv"))
 
 
+GOOD = {
+    "app": "a", "device": H100, "kernel": "k", "work_dim": "1", "global": "64,1,1",
+    "local": "16,1,1", "launches": "2", "mean_ns": "100", "median_ns": "90", "min_ns": "80",
+}  # fmt: skip
+
+
+def truth_lines(path, *rows: dict[str, str]) -> str:
+    """A truth file of ``HEADER`` and rows of ``GOOD`` with some fields replaced."""
+    cols = HEADER.rstrip("\n").split("\t")
+    path.write_text(HEADER + "".join("\t".join(r[c] for c in cols) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "why"),
+    [
+        ("mean_ns", "nan", "a time in ns"),
+        ("mean_ns", "inf", "a time in ns"),
+        ("mean_ns", "-5", "a time in ns"),
+        ("mean_ns", "0", "a time in ns"),
+        ("mean_ns", "5e-324", "a time in ns"),  # x 1e-9 is 0.0: a ratio's division by zero
+        ("mean_ns", "1e300", "a time in ns"),
+        ("mean_ns", "", "a time in ns"),
+        ("median_ns", "nan", "a time in ns"),
+        ("median_ns", "-inf", "a time in ns"),
+        ("median_ns", "-1", "a time in ns"),
+        ("min_ns", "NaN", "a time in ns"),
+        ("launches", "0", "a launch count"),
+        ("launches", "-3", "a launch count"),
+        ("launches", "2.5", "a launch count"),
+        ("launches", "1_000", "a launch count"),
+        ("launches", "18446744073709551616", "a launch count"),  # 2^64
+        ("global", "-1", "a global size"),
+        ("global", "0", "a global size"),
+        ("global", "0,0,0", "a global size"),
+        ("global", "", "a global size"),
+        ("global", "NULL", "a global size"),
+        ("global", "99999999999999999999999", "a global size"),  # beyond 2^64
+        ("global", "18446744073709551616,1,1", "a global size"),  # 2^64 exactly
+        ("global", "64,,1", "a global size"),  # pad_dims would read (64, 1, 1)
+        ("global", "64,1,1,1", "a global size"),
+        ("global", "+64", "a global size"),
+        ("local", "-1", "a local size"),
+        ("local", "0,16,1", "a local size"),
+        ("local", "16,x", "a local size"),
+        ("work_dim", "9", "a work_dim"),
+        ("work_dim", "0", "a work_dim"),
+        ("work_dim", "two", "a work_dim"),
+        ("kernel", "", "a name"),
+        ("kernel", "k\x1b[2J", "a name"),  # an escape code would reach the terminal
+        ("app", "   ", "a name"),
+    ],
+)
+def test_truth_file_impossible_values_are_refused_naming_line_and_field(
+    tmp_path, column: str, value: str, why: str
+):
+    """A truth file is a third party's: every value a launch cannot have stops the read (so
+    ``clproj validate`` before anything is built) as one error with file, line and field."""
+    path = truth_lines(tmp_path / "h100.tsv", GOOD, GOOD, {**GOOD, column: value}, GOOD)
+    with pytest.raises(ClprojError) as err:
+        vtruth.read_truth_file(path)
+    assert err.value.cause.startswith(f"{path}:4: {column} is {value.strip()!r}, not {why}")
+    assert err.value.fix and "remove that line" in err.value.fix
+    assert "\n" not in err.value.cause and "\x1b" not in err.value.cause
+
+
+def test_truth_file_extremes_that_are_possible_are_read(tmp_path):
+    """The bounds themselves, zeros where the format means "none", and empty optional
+    columns are a truth file's, and read as such."""
+    top = str(2**64 - 1)
+    path = truth_lines(
+        tmp_path / "h100.tsv",
+        {**GOOD, "global": f"{top},1,1", "launches": top, "mean_ns": "0.5", "min_ns": "0"},
+        {**GOOD, "kernel": "j", "local": "0,0,0", "work_dim": "", "median_ns": ""},
+        {**GOOD, "kernel": "i", "global": " 8, 8 ", "local": "NULL", "work_dim": "3"},
+    )
+    rows = vtruth.read_truth_file(path).app_rows("a")
+    assert rows[("k", (2**64 - 1, 1, 1), (16, 1, 1))].launches == 2**64 - 1
+    assert rows[("j", (64, 1, 1), None)].mean_ns == 100
+    assert ("i", (8, 8, 1), None) in rows
+
+
+def test_truth_file_huge_or_broken_lines_are_one_line_errors(tmp_path):
+    """A 20 MB field was the csv module's traceback (field larger than field limit); a
+    field over a truth file's sane length, a short line and a stray quote that swallows
+    the lines after it are one error naming the line, too."""
+    path = tmp_path / "h100.tsv"
+    truth_lines(path, GOOD, GOOD)
+    path.write_text(path.read_text() + f"a\t{H100}\t{'k' * 20_000_000}\n")
+    with pytest.raises(
+        ClprojError, match=r"h100\.tsv:4: not a line of a truth file \(field larger"
+    ):
+        vtruth.read_truth_file(str(path))
+    truth_lines(path, GOOD, {**GOOD, "kernel": "k" * 10_000})
+    with pytest.raises(ClprojError, match=r"h100\.tsv:3: kernel has 10000 characters, more than"):
+        vtruth.read_truth_file(str(path))
+    truth_lines(path, GOOD)
+    path.write_text(path.read_text() + "\na\tdev\tk\t1\n")  # line 3 blank
+    with pytest.raises(
+        ClprojError, match=r"h100\.tsv:4: global is missing \(the line has 4 fields"
+    ):
+        vtruth.read_truth_file(str(path))
+    truth_lines(path, GOOD, {**GOOD, "kernel": '"k'}, GOOD, GOOD)
+    with pytest.raises(
+        ClprojError, match=r"h100\.tsv:3: a quote opens a field that runs to line 5"
+    ):
+        vtruth.read_truth_file(str(path))
+    path.write_text("")
+    with pytest.raises(ClprojError, match="is empty"):
+        vtruth.read_truth_file(str(path))
+
+
 def test_signatures_of_one_shape_are_averaged_errors_counted():
     docs = [
         doc("k", [64], [16], {H100: 1.0}),
