@@ -31,6 +31,7 @@ from clproj.cl_names import CL_MEM_READ_WRITE
 from clproj.errors import ClprojError
 from clproj.intercept import identity
 from clproj.intercept.blobs import BlobStore, content_key, prepared_zeros_key
+from clproj.intercept.buffer_maps import mapped
 from clproj.intercept.live_view import LIVE_SUFFIX, check_inline, check_live, save_live_copy
 from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map
 from clproj.untrusted import BadField, is_int, read_regular_file, short
@@ -307,7 +308,8 @@ class LaunchRecord:
         """Pre-launch content of buffer argument ``index`` as a writable buffer that is
         read only where it is touched: the blob mapped copy-on-write, or zero pages when
         nothing was snapshotted. Why: the emulator touches a few pages of buffers that can
-        be a gigabyte; :meth:`buffer_bytes` reads and hashes all of them."""
+        be a gigabyte; :meth:`buffer_bytes` reads and hashes all of them. A mapping the host
+        refuses (an untrusted size) is one line naming the argument (intercept.buffer_maps)."""
         a = self._buffer_arg(index)
         size = int(a.size or 0)
         if index in self.live:  # read from the app while it copies (intercept.live_view)
@@ -315,13 +317,9 @@ class LaunchRecord:
 
             self.live_regions.append(region_of(self.live[index], size))
             return self.live_regions[-1].view
-        if a.blob is None:
-            return mmap.mmap(-1, max(1, size))
-        if a.blob in self.blobs or self.store_dir is None:
+        if a.blob is not None and (a.blob in self.blobs or None in (self.store_dir, a.size)):
             return bytearray(self.blob(a.blob, a.size))
-        if a.size is None:
-            return bytearray(self.blob(a.blob))
-        return BlobStore(self.store_dir).map(a.blob, size)
+        return mapped(self, index, a.blob, size)
 
     def output_bytes(self, index: int) -> bytes | None:
         """Post-launch content of buffer argument ``index``, if it was recorded."""

@@ -40,6 +40,7 @@ def emulate(
     Raises ``ClprojError`` on timeout, emulator failure or a non-emulatable record.
     """
     from clproj.errors import ClprojError
+    from clproj.intercept.buffer_maps import check_mappable
     from clproj.intercept.record import load, save
 
     if mode not in MODES:
@@ -52,6 +53,8 @@ def emulate(
             f"{record.not_emulatable_reason or 'no OpenCL C source'}",
             "only launches of programs built from source, without images/pipes/SVM, are emulated",
         )
+    # a buffer the host cannot map fails here, before a worker starts (intercept.buffer_maps)
+    check_mappable(record)
     engine = get_backend(backend)
     if mode == "bounded":
         from clproj.miniemu.bounded import emulate_bounded

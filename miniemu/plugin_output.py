@@ -6,6 +6,8 @@ Why a module of its own: the one-shot worker's runs and the fork server's runs
 
 from __future__ import annotations
 
+import itertools
+
 from clproj.errors import ClprojError
 from clproj.miniemu.backend import GroupStats, RawEmulation
 
@@ -19,8 +21,12 @@ def parsed(
     kernels = [d for d in lines if d.get("type") == "kernel"]
     if returncode != 0 or not kernels:
         worker_error(stderr_text)
-        # one line, as every error: the emulator's last words, newlines folded
-        tail = " | ".join((stderr_text.strip() or log.strip()).splitlines())[-1500:]
+        # one line, as every error: the exception the worker raised, else the emulator's
+        # last words, newlines folded
+        tail = (
+            raised(stderr_text)
+            or " | ".join((stderr_text.strip() or log.strip()).splitlines())[-1500:]
+        )
         why = f"exit status {returncode}" if returncode >= 0 else f"signal {-returncode}"
         raise ClprojError(
             f"Oclgrind emulation failed ({why}"
@@ -66,6 +72,25 @@ def worker_error(stderr_text: str) -> None:
             fix = line[len(FIX_MARK) :]
     if cause:
         raise ClprojError(f"emulation failed in Oclgrind: {cause}", fix)
+
+
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def raised(stderr_text: str) -> str | None:
+    """The exception the last Python traceback in ``stderr_text`` ends with, on one line
+    (``OSError: [Errno 12] Cannot allocate memory``); None without a traceback. Why: an
+    exception the worker did not turn into its own error (a bug; the fork server's runs
+    print theirs) came as its whole traceback, frames and all, folded into the error."""
+    lines = stderr_text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(TRACEBACK)]
+    if not starts:
+        return None
+    # the frames and their source lines are indented; the exception is the first line that
+    # is not, up to a blank line
+    body = itertools.dropwhile(lambda x: not x or x[0].isspace(), lines[starts[-1] + 1 :])
+    text = " ".join(" ".join(itertools.takewhile(lambda x: x.strip(), body)).split())
+    return text[:500] or None
 
 
 def parse_plugin_output(lines: list[dict], mode: str, wall_s: float, log: str = "") -> RawEmulation:

@@ -3,8 +3,11 @@ time budget, failures, thread safety, no leakage between launches, the profile f
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import mmap
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +19,7 @@ from clproj import miniemu
 from clproj.errors import ClprojError
 from clproj.intercept.record import LocalArg, from_arrays, save
 from clproj.miniemu.oclgrind import OclgrindBackend
-from clproj.miniemu.plugin_output import parse_plugin_output
+from clproj.miniemu.plugin_output import parse_plugin_output, parsed
 from clproj.miniemu.profile import KernelProfile
 from tests.conftest import emulators_of, running
 
@@ -332,3 +335,77 @@ def test_cli_emulate(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "Dynamic instructions" in text and "barrier" in text
     assert main(["emulate", os.path.join(str(tmp_path), "missing.clrec")]) == 2
+
+
+def _huge_buffers(tmp_path, size: int) -> str:
+    """saxpy saved with every buffer argument ``size`` bytes of zeros (no blob): a hostile
+    record (before: the worker's mmap failed, and its traceback was the error)."""
+    rec = records()["saxpy"]
+    rec.args = [
+        dataclasses.replace(a, size=size, blob=None) if a.kind == "buffer" else a for a in rec.args
+    ]
+    return save(rec, str(tmp_path / "rec"))
+
+
+def _refused_sizes() -> list[int]:
+    """1 TiB where this host refuses to map it (its overcommit policy), and a size beyond
+    every address space, which no host maps."""
+    try:
+        mmap.mmap(-1, 2**40).close()
+        return [2**63]
+    except OSError:
+        return [2**40, 2**63]
+
+
+@pytest.mark.parametrize("size", _refused_sizes())
+def test_a_buffer_the_host_cannot_map_is_one_line(tmp_path, size):
+    path = _huge_buffers(tmp_path, size)
+    cause = rf"field 'args\[0\]\.size' {size} bytes .*cannot be mapped on this machine"
+    with pytest.raises(ClprojError, match=cause) as before:  # refused before a worker starts
+        miniemu.emulate(path, mode="single")
+    with pytest.raises(ClprojError, match="emulation failed in Oclgrind: .*" + cause) as inside:
+        OclgrindBackend().run(path, "single", 60.0)  # the worker's own refusal, one line too
+    for exc in (before.value, inside.value):
+        assert "\n" not in exc.cause and "Traceback" not in exc.cause and exc.fix
+    env = {**os.environ, "COLUMNS": "500"}
+    for cmd in (["emulate", path], ["project", path, "--devices", "measured"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "clproj.cli", *cmd],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(lines) == 2 and lines[1].lstrip().startswith("fix: "), proc.stderr
+        assert re.search(cause, lines[0]), proc.stderr
+
+
+def test_a_worker_exception_is_one_line():
+    """An exception the worker does not turn into its own error (a bug; the fork server's
+    runs print theirs) is its type and message, not the traceback's frames."""
+    stderr = (
+        "oclgrind: a line of its own\n"
+        "Traceback (most recent call last):\n"
+        '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        '  File "/x/worker.py", line 71, in run_record\n'
+        "    result = replay(\n"
+        "             ^^^^^^^\n"
+        "KeyError: 3\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/record.py", line 319, in buffer_view\n'
+        "    return mmap.mmap(-1, max(1, size))\n"
+        "OSError: [Errno 12] Cannot allocate memory\n"
+    )
+    with pytest.raises(ClprojError) as exc:
+        parsed([], 1, stderr, "", "single", 0.1)
+    assert exc.value.cause == (
+        "Oclgrind emulation failed (exit status 1, no statistics written): "
+        "OSError: [Errno 12] Cannot allocate memory"
+    )
+    with pytest.raises(ClprojError, match=r"\(signal 11.*\): oclgrind: a line \| last words\n"):
+        parsed([], -11, "oclgrind: a line\nlast words\n", "", "single", 0.1)  # no traceback
