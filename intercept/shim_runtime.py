@@ -411,17 +411,54 @@ def pre_launch(ffi, lib, L):
         rec.drop_blobs()  # the launch passes through unrecorded: no scratch file stays
         settle(need, 0)
         raise
-    # Project mode publishes the record now, before the launch runs: its snapshots are
-    # copies already, and the emulation of a kernel that runs for seconds (PolyBench 2mm:
-    # 25 s a launch on the 2-core VM) starts at its launch instead of after it.
-    # post_launch then adds the measured time (or withdraws the record of a failed launch).
-    early = settings.get("CLPROJ_MODE") == "project" and not L.verify
+    # The record is published now, before the launch runs: its snapshots are copies
+    # already, project mode's emulation of a kernel that runs for seconds (PolyBench 2mm:
+    # 25 s a launch on the 2-core VM) starts at its launch instead of after it, and the
+    # launch is not waited for (native/shim/launch.c). post_launch adds the measured time
+    # once the shim has it (take_record_times), or withdraws the record of a failed launch.
+    # With --verify the outputs are read right after the launch: the record waits for them.
+    early = not L.verify
+    take_record_times(ffi, lib)
     with _lock:
         handle = next(_handles)
         _pending[handle] = (rec, need, early)
     if early:
         _save(rec, need)
+        _times_at_exit(ffi, lib)
     return handle
+
+
+_TIMES_BATCH = 256
+
+
+def take_record_times(ffi, lib) -> None:
+    """Give each published record whose launch has completed its measured time (the shim
+    finds it when the launch's event completes: native/shim/track.c)."""
+    handles = ffi.new("int32_t[]", _TIMES_BATCH)
+    times = ffi.new("int64_t[]", _TIMES_BATCH)
+    while (n := lib.clproj_take_record_times(handles, times, _TIMES_BATCH)) > 0:
+        for i in range(n):
+            post_launch(ffi, lib, int(handles[i]), None, 0, int(times[i]))
+
+
+_exit_registered = False
+
+
+def _times_at_exit(ffi, lib) -> None:
+    """At exit, before the record writer drains (registered after it: exit functions run
+    last registered first), the times of the launches that completed since: collected
+    without waiting for any (an app may exit with a kernel still running, as natively)."""
+    global _exit_registered
+    if _exit_registered:
+        return
+    _exit_registered = True
+    from clproj.intercept.hooks import at_exit
+
+    def last_times() -> None:
+        lib.clproj_harvest_now()
+        take_record_times(ffi, lib)
+
+    at_exit(last_times)
 
 
 def _save(rec, need: int) -> None:

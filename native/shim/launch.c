@@ -369,12 +369,20 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
                          : launch_untimed(nd, task, q, k, dim, off, gsz, lsz, nw, wl, ev, stat,
                                           rest);
 
-    /* A recorded launch: the launch is waited for (its time is measured, its outputs read
-     * with --verify), then Python writes the record. */
+    /* A recorded launch. Python published its record before the launch (pre_launch); its
+     * time joins the record when the launch completes, found as any timed launch's is
+     * (pending_harvest) and taken by Python later (clproj_take_record_times): the app is not
+     * held here, so an app that abandons a kernel that never ends exits as it does natively.
+     * With --verify the launch is waited for, since its outputs are read right after it. */
     cl_event mine = NULL;
     cl_int err = forward_timed(nd, task, q, qi, k, dim, off, gsz, lsz, nw, wl, ev, &mine);
     int64_t time_ns = -1;
     if (err != CL_SUCCESS) stats_failed(stat, rest);
+    if (err == CL_SUCCESS && mine && !clproj_cfg.verify) {
+        pending_add_record(mine, stat, rest, handle);
+        free_launch(L, prog);
+        return err;
+    }
     if (err == CL_SUCCESS && mine) {
         REAL(clWaitForEvents, return err);
         REAL(clGetEventProfilingInfo, return err);

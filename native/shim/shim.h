@@ -65,6 +65,11 @@ uint64_t clproj_device_type(void *device);
 void clproj_log(const char *msg);
 /* The launch-sizing answers the app has read so far, one bit each (queries.c), the
  * OpenCL parameter of a bit (0 past the last) and its last answer read. */
+/* Recorded launches that completed since the last call: up to `max` (handle, ns) pairs, ns
+ * -1 where the launch gave no time; the count. clproj_harvest_now collects completed events
+ * without waiting (Python calls it at exit before taking the last times). track.c. */
+int32_t clproj_take_record_times(int32_t *handles, int64_t *ns, int32_t max);
+void clproj_harvest_now(void);
 uint32_t clproj_size_queries(void);
 uint32_t clproj_size_query_param(uint32_t bit);
 uint64_t clproj_size_query_answer(uint32_t bit);
@@ -197,6 +202,8 @@ static inline int clproj_ticket_timed(uint64_t t) {
 void stats_failed(int idx, int rest);
 void stats_add_time(int idx, uint64_t ns, int rest);
 void pending_add(cl_event ev, int stat_idx, int rest);
+/* A recorded launch's event: its time goes to Python's record `handle` once it completes. */
+void pending_add_record(cl_event ev, int stat_idx, int rest, int32_t handle);
 void pending_harvest(int block);
 void clproj_once_log(const char *key, const char *msg);
 

@@ -10,6 +10,8 @@ int32_t clproj_unmap_mem(void *queue, void *mem, void *ptr);
 int32_t clproj_host_unified(void *device);
 int32_t clproj_device_str(void *device, uint32_t param, char *buf, size_t n);
 uint64_t clproj_device_type(void *device);
+int32_t clproj_take_record_times(int32_t *handles, int64_t *ns, int32_t max);
+void clproj_harvest_now(void);
 uint32_t clproj_size_query_param(uint32_t bit);
 uint64_t clproj_size_query_answer(uint32_t bit);
 void clproj_log(const char *msg);

@@ -211,22 +211,64 @@ static uint64_t stats_estimate(const kstat *s) {
 /* ---- pending profiling events (observe mode timing) ---- */
 #define MAX_PENDING 8192
 #define HARVEST_AT 128
-typedef struct { cl_event ev; int stat; int rest; } pend;
+/* record: the Python handle of a recorded launch whose time its record awaits (0: none) */
+typedef struct { cl_event ev; int stat; int rest; int32_t record; } pend;
 static pend pending[MAX_PENDING];
 static int npending = 0;
 static pthread_mutex_t harvest_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void pending_add(cl_event ev, int stat_idx, int rest) {
+/* ---- recorded launches' times, handed to Python (clproj_take_record_times) ----
+ * A recorded launch is not waited for (an app that abandons a kernel at exit, or never
+ * waits for it, must not wait in clproj): its event joins the pending ones, and the time
+ * found when it completes waits here until Python takes it. */
+typedef struct { int32_t handle; int64_t ns; } record_time;
+static record_time *record_times = NULL;
+static int nrecord_times = 0, record_times_cap = 0;
+
+static void record_time_done(int32_t handle, int64_t ns) { /* under clproj_lock */
+    if (nrecord_times == record_times_cap) {
+        int cap = record_times_cap ? 2 * record_times_cap : 64;
+        record_time *grown = realloc(record_times, sizeof *grown * (size_t)cap);
+        if (!grown) return; /* the record keeps no time: nothing else is lost */
+        record_times = grown;
+        record_times_cap = cap;
+    }
+    record_times[nrecord_times].handle = handle;
+    record_times[nrecord_times].ns = ns;
+    nrecord_times++;
+}
+
+int32_t clproj_take_record_times(int32_t *handles, int64_t *ns, int32_t max) {
+    clproj_lock();
+    int32_t n = nrecord_times < max ? nrecord_times : max;
+    for (int32_t i = 0; i < n; i++) {
+        handles[i] = record_times[i].handle;
+        ns[i] = record_times[i].ns;
+    }
+    if (n > 0) {
+        memmove(record_times, record_times + n,
+                sizeof *record_times * (size_t)(nrecord_times - n));
+        nrecord_times -= n;
+    }
+    clproj_unlock();
+    return n;
+}
+
+void clproj_harvest_now(void) { pending_harvest(0); }
+
+static void pending_push(cl_event ev, int stat_idx, int rest, int32_t record) {
     int full = 0, harvest = 0;
     clproj_lock();
     if (npending < MAX_PENDING) {
         pending[npending].ev = ev;
         pending[npending].stat = stat_idx;
         pending[npending].rest = rest;
+        pending[npending].record = record;
         npending++;
         harvest = npending >= HARVEST_AT;
     } else {
         full = 1;
+        if (record) record_time_done(record, -1);
     }
     clproj_unlock();
     if (full) {
@@ -237,12 +279,19 @@ void pending_add(cl_event ev, int stat_idx, int rest) {
     if (harvest) pending_harvest(0);
 }
 
-/* Collect the times of completed events (all of them when block is set). */
+void pending_add(cl_event ev, int stat_idx, int rest) { pending_push(ev, stat_idx, rest, 0); }
+
+void pending_add_record(cl_event ev, int stat_idx, int rest, int32_t handle) {
+    pending_push(ev, stat_idx, rest, handle);
+}
+
+/* Collect the times of completed events; the others stay pending. `block` waits for the
+ * harvest lock only, never for a kernel: an app may abandon a kernel that never ends (at
+ * exit, or by releasing its queue), and natively nothing waits for it. */
 void pending_harvest(int block) {
     REAL(clGetEventInfo, return);
     REAL(clGetEventProfilingInfo, return);
     REAL(clReleaseEvent, return);
-    REAL(clWaitForEvents, return);
     /* clFinish harvests: with sampled timing there is usually nothing to do */
     if (__atomic_load_n(&npending, __ATOMIC_RELAXED) == 0) return;
     if (pthread_mutex_trylock(&harvest_lock) != 0) {
@@ -260,21 +309,33 @@ void pending_harvest(int block) {
     int keep = 0;
     for (int i = 0; i < n; i++) {
         cl_int status = CL_QUEUED;
-        if (block) real_clWaitForEvents(1, &batch[i].ev);
         if (real_clGetEventInfo(batch[i].ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
                                 &status, NULL) != CL_SUCCESS)
             status = -1;
         if (status == CL_COMPLETE) {
             cl_ulong t0 = 0, t1 = 0;
+            int64_t ns = -1;
             if (real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_START, sizeof t0,
                                              &t0, NULL) == CL_SUCCESS &&
                 real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                              NULL) == CL_SUCCESS &&
-                t1 >= t0)
+                t1 >= t0) {
                 stats_add_time(batch[i].stat, t1 - t0, batch[i].rest);
+                ns = (int64_t)(t1 - t0);
+            }
+            if (batch[i].record) {
+                clproj_lock();
+                record_time_done(batch[i].record, ns);
+                clproj_unlock();
+            }
             real_clReleaseEvent(batch[i].ev);
         } else if (status < 0) {
             real_clReleaseEvent(batch[i].ev); /* failed command: no time */
+            if (batch[i].record) {
+                clproj_lock();
+                record_time_done(batch[i].record, -1);
+                clproj_unlock();
+            }
         } else {
             batch[keep++] = batch[i];
         }
@@ -519,6 +580,8 @@ static void write_summary(void) {
 
 static void at_exit(void) {
     pending_harvest(1);
+    if (npending) /* still running: natively nothing waits for them either */
+        clproj_once_log("exit-pending", "launches still running at exit are not timed");
     write_summary();
     clproj_lock();
     pm_free_all(clproj_kernels, free_kern);
@@ -535,6 +598,9 @@ static void at_exit(void) {
         free(clproj_cfg.kernel_filter);
         clproj_cfg.kernel_filter = NULL;
     }
+    free(record_times);
+    record_times = NULL;
+    nrecord_times = record_times_cap = 0;
     clproj_cfg.disabled = 1; /* calls made by other exit handlers pass straight through */
     clproj_unlock();
 }

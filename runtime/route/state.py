@@ -23,6 +23,10 @@ from clproj.runtime.route.local_cluster import LocalCluster
 from clproj.runtime.route.objects import VEvent, VKernel, VMem, VProgram, VQueue
 from clproj.runtime.route.summary import LaunchStats
 
+# At exit: how long replies already on their way are taken in, and an embedded node busy
+# with an abandoned kernel is given to stop before it is killed (seconds)
+EXIT_GRACE_S = 0.5
+
 
 class Route:
     """The virtual platform's state: objects by id, the cluster client, what is pending."""
@@ -141,9 +145,19 @@ class Route:
         if self.closed:
             return
         self.closed = True
+        abandoned = 0
         try:
+            # What has completed is taken in; what still runs is not waited for beyond a
+            # moment for replies on their way: natively an app's exit waits for no kernel,
+            # and one that never ends (an app abandoning it) held route mode's exit for ever.
+            deadline = time.monotonic() + EXIT_GRACE_S
+            while self.p.pending and time.monotonic() < deadline:
+                self.p.pump(20)
+            abandoned = len(self.p.pending)
+            if abandoned:
+                log_once("exit-running", f"{abandoned} commands still running at exit: abandoned")
             try:
-                self.p.finish()
+                self.p.raise_async()
             except Exception as exc:
                 log_once("finish-exit", f"pending commands failed at exit: {exc}")
             self.stats.harvest(self.p.dead)
@@ -151,7 +165,9 @@ class Route:
             self.p.close()
         finally:
             if self.cluster is not None:
-                self.cluster.stop()
+                # a node busy with an abandoned kernel does not stop when asked (its thread
+                # is inside the driver): it is killed after a short grace instead
+                self.cluster.stop(grace_s=EXIT_GRACE_S if abandoned else 5.0)
 
 
 def lifetime() -> float:

@@ -378,3 +378,20 @@ def test_record_stops_before_the_disk_fills(tmp_path, monkeypatch, capsys):
     assert "less than" in capsys.readouterr().err
     monkeypatch.setattr(shim_runtime, "FREE_SPACE_FLOOR", 0)
     assert shim_runtime.within_record_budget(1, str(tmp_path))
+
+
+@pytest.mark.parametrize("mode", ["observe", "project", "route"])
+def test_an_app_that_abandons_a_kernel_exits_as_natively(c_app, mode):
+    """The app exits (status 4) with a kernel that never ends still running: natively at
+    once; nothing of clproj's may wait for that kernel (recorded launches are not waited
+    for, the exit harvest takes only completed events, route mode's exit waits for no
+    command and kills a node that cannot stop). A wait would never end: the timeout."""
+    app = c_app("app_abandon")
+    env = dict(os.environ, POCL_DEVICES="pthread")
+    p = subprocess.run(
+        [sys.executable, "-m", "clproj.cli", "run", "--mode", mode, "--", app],
+        env=env, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert p.returncode == 4, p.stderr[-2000:]
+    assert p.stdout.strip() == "abandoning the kernel", p.stdout
+    assert "Traceback" not in p.stderr
