@@ -8,7 +8,6 @@ clGetPlatformIDs (see :func:`clproj.runtime.route.platform.prestart`).
 from __future__ import annotations
 
 import os
-import sys
 
 from clproj import pyenv, settings
 from clproj.paths import socket_dir
@@ -37,10 +36,7 @@ class LocalCluster:
         life = str(max(1, int(lifetime_s)))
         # their logs would land in the app's stderr; CLPROJ_ROUTE_VERBOSE=1 keeps them
         quiet = None if settings.get("CLPROJ_ROUTE_VERBOSE") else subprocess.DEVNULL
-        exe = sys.executable
-        if not exe or not os.path.basename(exe).startswith("python"):
-            exe = os.path.join(sys.base_prefix, "bin", "python3")  # embedded in a C app
-        common = [exe, "-m", "clproj.cli"]
+        common = [pyenv.helper_python(), "-m", "clproj.cli"]
         # both stop when this app exits, even by a signal (clproj.lifeline); each in its own
         # session, so a Ctrl-C or kill for the app's process group reaches the app alone
         # (the cluster then serves the app's own shutdown instead of dying before it)
@@ -74,8 +70,9 @@ class LocalCluster:
                 return f"the embedded cluster's {name} (pid {p.pid}) {how}"
         return None
 
-    def stop(self) -> None:
-        """Both told at once, then waited for (one after the other cost ~0.3 s per app)."""
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Both told at once, then waited for (one after the other cost ~0.3 s per app),
+        each killed where it has not stopped after ``grace_s``."""
         import subprocess
 
         live = [p for p in reversed(self.procs) if p.poll() is None]
@@ -83,7 +80,7 @@ class LocalCluster:
             p.terminate()
         for p in live:
             try:
-                p.wait(5)
+                p.wait(grace_s)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
