@@ -84,3 +84,31 @@ def helper_environment(env: dict[str, str]) -> dict[str, str]:
     ]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
     return env
+
+
+def helper_python() -> str:
+    """The interpreter to start one of clproj's own Python processes with.
+
+    ``clproj run`` hands the app its own (``CLPROJ_PYTHON``). Without it: this
+    interpreter where ``sys.executable`` is one, else the base installation's ``python3``.
+    Why not ``sys.executable`` alone: inside a C app the interpreter the shim embeds takes
+    it from the first ``python3`` on ``PATH``, which may be a pyenv shim (a shell script:
+    slow to start, so a helper outlived an app that exited meanwhile, and it may run
+    another Python) or nothing at all.
+    """
+    handed = os.environ.get("CLPROJ_PYTHON", "")
+    if handed and os.access(handed, os.X_OK):
+        return handed
+    exe = sys.executable
+    if exe and os.path.basename(exe).startswith("python") and _is_binary(exe):
+        return exe
+    return os.path.join(sys.base_prefix, "bin", "python3")
+
+
+def _is_binary(path: str) -> bool:
+    """An executable file that is not a script (no ``#!``): an interpreter, not a shim."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) != b"#!"
+    except OSError:
+        return False

@@ -298,6 +298,16 @@ TABLE: tuple[Setting, ...] = (
         "bounded probes, split checks): removed with the run however the app ends.",
     ),
     Setting(
+        "CLPROJ_PYTHON",
+        "path",
+        "",
+        "internal",
+        "The interpreter clproj's helper processes started inside an app run on (the emulator "
+        "server, the route cluster): `clproj run`'s own. Inside a C app the embedded "
+        "interpreter's sys.executable is whatever python3 comes first on PATH (a pyenv shim: "
+        "a shell script, slow to start, and another interpreter).",
+    ),
+    Setting(
         "CLPROJ_PYTHON_PATH",
         "path",
         "",

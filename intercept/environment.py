@@ -41,6 +41,7 @@ def shim_environment(
     # The app's interpreter (or the one the shim embeds in a C app) finds clproj through
     # this, appended to its path by the shim; the app's PYTHONPATH stays the app's.
     env["CLPROJ_PYTHON_PATH"] = os.pathsep.join(pyenv.app_import_paths())
+    env["CLPROJ_PYTHON"] = pyenv.helper_python()  # what clproj's helpers in the app run on
     env["CLPROJ_MODE"] = mode
     for key in (
         "CLPROJ_RECORD_DIR",

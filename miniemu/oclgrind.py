@@ -21,7 +21,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -148,7 +147,12 @@ class OclgrindBackend:
             env.update(limits or {})
             # It dies with this thread and, inside an app, lowers its priority itself (no
             # preexec_fn: miniemu.worker says why).
-            cmd = [sys.executable, "-m", "clproj.miniemu.worker", os.path.abspath(record_path)]
+            cmd = [
+                pyenv.helper_python(),
+                "-m",
+                "clproj.miniemu.worker",
+                os.path.abspath(record_path),
+            ]
             cmd += ["--parent-pid", str(os.getpid())]
             # an increment over the nice value it inherits from this thread
             lower = run_nice() - _thread_nice()
@@ -250,7 +254,7 @@ class WorkerServer:
         # milliseconds.
         env["PYOPENCL_NO_CACHE"] = "1"
         self.stderr = open(os.path.join(self.tmp, "server.stderr"), "wb")  # noqa: SIM115
-        cmd = [sys.executable, "-m", "clproj.miniemu.worker", "--serve"]
+        cmd = [pyenv.helper_python(), "-m", "clproj.miniemu.worker", "--serve"]
         cmd += ["--binaries", os.path.join(self.tmp, "programs")]
         cmd += ["--parent-pid", str(os.getpid())]
         if settings.is_set("CLPROJ_EMULATION_NICE"):

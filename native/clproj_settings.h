@@ -379,6 +379,12 @@ static inline const char *clproj_setting_run_dir(void) {
     return clproj__text("CLPROJ_RUN_DIR", "", 1, buf);
 }
 
+/* CLPROJ_PYTHON (path, internal): see docs/settings.md. */
+static inline const char *clproj_setting_python(void) {
+    static char buf[CLPROJ_SETTING_TEXT_MAX];
+    return clproj__text("CLPROJ_PYTHON", "", 1, buf);
+}
+
 /* CLPROJ_PYTHON_PATH (path, internal): see docs/settings.md. */
 static inline const char *clproj_setting_python_path(void) {
     static char buf[CLPROJ_SETTING_TEXT_MAX];

@@ -43,3 +43,26 @@ def test_a_metadata_folder_on_the_path_is_what_installed_means(tmp_path, monkeyp
         metadata_finds = False
     if name.endswith(".dist-info"):  # a bare folder is enough for both only for dist-info
         assert metadata_finds is found
+
+
+def test_helpers_run_on_the_interpreter_clproj_run_hands_them(tmp_path, monkeypatch):
+    """Inside a C app the embedded interpreter's sys.executable is the first python3 on
+    PATH, possibly a pyenv shim (a shell script): helpers take clproj run's own instead,
+    and without it never a script."""
+    monkeypatch.setenv("CLPROJ_PYTHON", sys.executable)
+    assert pyenv.helper_python() == sys.executable
+    monkeypatch.delenv("CLPROJ_PYTHON")
+    shim = tmp_path / "python3"
+    shim.write_text('#!/bin/sh\nexec python3 "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(shim))
+    chosen = pyenv.helper_python()
+    assert chosen != str(shim) and chosen.endswith("python3")
+    monkeypatch.setenv("CLPROJ_PYTHON", str(tmp_path / "missing"))  # not executable: ignored
+    assert pyenv.helper_python() == chosen
+
+
+def test_clproj_run_hands_the_app_its_interpreter():
+    from clproj.intercept.environment import shim_environment
+
+    assert shim_environment(mode="observe")["CLPROJ_PYTHON"] == pyenv.helper_python()

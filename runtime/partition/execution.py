@@ -15,7 +15,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -171,7 +170,7 @@ class SplitRunner:
                     "pass devices from devices.discovery.opencl_devices()",
                 )
             proc = subprocess.Popen(
-                [sys.executable, "-m", "clproj.runtime.partition.worker"],
+                [pyenv.helper_python(), "-m", "clproj.runtime.partition.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,

@@ -24,10 +24,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clproj import pyenv
 from clproj.background_thread import map_in_threads
 from clproj.errors import ClprojError
 from clproj.intercept.record import LaunchRecord
@@ -130,7 +130,7 @@ def emulate_store_ranges(record: LaunchRecord, timeout_s: float = 120.0) -> list
         env["CLPROJ_STORE_RANGES"] = "1"
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "clproj.miniemu.worker", path],
+                [pyenv.helper_python(), "-m", "clproj.miniemu.worker", path],
                 env=env,
                 capture_output=True,
                 timeout=timeout_s,
