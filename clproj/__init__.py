@@ -11,6 +11,9 @@ repository root (docs/layout.md).
 import os as _os
 
 __version__ = "0.1.0"
+# What tells this package from an app's own module named clproj in one interpreter (the
+# shim's start-up inside the app: native/build_shim.py)
+PACKAGE_ID = "clproj"
 
 # In a checkout the subsystem folders are the package's siblings: ``setup.py`` maps them
 # under ``clproj`` for an install, and this makes a checkout on PYTHONPATH (no install, as

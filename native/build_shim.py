@@ -80,6 +80,17 @@ def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
         for _clproj_p in _clproj_paths:
             if _clproj_p not in _clproj_sys.path:
                 _clproj_site.addsitedir(_clproj_p)
+        # An app that imported a module of its own named clproj (a clproj.py beside the
+        # script) before its first OpenCL call: one interpreter has one "clproj", and the
+        # app's must stay the app's. clproj then stays out of this app (calls pass through,
+        # as with no Python side), says so once, and leaves the module table as it was.
+        # (One the app has not imported is no matter: clproj's own is imported below from
+        # its folders alone.)
+        _clproj_app_own = _clproj_sys.modules.get("clproj")
+        if getattr(_clproj_app_own, "PACKAGE_ID", None) == "clproj":
+            _clproj_app_own = None  # clproj itself (an app of clproj's own, run with -m)
+        if _clproj_app_own is not None:
+            del _clproj_sys.modules["clproj"]
         # the package itself from clproj's folders even where the app's folder holds a
         # clproj.py: the app's path is put back at once, before anything else is imported
         _clproj_saved = list(_clproj_sys.path)
@@ -89,10 +100,25 @@ def builder(extra_flags: tuple[str, ...] = ()) -> cffi.FFI:
         finally:
             _clproj_sys.path[:] = _clproj_saved
         from clproj.intercept._shim import ffi, lib
-        from clproj.intercept.shim_runtime import install as _clproj_install
-        _clproj_install(ffi, lib)
-        from clproj.runtime.route.platform import install as _clproj_route_install
-        _clproj_route_install(ffi, lib)
+        if _clproj_app_own is not None:
+
+            @ffi.def_extern()
+            def clproj_py_start():
+                return 0
+
+            for _clproj_name in [n for n in _clproj_sys.modules if n.split(".")[0] == "clproj"]:
+                del _clproj_sys.modules[_clproj_name]
+            _clproj_sys.modules["clproj"] = _clproj_app_own
+            _clproj_sys.stderr.write(
+                "clproj: this app's own module clproj (%s) hides clproj's package in its "
+                "interpreter: its kernels run unrecorded, unprojected and unrouted (rename "
+                "that module to use clproj)\\n" % getattr(_clproj_app_own, "__file__", "?")
+            )
+        else:
+            from clproj.intercept.shim_runtime import install as _clproj_install
+            _clproj_install(ffi, lib)
+            from clproj.runtime.route.platform import install as _clproj_route_install
+            _clproj_route_install(ffi, lib)
         """
     )
     ffi.set_source("clproj.intercept._shim", SOURCE_PREAMBLE, **source_options(extra_flags))

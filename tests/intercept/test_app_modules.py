@@ -119,3 +119,38 @@ def test_route_mode_runs_natively_where_its_python_cannot_start(tmp_path: Path) 
     assert p.returncode == 3, p.stderr
     assert "APP OK" in p.stdout
     assert "route mode could not start its Python part" in p.stderr
+
+
+OWN_CLPROJ_APP = """\
+import sys
+import clproj  # the app's own module, imported before its first OpenCL call
+import numpy as np
+import pyopencl as cl
+ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+q = cl.CommandQueue(ctx)
+a = np.arange(1024, dtype=np.float32)
+buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+prg = cl.Program(ctx, "__kernel void inc(__global float *a) { a[get_global_id(0)] += 1; }")
+prg.build().inc(q, a.shape, None, buf)
+cl.enqueue_copy(q, a, buf)
+q.finish()
+import clproj as again  # still the app's, after clproj's start-up
+print("APP OK", clproj.WHO, again.WHO, float(a.sum()))
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("mode", ["project", "route"])
+def test_an_app_that_imported_its_own_clproj_runs_as_natively(tmp_path: Path, mode: str) -> None:
+    """One interpreter has one ``clproj``: an app that imported its own keeps it, clproj
+    stays out of that app (its calls pass through) and says so in one line, no
+    traceback."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "clproj.py").write_text("WHO = 'the-apps-own'\n")
+    (folder / "app.py").write_text(OWN_CLPROJ_APP)
+    p = _run(folder, "--mode", mode)
+    assert p.returncode == 3, p.stderr
+    assert "APP OK the-apps-own the-apps-own 524800.0" in p.stdout, p.stderr
+    assert "Traceback" not in p.stderr and "CFFI" not in p.stderr, p.stderr
+    assert "this app's own module clproj" in p.stderr and "hides clproj's package" in p.stderr
