@@ -26,3 +26,15 @@ def positive_seconds(text: str) -> float:
             f"{text!r} seconds is more than the longest wait, {MAX_SECONDS:.0f} s (11.5 days)"
         )
     return value
+
+
+def count_at_least_1(text: str) -> int:
+    """A whole number of repetitions, 1 to 10^6 (``--repeat 0`` would time nothing and
+    take a median of no rounds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count from 1 to 1000000")
+    return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from clproj.console import emit_json, print_table
 from clproj.devices import nvml
@@ -55,7 +56,16 @@ def show_sheet(path: str, output: str | None, as_json: bool) -> int:
 
     prof = DeviceProfile(profile_from_sheet(path), path)
     if output:
-        prof.save(output)
+        # a folder (existing, or named with a trailing /) gets <key>.json inside it
+        if output.endswith(os.sep) or os.path.isdir(output):
+            output = os.path.join(output, f"{prof.key}.json")
+        try:
+            prof.save(output)
+        except OSError as exc:
+            raise ClprojError(
+                f"cannot write the profile to {output}: {exc.strerror or exc}",
+                "pass -o a path you may write (a folder gets KEY.json inside it)",
+            ) from None
     if as_json:
         emit_json(prof.to_dict())
         return 0

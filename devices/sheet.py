@@ -108,6 +108,9 @@ def read_sheet(path: str) -> dict[str, Any]:  # noqa: C901
         raise _fail(path, "format", f"expected {FORMAT!r}, got {doc['format']!r:.60}")
     if not _KEY.fullmatch(doc["key"]):
         raise _fail(path, "key", "expected lower-case letters, digits, '.', '_', '-' (64 at most)")
+    wave = doc.get("wavefront")
+    if wave is not None and wave & (wave - 1):  # warps and wavefronts are powers of two
+        raise _fail(path, "wavefront", f"expected a power of two (32, 64, ...), got {wave}")
     return doc
 
 

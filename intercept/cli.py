@@ -68,9 +68,12 @@ def records_cmd(args: argparse.Namespace) -> int:
                 "asked": r.asked,  # the launch-sizing answers the app had read (size_queries)
             }
         )
+    # a folder with an unreadable file is not a clean listing: status 2 says so to a
+    # script, and every readable record is still listed
+    status = 2 if any("error" in r for r in rows) else 0
     if args.json:
         emit_json({"records": rows})
-        return 0
+        return status
     print_table(
         ["record", "kernel", "global", "local", "time us", "emulatable", "verify", "device"],
         [
@@ -86,9 +89,10 @@ def records_cmd(args: argparse.Namespace) -> int:
             )
             for r in rows
         ],
-        title=f"{len(rows)} launch record(s) in {args.dir}",
+        title=f"{sum('error' not in r for r in rows)} launch record(s) in {args.dir}"
+        + (f", {sum('error' in r for r in rows)} unreadable" if status else ""),
     )
-    return 0
+    return status
 
 
 def replay_cmd(args: argparse.Namespace) -> int:

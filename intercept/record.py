@@ -470,7 +470,7 @@ def load(path: str) -> LaunchRecord:
         raise _bad(path, f"field 'format' is {short(m.get('format'))}, expected {FORMAT!r}")
     version = m.get("version")
     if not is_int(version) or version != VERSION:
-        why = " (its blobs are named by sha256)" if version == 1 else ""
+        why = " (its blobs are named by sha256)" if is_int(version) and version == 1 else ""
         raise ClprojError(
             f"{path}: field 'version' is {short(version)}{why}; this clproj reads version "
             f"{VERSION}",

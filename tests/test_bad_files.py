@@ -159,3 +159,15 @@ def test_project_takes_its_devices_from_the_setting(tmp_path: Path) -> None:
     proc = _cli("project", str(profile), "--devices", "h200-spec", "--json",
                 CLPROJ_DEVICES="no-such-profile")  # fmt: skip
     assert proc.returncode == 0  # the option wins over the setting
+
+
+def test_records_of_a_folder_with_an_unreadable_file_is_no_clean_listing(tmp_path: Path) -> None:
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "broken.clrec").write_bytes(b"")
+    proc = _cli("records", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert "0 launch record(s)" in proc.stdout and "1 unreadable" in proc.stdout
+    proc = _cli("records", str(tmp_path), "--json")
+    assert proc.returncode == 2
+    (row,) = json.loads(proc.stdout)["records"]
+    assert "broken.clrec" in row["path"] and row["error"]

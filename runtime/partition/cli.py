@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from clproj.argtypes import positive_seconds
+from clproj.argtypes import count_at_least_1, positive_seconds
 from clproj.console import emit_json, print_table, stderr
 from clproj.errors import ClprojError
 from clproj.miniemu.backend import GROUP_MODES
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--repeat",
-        type=int,
+        type=count_at_least_1,
         default=5,
         help="interleaved timed rounds for calibration and --execute (median; default 5)",
     )

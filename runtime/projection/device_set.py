@@ -31,7 +31,7 @@ def resolve(spec: str | None, measure_missing: bool = True) -> list[Any]:
     """Device profiles named by a ``--devices`` value (see module docstring)."""
     from clproj.devices.profile import known_profiles, load_profile
 
-    spec = (spec or "local").strip()
+    spec = ("local" if spec is None else spec).strip()  # "" names nothing: an error below
     if spec in ("all", "measured"):
         profiles = known_profiles()
         if spec == "measured":

@@ -145,6 +145,7 @@ def test_devices_option_and_sheet_command(python_exe: str, tmp_path: Path) -> No
         (lambda t: t + "sources = [1, 2]\n", "sources"),
         (lambda t: t + "tdp_w = 0\n", "tdp_w"),
         (lambda t: t + 'tdp_w = "450"\n', "tdp_w"),
+        (lambda t: t + "wavefront = 7\n", "wavefront"),  # warps are powers of two
     ],
 )
 def test_bad_sheet_is_one_line_naming_the_field(tmp_path: Path, change, field: str) -> None:
