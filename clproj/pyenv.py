@@ -96,7 +96,9 @@ def helper_python() -> str:
     slow to start, so a helper outlived an app that exited meanwhile, and it may run
     another Python) or nothing at all.
     """
-    handed = os.environ.get("CLPROJ_PYTHON", "")
+    from clproj import settings
+
+    handed = str(settings.get("CLPROJ_PYTHON") or "")
     if handed and os.access(handed, os.X_OK):
         return handed
     exe = sys.executable

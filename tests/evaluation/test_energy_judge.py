@@ -92,7 +92,7 @@ def test_untrusted_results_are_one_clear_line(tmp_path: Path) -> None:
         read_results(str(bad))
     assert "\n" not in exc.value.cause
     bad.write_text("{not json")
-    with pytest.raises(ClprojError, match="not JSON"):
+    with pytest.raises(ClprojError, match="not valid JSON"):
         read_results(str(bad))
 
 
