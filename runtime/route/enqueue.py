@@ -179,6 +179,14 @@ def _settled(r: Route, reqs: list[Any]) -> bool:
     return r.p.settle(reqs) and not any(q.err for q in reqs)
 
 
+def _all_zeros(data: Any) -> bool:
+    """Whether a snapshot is all zero bytes (numpy: 0.1 s a GiB, not a Python loop)."""
+    import numpy as np
+
+    view = np.frombuffer(data, dtype=np.uint8)
+    return not view.any()
+
+
 def _notify_hooks(  # noqa: C901
     r: Route, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None
 ) -> None:
@@ -188,13 +196,11 @@ def _notify_hooks(  # noqa: C901
     emulate it (the admission the projection hook registers, as in project mode); otherwise
     the hook projects its metadata from the cache's anchors (at most every few
     tens of milliseconds per kernel family)."""
-    from clproj.errors import ClprojError
     from clproj.intercept import hooks
-    from clproj.intercept.blobs import content_key
-    from clproj.intercept.record import ArgRecord, LaunchRecord, new_id, save
-    from clproj.intercept.shim_runtime import record_dir
+    from clproj.intercept.record import ArgRecord, LaunchRecord, new_id
+    from clproj.intercept.record_writer import save_later
+    from clproj.intercept.shim_runtime import SCRATCH_MIN_BYTES, record_dir
     from clproj.runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
-    from clproj.runtime.route.errors import log_once
 
     args, bufs = [], {}
     for i in range(max(k.remote.args, default=-1) + 1):
@@ -232,12 +238,12 @@ def _notify_hooks(  # noqa: C901
                 data, _ = r.p.enqueue_read(b.buf, offset=b.offset, size=b.size, blocking=True)
             else:
                 data, _ = r.p.enqueue_read(b, blocking=True)
-            a.blob = content_key(data)
-            rec.blobs[a.blob] = bytes(data)
+            # as project mode records (intercept.shim_runtime): a snapshot of 1 MiB or more
+            # that is all zeros is no blob (read as zeros), neither hashed nor stored; any
+            # other is hashed and written by the record writer, off the app's thread
+            if len(data) >= SCRATCH_MIN_BYTES and _all_zeros(data):
+                a.blob = None
+            else:
+                a.blob = rec.add_blob(data)
     rec.id = new_id(k.name, record_dir())
-    try:
-        save(rec, record_dir())
-    except ClprojError as exc:  # not recorded (e.g. over the size limit); the launch runs
-        log_once(f"record-{k.name}", exc.cause)
-        return
-    hooks.notify(rec)
+    save_later(rec, record_dir(), then=hooks.notify)

@@ -17,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -348,3 +349,48 @@ def test_new_signature_every_launch_snapshots_only_what_it_emulates(tmp_path, ro
     assert "PASS" in proc.stderr, proc.stderr[-2000:]  # --json: the app's stdout
     saved = list((records / "records").glob("*.clrec"))
     assert 1 <= len(saved) <= 40, len(saved)
+
+
+ZERO_APP = """\
+import numpy as np
+import pyopencl as cl
+ctx = cl.create_some_context(interactive=False)
+q = cl.CommandQueue(ctx)
+n = 1 << 19  # 2 MiB of float32 each
+z = np.zeros(n, np.float32)
+a = np.arange(n, dtype=np.float32)
+mf = cl.mem_flags
+bz = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=z)
+ba = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+src = "__kernel void addto(__global float *z, __global const float *a)"
+src += " { size_t i = get_global_id(0); z[i] += a[i]; }"
+cl.Program(ctx, src).build().addto(q, (n,), None, bz, ba)
+out = np.empty_like(z)
+cl.enqueue_copy(q, out, bz)
+q.finish()
+print("PASS" if (out == a).all() else "FAIL")
+"""
+
+
+def test_route_records_a_zero_buffer_as_no_blob_and_the_rest_exactly(tmp_path, route_env):
+    """Route mode records a launch as project mode does: a snapshot of 1 MiB or more that
+    is all zeros is no blob (read as zeros), neither hashed nor stored; the others are
+    stored by the record writer, byte for byte."""
+    from clproj.intercept.record import load
+
+    (tmp_path / "app.py").write_text(ZERO_APP)
+    records = tmp_path / "records"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--record",
+            str(records), "--", sys.executable, str(tmp_path / "app.py"),
+        ],
+        env=route_env(tmp_path), capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stderr[-2000:]
+    (path,) = (records / "records").glob("addto-*.clrec")
+    rec = load(str(path))
+    zero, ramp = sorted((a for a in rec.args if a.kind == "buffer"), key=lambda a: a.index)
+    assert zero.blob is None and zero.size == 1 << 21
+    assert ramp.blob is not None
+    assert bytes(rec.buffer_view(ramp.index)) == np.arange(1 << 19, dtype=np.float32).tobytes()
