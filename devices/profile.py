@@ -256,8 +256,8 @@ def load_profile(path_or_key: str) -> DeviceProfile:
         from clproj.devices.sheet import profile_from_sheet
 
         return DeviceProfile(profile_from_sheet(str(p)), str(p))
-    if p.suffix == ".json" or p.exists():
-        if not p.exists():
+    if p.suffix == ".json" or os.path.lexists(p):
+        if not os.path.lexists(p):  # a link that leads nowhere is there: _read says why
             raise ClprojError(f"no device profile file {p}", "check the path")
         return _read(p)
     for path in profile_paths():  # the project's own files: only their keys read here

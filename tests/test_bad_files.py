@@ -44,6 +44,13 @@ def _huge(path: Path) -> str:
     return str(path)
 
 
+def _link_loop(path: Path) -> str:
+    other = path.with_name("other.json")
+    os.symlink(other, path)
+    os.symlink(path, other)
+    return str(path)
+
+
 def _bom(path: Path) -> str:
     path.write_bytes(b"\xef\xbb\xbf" + SHIPPED.read_bytes())  # a Windows editor's save
     return str(path)
@@ -56,8 +63,9 @@ def _bom(path: Path) -> str:
         (_fifo, "is a FIFO"),
         (_huge, "more than the 16777216 accepted"),
         (_deep_json, "nests JSON too deeply"),
+        (_link_loop, "Too many levels of symbolic links"),  # was: "no device profile file"
     ],
-    ids=["dev-zero", "fifo", "huge", "deep"],
+    ids=["dev-zero", "fifo", "huge", "deep", "link-loop"],
 )
 def test_a_hostile_device_profile_file_is_one_error(
     tmp_path: Path, make: Callable[[Path], str], expect: str
