@@ -76,26 +76,9 @@ def _config_file(path: str) -> dict[str, Any]:
     # An absent file is no config (tests and scripts point $CLPROJ_CONFIG at one to leave
     # the user's out); anything else at the path must be a readable regular file.
     if os.path.lexists(path):
-        import tomllib
+        from clproj.untrusted import read_toml_file
 
-        from clproj.untrusted import read_regular_file
-
-        raw = read_regular_file(path, "config file", MAX_CONFIG_BYTES, fix)
-        try:
-            loaded = tomllib.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib does not say so itself
-            raise ClprojError(
-                f"the config file {path} is not UTF-8 text (byte {exc.start})",
-                "save it as UTF-8 or remove it (see docs/settings.md)",
-            ) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ClprojError(
-                f"cannot read the config file {path}: {exc}",
-                "fix its TOML syntax or remove it (see docs/settings.md)",
-            ) from None
-        except RecursionError:
-            raise ClprojError(f"the config file {path} nests tables too deeply", fix) from None
-        doc = loaded if isinstance(loaded, dict) else {}
+        doc = read_toml_file(path, "config file", MAX_CONFIG_BYTES, fix)
     _config_docs[path] = doc
     return doc
 

@@ -112,6 +112,24 @@ def read_json_file(path: str, what: str, max_bytes: int, fix: str | None = None)
         ) from None
 
 
+def read_toml_file(path: str, what: str, max_bytes: int, fix: str | None = None) -> dict:
+    """The TOML document in ``path``, read as :func:`read_regular_file` reads; text that
+    is not UTF-8, not TOML, or nested past the parser's recursion limit is one
+    :class:`ClprojError` naming the file. Why: as :func:`read_json_file`, for the TOML
+    files users write (device sheets, the config file)."""
+    import tomllib
+
+    raw = read_regular_file(path, what, max_bytes, fix)
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib does not say so itself
+        raise ClprojError(f"{what} {path} is not UTF-8 text (byte {exc.start})", fix) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ClprojError(f"{what} {path} is not TOML: {exc}", fix) from None
+    except RecursionError:
+        raise ClprojError(f"{what} {path} nests tables too deeply", fix) from None
+
+
 def map_regular_file(path: str, what: str, size: int, fix: str | None = None) -> mmap.mmap:
     """``path``, a regular file of exactly ``size`` bytes, mapped copy-on-write.
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from clproj.errors import ClprojError
-from clproj.untrusted import is_finite_number, is_int, read_regular_file
+from clproj.untrusted import is_finite_number, is_int, read_toml_file
 
 FORMAT = "clproj.device-sheet"
 VERSION = 1
@@ -70,19 +69,7 @@ def _fail(path: str, field: str, what: str) -> ClprojError:
 
 def read_sheet(path: str) -> dict[str, Any]:  # noqa: C901
     """The checked fields of the sheet at ``path`` (types, ranges, no unknown names)."""
-    raw = read_regular_file(path, "device sheet", MAX_BYTES, FIX)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ClprojError(
-            f"device sheet {path} is not UTF-8 text (byte {exc.start})", FIX
-        ) from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ClprojError(f"device sheet {path} is not TOML: {exc}", FIX) from None
-    except RecursionError:
-        raise ClprojError(f"device sheet {path} nests tables too deeply", FIX) from None
+    doc = read_toml_file(path, "device sheet", MAX_BYTES, FIX)
     for name in doc:
         if name not in FIELDS:
             raise _fail(path, name, f"unknown field (known: {', '.join(FIELDS)})")

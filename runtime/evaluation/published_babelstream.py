@@ -51,6 +51,7 @@ import math
 import os
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,8 +92,9 @@ KERNELS = {
     "Copy": "copy", "Mul": "mul", "Add": "add", "Triad": "triad", "Dot": "stream_dot",
     "Nstream": "nstream",
 }  # fmt: skip
-# Arrays each kernel reads or writes once (BabelStream's own "weight" of its bandwidth)
-ARRAYS_MOVED = {"Copy": 2, "Mul": 2, "Add": 3, "Triad": 3, "Dot": 2, "Nstream": 4}
+# Arrays each kernel (by the name it is recorded under) reads or writes once: BabelStream's
+# own "weight" of its bandwidth
+ARRAYS_MOVED = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "stream_dot": 2, "nstream": 4}
 # The programming models whose results are judged (module docstring), lower case
 JUDGED_IMPLEMENTATIONS = ("opencl", "cuda", "hip")
 # Bytes of the unit a rate column is printed in, by its header ("MBytes/sec" is 10^6 bytes
@@ -248,10 +250,9 @@ def rate_time(result: BabelResult, kernel: str, unit_bytes: float, min_text: str
     """``kernel``'s time read back from its rate column, or None where it does not round
     to the printed Min (``min_text``) (module docstring)."""
     rate = result.rate_mbs.get(kernel, 0.0)
-    names = {v: k for k, v in KERNELS.items()}
     if rate <= 0:
         return None
-    moved = ARRAYS_MOVED[names[kernel]] * result.element_bytes * result.elements
+    moved = ARRAYS_MOVED[kernel] * result.element_bytes * result.elements
     t = moved / (rate * unit_bytes)
     t_min = result.min_s[kernel]
     return t if abs(t - t_min) <= printed_half_step(min_text) + RATE_SLACK * t_min else None
@@ -287,9 +288,8 @@ def dot_launch(result: BabelResult, profile: Any) -> tuple[int, int] | None:
 
 def derived_elements(rates: dict[str, float], min_s: dict[str, float], element_bytes: int) -> int:
     """Elements per array from MBytes/sec x Min time (see the module docstring, rule 3)."""
-    names = {v: k for k, v in KERNELS.items()}
     estimates = [
-        rates[k] * 1e6 * min_s[k] / (ARRAYS_MOVED[names[k]] * element_bytes)
+        rates[k] * 1e6 * min_s[k] / (ARRAYS_MOVED[k] * element_bytes)
         for k in min_s
         if k in rates and rates[k] > 0
     ]
@@ -306,8 +306,8 @@ def load_results(folder: str) -> tuple[list[BabelResult], list[str]]:
     files of other implementations and of managed memory left out)."""
     fix = "pass BabelStream's folder (it has results/v1.0/opencl/) or --truth DIR"
     results, errors = [], []
-    others: dict[str, int] = {}
-    managed: dict[str, int] = {}
+    others: Counter[str] = Counter()  # implementation -> files left out
+    managed: Counter[str] = Counter()  # memory kind -> files left out
     for label, path in truth_files(folder, fix):
         try:
             result = parse_results(path, label)
@@ -315,20 +315,19 @@ def load_results(folder: str) -> tuple[list[BabelResult], list[str]]:
             errors.append(exc.cause)
             continue
         if result.implementation and result.implementation.lower() not in JUDGED_IMPLEMENTATIONS:
-            others[result.implementation] = others.get(result.implementation, 0) + 1
+            others[result.implementation] += 1
         elif result.memory not in ("", "DEFAULT"):
-            managed[result.memory] = managed.get(result.memory, 0) + 1
+            managed[result.memory] += 1
         else:
             results.append(result)
-    if others:
-        names = ", ".join(f"{n} {k}" for k, n in sorted(others.items()))
-        errors.append(f"{folder}: left out {sum(others.values())} results of other "
-                      f"implementations ({names}): clproj judges BabelStream's OpenCL, CUDA "
-                      "and HIP ones (the same kernels)")  # fmt: skip
-    if managed:
-        names = ", ".join(f"{n} {k}" for k, n in sorted(managed.items()))
-        errors.append(f"{folder}: left out {sum(managed.values())} results on managed or "
-                      f"page-fault memory ({names}): their times include page migration")  # fmt: skip
+    for counts, which, why in (
+        (others, "of other implementations",
+         "clproj judges BabelStream's OpenCL, CUDA and HIP ones (the same kernels)"),
+        (managed, "on managed or page-fault memory", "their times include page migration"),
+    ):  # fmt: skip
+        if counts:
+            names = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            errors.append(f"{folder}: left out {counts.total()} results {which} ({names}): {why}")
     return results, errors
 
 
