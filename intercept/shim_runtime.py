@@ -471,7 +471,8 @@ def _save(rec, need: int) -> None:
 
 
 def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
-    """Store the outputs (--verify) and the measured time; the record is written and the
+    """Give a record published at its launch its measured time (or withdraw it: the launch
+    failed); with --verify, store the outputs and write the record. The writing and the
     hooks run on the background writer (intercept.record_writer.save_later), not in the app."""
     with _lock:
         rec, need, early = _pending.pop(handle, (None, 0, False))
@@ -487,16 +488,16 @@ def post_launch(ffi, lib, handle: int, L, err: int, time_ns: int) -> None:
         rec.drop_blobs()
         settle(need, 0)
         return
-    if L.verify:
-        rec.outputs = {}
-        try:
-            for a in rec.args:
-                if a.kind == "buffer":
-                    rec.outputs[a.index] = _snapshot(ffi, lib, L, rec, a.index, int(a.size), False)
-        except BaseException:
-            rec.drop_blobs()
-            settle(need, 0)
-            raise
+    # --verify (the only record not published early): the outputs, read right after it
+    rec.outputs = {}
+    try:
+        for a in rec.args:
+            if a.kind == "buffer":
+                rec.outputs[a.index] = _snapshot(ffi, lib, L, rec, a.index, int(a.size), False)
+    except BaseException:
+        rec.drop_blobs()
+        settle(need, 0)
+        raise
     _save(rec, need)
 
 

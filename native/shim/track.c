@@ -312,10 +312,11 @@ void pending_harvest(int block) {
         if (real_clGetEventInfo(batch[i].ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
                                 &status, NULL) != CL_SUCCESS)
             status = -1;
-        if (status == CL_COMPLETE) {
+        if (status == CL_COMPLETE || status < 0) { /* done; a failed command has no time */
             cl_ulong t0 = 0, t1 = 0;
             int64_t ns = -1;
-            if (real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_START, sizeof t0,
+            if (status == CL_COMPLETE &&
+                real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_START, sizeof t0,
                                              &t0, NULL) == CL_SUCCESS &&
                 real_clGetEventProfilingInfo(batch[i].ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                              NULL) == CL_SUCCESS &&
@@ -329,13 +330,6 @@ void pending_harvest(int block) {
                 clproj_unlock();
             }
             real_clReleaseEvent(batch[i].ev);
-        } else if (status < 0) {
-            real_clReleaseEvent(batch[i].ev); /* failed command: no time */
-            if (batch[i].record) {
-                clproj_lock();
-                record_time_done(batch[i].record, -1);
-                clproj_unlock();
-            }
         } else {
             batch[keep++] = batch[i];
         }
