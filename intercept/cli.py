@@ -7,7 +7,7 @@ import argparse
 import os
 
 from clproj.console import emit_json, print_table
-from clproj.errors import ClprojError
+from clproj.errors import ERROR_STATUS, ClprojError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -68,9 +68,10 @@ def records_cmd(args: argparse.Namespace) -> int:
                 "asked": r.asked,  # the launch-sizing answers the app had read (size_queries)
             }
         )
-    # a folder with an unreadable file is not a clean listing: status 2 says so to a
-    # script, and every readable record is still listed
-    status = 2 if any("error" in r for r in rows) else 0
+    # a folder with an unreadable file is not a clean listing: the error status says so to
+    # a script, and every readable record is still listed
+    unreadable = sum("error" in r for r in rows)
+    status = ERROR_STATUS if unreadable else 0
     if args.json:
         emit_json({"records": rows})
         return status
@@ -89,8 +90,8 @@ def records_cmd(args: argparse.Namespace) -> int:
             )
             for r in rows
         ],
-        title=f"{sum('error' not in r for r in rows)} launch record(s) in {args.dir}"
-        + (f", {sum('error' in r for r in rows)} unreadable" if status else ""),
+        title=f"{len(rows) - unreadable} launch record(s) in {args.dir}"
+        + (f", {unreadable} unreadable" if unreadable else ""),
     )
     return status
 

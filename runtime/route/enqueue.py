@@ -179,14 +179,6 @@ def _settled(r: Route, reqs: list[Any]) -> bool:
     return r.p.settle(reqs) and not any(q.err for q in reqs)
 
 
-def _all_zeros(data: Any) -> bool:
-    """Whether a snapshot is all zero bytes (numpy: 0.1 s a GiB, not a Python loop)."""
-    import numpy as np
-
-    view = np.frombuffer(data, dtype=np.uint8)
-    return not view.any()
-
-
 def _notify_hooks(  # noqa: C901
     r: Route, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None
 ) -> None:
@@ -197,6 +189,7 @@ def _notify_hooks(  # noqa: C901
     the hook projects its metadata from the cache's anchors (at most every few
     tens of milliseconds per kernel family)."""
     from clproj.intercept import hooks
+    from clproj.intercept.last_snapshots import all_zero
     from clproj.intercept.record import ArgRecord, LaunchRecord, new_id
     from clproj.intercept.record_writer import save_later
     from clproj.intercept.shim_runtime import SCRATCH_MIN_BYTES, record_dir
@@ -241,7 +234,7 @@ def _notify_hooks(  # noqa: C901
             # as project mode records (intercept.shim_runtime): a snapshot of 1 MiB or more
             # that is all zeros is no blob (read as zeros), neither hashed nor stored; any
             # other is hashed and written by the record writer, off the app's thread
-            if len(data) >= SCRATCH_MIN_BYTES and _all_zeros(data):
+            if len(data) >= SCRATCH_MIN_BYTES and all_zero(data):
                 a.blob = None
             else:
                 a.blob = rec.add_blob(data)
