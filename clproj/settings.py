@@ -91,6 +91,11 @@ def _text(raw: Any) -> str:
     return str(raw).strip()
 
 
+def _bound(x: float) -> str:
+    """A range end as a user types it: an integer exactly (2**63 - 1, not 9.22337e+18)."""
+    return str(int(x)) if isinstance(x, int) or (math.isfinite(x) and x == int(x)) else f"{x:g}"
+
+
 def _parse(s: Setting, raw: Any, origin: str) -> Any:  # noqa: C901
     text = _text(raw)
     if not text:
@@ -120,7 +125,7 @@ def _parse(s: Setting, raw: Any, origin: str) -> Any:  # noqa: C901
         if not math.isfinite(value) or not lo <= value <= hi:
             want = f"{'an integer' if s.type == 'int' else 'a number'}"
             if s.bounds:
-                want += f" from {lo:g} to {hi:g}"
+                want += f" from {_bound(lo)} to {_bound(hi)}"
             raise ClprojError(f"{s.name}={raw!r} ({origin}) is not {want}", f"give {want}")
         return value
     if s.type == "path":

@@ -462,8 +462,12 @@ def load(path: str) -> LaunchRecord:
     )
     try:
         m = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except msgpack.ExtraData:
+        raise _bad(path, "more data follows the record's end (two files joined?)") from None
     except Exception as exc:
-        raise _bad(path, f"corrupt msgpack ({type(exc).__name__}: {str(exc)[:80]})") from None
+        truncated = "incomplete" in str(exc)
+        raise _bad(path, "the file ends inside the record (truncated)" if truncated else
+                   "not a record's encoding (msgpack)") from None
     if not isinstance(m, dict):
         raise _bad(path, "top level is not a map")
     if m.get("format") != FORMAT:

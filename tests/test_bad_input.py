@@ -229,6 +229,10 @@ def _truncated(c: Ctx) -> None:
     c.raw = msgpack.packb(c.m, use_bin_type=True)[:200]
 
 
+def _joined(c: Ctx) -> None:
+    c.raw = msgpack.packb(c.m, use_bin_type=True) * 2
+
+
 def _top_list(c: Ctx) -> None:
     c.raw = msgpack.packb([1, 2, 3])
 
@@ -335,8 +339,9 @@ RECORD_CASES = [
         app="spin",
     ),
     # the file itself and its other fields
-    RecordCase("msgpack-garbage", _garbage, r"corrupt msgpack"),
-    RecordCase("msgpack-truncated", _truncated, r"corrupt msgpack"),
+    RecordCase("msgpack-garbage", _garbage, r"not a record's encoding"),
+    RecordCase("msgpack-truncated", _truncated, r"ends inside the record \(truncated\)"),
+    RecordCase("msgpack-joined", _joined, r"more data follows the record's end"),
     RecordCase("top-level-list", _top_list, r"top level is not a map"),
     RecordCase("program-missing", drop("program"), r"'program'"),
     RecordCase("source-not-string", put("program.source", 42), r"'program\.source'"),

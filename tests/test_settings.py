@@ -56,7 +56,7 @@ def test_empty_is_unset(monkeypatch):
     [
         ("CLPROJ_VERIFY", "maybe", "is not a boolean"),
         ("CLPROJ_TIMING_FIRST", "1_0", "is not an integer"),
-        ("CLPROJ_TIMING_FIRST", "-1", "is not an integer from 0"),
+        ("CLPROJ_TIMING_FIRST", "-1", "is not an integer from 0 to 9223372036854775807"),
         ("CLPROJ_ROUTE_WAIT", "inf", "is not a number"),
         ("CLPROJ_ROUTE_WAIT", "0x10", "is not a number"),
         ("CLPROJ_MODE", "Route", "is not a valid value"),
