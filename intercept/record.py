@@ -466,8 +466,12 @@ def load(path: str) -> LaunchRecord:
         raise _bad(path, "more data follows the record's end (two files joined?)") from None
     except Exception as exc:
         truncated = "incomplete" in str(exc)
-        raise _bad(path, "the file ends inside the record (truncated)" if truncated else
-                   "not a record's encoding (msgpack)") from None
+        raise _bad(
+            path,
+            "the file ends inside the record (truncated)"
+            if truncated
+            else "not a record's encoding (msgpack)",
+        ) from None
     if not isinstance(m, dict):
         raise _bad(path, "top level is not a map")
     if m.get("format") != FORMAT:
