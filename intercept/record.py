@@ -33,7 +33,7 @@ from clproj.intercept import identity
 from clproj.intercept.blobs import BlobStore, content_key, prepared_zeros_key
 from clproj.intercept.buffer_maps import mapped
 from clproj.intercept.live_view import LIVE_SUFFIX, check_inline, check_live, save_live_copy
-from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map
+from clproj.intercept.record_check import ARG_KINDS, MAX_RECORD_BYTES, check_map, unpack
 from clproj.untrusted import BadField, is_int, read_regular_file, short
 
 FORMAT = "clproj.launch-record"
@@ -461,17 +461,9 @@ def load(path: str) -> LaunchRecord:
         "pass a .clrec file (see `clproj records DIR`)",
     )
     try:
-        m = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-    except msgpack.ExtraData:
-        raise _bad(path, "more data follows the record's end (two files joined?)") from None
-    except Exception as exc:
-        truncated = "incomplete" in str(exc)
-        raise _bad(
-            path,
-            "the file ends inside the record (truncated)"
-            if truncated
-            else "not a record's encoding (msgpack)",
-        ) from None
+        m = unpack(raw)
+    except ValueError as exc:
+        raise _bad(path, str(exc)) from None
     if not isinstance(m, dict):
         raise _bad(path, "top level is not a map")
     if m.get("format") != FORMAT:

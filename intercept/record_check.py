@@ -12,6 +12,8 @@ import math
 import re
 from typing import Any
 
+import msgpack
+
 from clproj.intercept import size_queries
 from clproj.intercept.blobs import MAX_SIZE_T, is_blob_key
 from clproj.untrusted import BadField, is_int, short
@@ -104,6 +106,19 @@ def check_arg(i: int, m: Any) -> dict[str, Any]:  # noqa: C901
     elif kind == "unsupported":
         a["what"] = _opt_str(f"{at}.what", m.get("what"), MAX_NAME)
     return a
+
+
+def unpack(raw: bytes) -> Any:
+    """The msgpack value a record file holds; ValueError saying, in a user's words, why the
+    bytes are none (msgpack's own "Unpack failed: incomplete input" names no cause)."""
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except msgpack.ExtraData:
+        raise ValueError("more data follows the record's end (two files joined?)") from None
+    except Exception as exc:
+        if "incomplete" in str(exc):
+            raise ValueError("the file ends inside the record (truncated)") from None
+        raise ValueError("not a record's encoding (msgpack)") from None
 
 
 def check_map(m: dict[str, Any]) -> dict[str, Any]:  # noqa: C901

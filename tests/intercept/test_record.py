@@ -119,7 +119,7 @@ def test_errors(tmp_path):
     with pytest.raises(ClprojError, match="'args'"):
         R.load(str(bad))
     bad.write_bytes(b"\xc1\xc1garbage")
-    with pytest.raises(ClprojError, match="corrupt"):
+    with pytest.raises(ClprojError, match="not a record's encoding"):
         R.load(str(bad))
     # a corrupted blob is detected by its hash
     rec = R.load(path)

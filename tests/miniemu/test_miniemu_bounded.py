@@ -403,6 +403,7 @@ def test_a_shared_servers_run_yields_as_the_thread_that_asked_for_it(how: str) -
     seeds = np.full(256, 8, np.uint32)  # spins until the 2 s wall backstop
     r = from_arrays(SRC, "spin", [seeds, np.zeros(256, np.uint32)], [256], [256])
     asker: list[int] = []
+    base = os.getpriority(os.PRIO_PROCESS, 0)  # the suite may itself run niced
 
     def low_priority() -> None:
         me = threading.get_native_id()
@@ -431,7 +432,7 @@ def test_a_shared_servers_run_yields_as_the_thread_that_asked_for_it(how: str) -
         thread.join()
     # a run lowers its priority first thing after the fork: seen later, it is at 19
     assert last and set(last.values()) == {19}, last
-    assert asker == [19 if how == "thread at nice 19" else 0]
+    assert asker == [19 if how == "thread at nice 19" else base]
 
 
 STRIDE = """
