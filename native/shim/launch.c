@@ -210,7 +210,11 @@ static cl_int forward_timed(ndrange_fn nd, task_fn task, cl_command_queue q, que
         }
         return err;
     }
-    cl_command_queue twin = twin_of(q, qi);
+    /* While the app holds a user event it has not set, it may set it to an error, and PoCL 3.1
+     * aborts when such an error reaches a barrier that waits across queues (the twin's order
+     * back to the app's queue): such launches run on the app's queue, untimed. */
+    int user_pending = __atomic_load_n(&clproj_pending_user_events, __ATOMIC_ACQUIRE) > 0;
+    cl_command_queue twin = user_pending ? NULL : twin_of(q, qi);
     if (twin) {
         cl_int err = twin_launch(nd, task, q, twin, k, dim, off, gsz, lsz, nw, wl, ev, mine);
         if (err != NOT_DONE) return err;
@@ -346,6 +350,7 @@ static cl_int launch(ndrange_fn nd, task_fn task, cl_command_queue q, cl_kernel 
         for (cl_uint i = 0; i < ki->nargs; i++)
             if (ki->args[i].kind == CLPROJ_ARG_BUFFER) clproj_mem_written(ki->args[i].mem);
     clproj_unlock();
+    stats_name_device(stat);
 
     int rest = 0;
     int timed = stats_ticket(stat, &rest) && clproj_cfg.timing && qi != NULL;

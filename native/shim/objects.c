@@ -119,6 +119,24 @@ CL_API_ENTRY cl_int CL_API_CALL clGetEventInfo(cl_event ev, cl_event_info param,
     return err;
 }
 
+int64_t clproj_pending_user_events = 0;
+
+/* User events are counted, created minus set (launch.c's twin queue steps aside while one is
+ * pending); the calls themselves are the driver's. */
+CL_API_ENTRY cl_event CL_API_CALL clCreateUserEvent(cl_context ctx, cl_int *errcode_ret) {
+    REAL(clCreateUserEvent, FAIL_PTR);
+    cl_event e = real_clCreateUserEvent(ctx, errcode_ret);
+    if (e && !PASS) __atomic_add_fetch(&clproj_pending_user_events, 1, __ATOMIC_RELEASE);
+    return e;
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clSetUserEventStatus(cl_event e, cl_int status) {
+    REAL(clSetUserEventStatus, FAIL_INT);
+    cl_int err = real_clSetUserEventStatus(e, status);
+    if (err == CL_SUCCESS && !PASS) __atomic_sub_fetch(&clproj_pending_user_events, 1, __ATOMIC_RELEASE);
+    return err;
+}
+
 /* The app did not ask for profiling: its events must not start reporting times. */
 CL_API_ENTRY cl_int CL_API_CALL clGetEventProfilingInfo(cl_event ev, cl_profiling_info param,
                                                         size_t size, void *value,

@@ -168,6 +168,9 @@ extern ptrmap *clproj_programs, *clproj_kernels, *clproj_mems, *clproj_queues, *
 /* Bumped (under the lock) whenever an entry of the kernel or queue table is added, replaced or
  * removed: launch.c's per-thread lookup cache is valid only while it is unchanged. */
 extern uint64_t clproj_table_gen;
+/* User events the app created and has not set yet (objects.c). While one is pending no launch
+ * is timed on a twin queue (launch.c says why). */
+extern int64_t clproj_pending_user_events;
 
 void prog_unref(prog_info *p); /* under lock */
 /* What writes a buffer (writes.c): `m` may hold data from now on (a sub-buffer: its parent
@@ -200,6 +203,9 @@ static inline int clproj_ticket_timed(uint64_t t) {
     return t < clproj_cfg.timing_first || clproj_mix64(t) <= clproj_cfg.sample_below;
 }
 void stats_failed(int idx, int rest);
+/* Read the device name of statistics slot idx now, while the app still holds the device
+ * (not under lock: clGetDeviceInfo may take the driver's). */
+void stats_name_device(int idx);
 void stats_add_time(int idx, uint64_t ns, int rest);
 void pending_add(cl_event ev, int stat_idx, int rest);
 /* A recorded launch's event: its time goes to Python's record `handle` once it completes. */

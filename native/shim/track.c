@@ -144,6 +144,7 @@ typedef struct {
     char kernel[128];
     char device[96];
     void *dev;
+    int named; /* device[] holds the name (set once, under the lock) */
     uint64_t tickets, failed, rest_failed; /* launches attempted; refused ones */
     uint64_t timed, total_ns;              /* timed launches and their device time */
     uint64_t rest_timed, rest_ns;          /* the same, after the first timing_first */
@@ -163,8 +164,22 @@ int stats_index(const char *kernel, cl_device_id device) {
     kstat *s = &stats[nstats];
     snprintf(s->kernel, sizeof s->kernel, "%s", kernel);
     s->dev = device;
-    s->device[0] = 0; /* name resolved outside the lock at exit */
+    s->device[0] = 0; /* named by stats_name_device, outside the lock */
+    s->named = 0;
     return nstats++;
+}
+/* The name is read at the first launch, not at exit: by then the app may have released the
+ * device (a sub-device), and PoCL crashes on a query of a released one. */
+void stats_name_device(int idx) {
+    if (idx < 0 || __atomic_load_n(&stats[idx].named, __ATOMIC_ACQUIRE)) return;
+    char name[sizeof stats[idx].device];
+    clproj_device_str(stats[idx].dev, CL_DEVICE_NAME, name, sizeof name);
+    clproj_lock();
+    if (!stats[idx].named) {
+        memcpy(stats[idx].device, name, sizeof name);
+        __atomic_store_n(&stats[idx].named, 1, __ATOMIC_RELEASE);
+    }
+    clproj_unlock();
 }
 int stats_ticket(int idx, int *rest) {
     *rest = 0;
@@ -552,7 +567,6 @@ static void write_summary(void) {
         uint64_t est = stats_estimate(s);
         uint64_t launches = st_launches(s);
         sampled |= s->timed < launches;
-        clproj_device_str(s->dev, CL_DEVICE_NAME, s->device, sizeof s->device);
         if (f == stderr) {
             double mean = s->timed && launches ? (double)est / launches / 1e3 : 0.0;
             fprintf(f, "clproj: %-32s %10llu %10llu %14.3f %12.3f  %s\n", s->kernel,
