@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from clproj import cl_names as C
 from clproj.errors import ClprojError
 from clproj.runtime.route.errors import CLError, log_once
-from clproj.runtime.route.objects import Held, VEvent, VQueue
+from clproj.runtime.route.objects import Held, VEvent, VKernel, VMem, VQueue
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route
@@ -55,15 +55,40 @@ def _queue_held(r: Route, q: VQueue, held: Held) -> None:
         r.held_queues.append(q)
 
 
-def _hold(r: Route, c: Any, q: VQueue, kind: str, waits: list[VEvent], run: Any) -> int:
+def _hold(
+    r: Route, c: Any, q: VQueue, kind: str, waits: list[VEvent], run: Any, retained: tuple
+) -> int:
     """Hold a command back: its event (if asked for) is handed out now, ``run``
     carries the command out once every event it waits on is resolved."""
     ev = None
     if c.want_event:
         ev = VEvent(q, kind, None, time.monotonic_ns(), held=True)
         c.ret_event = r.new(r.lib.RT_EVENT, ev, q)
-    _queue_held(r, q, Held(run, waits, ev))
+    _queue_held(r, q, Held(run, waits, ev, retained=retained))
     return C.CL_SUCCESS
+
+
+def _retain_named(r: Route, c: Any, q: VQueue) -> tuple[Any, ...]:
+    """Take a reference to every object a held command names: its queue, its kernel or
+    buffers, and a launch's buffer arguments. Why: an enqueued command holds its own
+    references (the OpenCL specification), so the app may release the kernel or a buffer
+    (pyopencl's ``prg.inc(queue, ..., wait_for=[user_event])`` drops its temporary kernel
+    at once) before the user event is set; the command must still run with them."""
+    objs = [q, r.objs.get(int(c.id)), r.objs.get(int(c.id2))]
+    k = objs[1]
+    if c.op == r.lib.RT_OP_LAUNCH and isinstance(k, VKernel):
+        argv = k.argv
+        objs += [
+            r.objs.get(argv[i].id) for i in range(len(k.gens)) if argv[i].kind == r.lib.RT_SET_MEM
+        ]
+    handles = tuple(
+        o.handle
+        for o in dict.fromkeys(o for o in objs if isinstance(o, (VQueue, VKernel, VMem)))
+        if o.handle is not None
+    )
+    for h in handles:
+        r.lib.clproj_route_retain(h)
+    return handles
 
 
 def _copy_call(r: Route, c: Any) -> tuple[Any, list[Any]]:
@@ -115,6 +140,7 @@ def maybe_hold(
     flag = _BLOCKING.get(kind)
     blocking = flag is not None and bool(flag(c))
     restore = snapshot() if snapshot is not None else None
+    retained = _retain_named(r, c, q)
 
     def run() -> int:
         _ = keep
@@ -124,7 +150,7 @@ def maybe_hold(
         return op(r, cc)
 
     if blocking or kind == "map":
-        held = Held(run, waits, None)
+        held = Held(run, waits, None, retained=retained)
         _queue_held(r, q, held)
         while held in q.held:
             r.p.uncork()
@@ -136,7 +162,7 @@ def maybe_hold(
         if kind == "map":
             c.ret = cc.ret
         return held.code
-    return _hold(r, c, q, kind, waits, run)
+    return _hold(r, c, q, kind, waits, run, retained)
 
 
 def _run(r: Route, h: Held, failed: bool) -> int:
@@ -175,6 +201,8 @@ def release_held(r: Route) -> None:
                 q.held.pop(i)
                 progress = True
                 code = _run(r, h, failed)
+                for handle in h.retained:  # the command has run (or failed): let go
+                    r.lib.clproj_route_release(handle)
                 h.code = code
                 if h.event is not None and code != C.CL_SUCCESS:
                     h.event.held = False

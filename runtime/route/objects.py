@@ -174,3 +174,4 @@ class Held:
     waits: list[VEvent]
     event: VEvent | None  # the command's event, handed out already (held=True)
     code: int = C.CL_SUCCESS  # what running it returned
+    retained: tuple[Any, ...] = ()  # handles it holds a reference to until it has run

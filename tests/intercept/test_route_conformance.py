@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 
 APP = textwrap.dedent(
     r'''
-    import json, sys, threading, time
+    import gc, json, sys, threading, time
     import numpy as np
     import pyopencl as cl
     import pyopencl.array as cla
@@ -207,6 +207,22 @@ APP = textwrap.dedent(
     ue2.set_status(cl.command_execution_status.COMPLETE)
     t.join(5)
     out["user_event_wait"] = [early, waited.get("ok", False)]
+    # a command held for a user event keeps its kernel and buffers: pyopencl's prg.inc
+    # makes a temporary kernel the app drops at once; the app releases a buffer too
+    ue3 = cl.UserEvent(ctx)
+    incp = cl.Program(ctx, "__kernel void inc(__global int *o) { o[get_global_id(0)] += 1; }")
+    incp = incp.build()
+    tgt = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.full(64, 5, np.int32))
+    src = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.full(64, 7, np.int32))
+    kev = incp.inc(q, (64,), None, tgt, wait_for=[ue3])
+    cev = cl.enqueue_copy(q, tgt, src, byte_count=16, dest_offset=64, wait_for=[kev])
+    src.release()
+    gc.collect()
+    ue3.set_status(cl.command_execution_status.COMPLETE)
+    cev.wait()
+    got3 = np.zeros(64, np.int32)
+    cl.enqueue_copy(q, got3, tgt)
+    out["held_keeps_objects"] = [int(got3[0]), int(got3[16]), int(got3.sum())]
 
     # -- compile + link with an embedded header
     hdr = cl.Program(ctx, "inline float twice(float v) { return 2 * v; }")
