@@ -414,8 +414,11 @@ def test_a_failed_user_event_and_a_released_sub_device_run_as_natively(c_app, mo
     assert p.returncode == 0, p.stderr[-2000:]
     want = native.stdout
     if mode == "route":
-        want = "\n".join(
-            "subdevice: not supported" if line.startswith("subdevice:") else line
-            for line in native.stdout.splitlines()
-        ) + "\n"
+        want = (
+            "\n".join(
+                "subdevice: not supported" if line.startswith("subdevice:") else line
+                for line in native.stdout.splitlines()
+            )
+            + "\n"
+        )
     assert p.stdout == want
