@@ -13,6 +13,18 @@ from clproj import pyenv, settings
 from clproj.paths import socket_dir
 
 
+def _app_stdout() -> int | None:
+    """The app's stdout for the node (None: inherit it), or /dev/null where the app closed
+    it: an inherited closed descriptor 1 would be the first file the node opens."""
+    import subprocess
+
+    try:
+        os.fstat(1)
+    except OSError:
+        return subprocess.DEVNULL
+    return None
+
+
 class LocalCluster:
     """The single-machine default of route mode: a broker and a node, each its own process.
 
@@ -56,7 +68,9 @@ class LocalCluster:
 
         self.procs = [
             start(["broker", "--bind", self.endpoint], subprocess.DEVNULL),
-            start(["node", "--broker", self.endpoint, "--name", "local"], quiet),
+            # the node's stdout is the app's: a kernel's printf prints there, as natively
+            # (the node's own lines go to stderr)
+            start(["node", "--broker", self.endpoint, "--name", "local"], _app_stdout()),
         ]
 
     def gone(self) -> str | None:

@@ -231,3 +231,13 @@ def test_rect_geometry_helpers():
         dbytes = {o + x for o in drows for x in range(region[0])}
         if dbytes & set(expect):
             assert copy_overlap(org, dst, region, row, sl), (org, dst, region, row, sl)
+
+
+@needs_shim
+def test_a_kernels_printf_reaches_the_apps_stdout(tmp_path):
+    """The embedded node's stdout is the app's: a kernel's printf lines appear there, in
+    order between the app's own flushed lines, as on PoCL itself."""
+    exe = build(tmp_path, "app_printf")
+    plain, routed, err = plain_and_route(tmp_path, exe)
+    assert plain == ["before", "kernel says 40", "kernel says 41", "after"]
+    assert routed == plain, err[-2000:]
