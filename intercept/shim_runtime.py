@@ -103,6 +103,11 @@ def _device_info(ffi, lib, device) -> dict:
     return out
 
 
+class UnreadableBuffer(RuntimeError):
+    """The driver refused to read a buffer argument for the record: the launch is one it
+    will refuse too (a buffer of another context), or one that cannot be snapshotted."""
+
+
 def _read(ffi, lib, L, mem, size: int, wait: bool, into=None):
     """Read ``size`` bytes of ``mem`` straight into the snapshot's own memory (no zero
     fill by ffi.new, no second copy into bytes): ``into`` (the staging buffer of
@@ -117,7 +122,7 @@ def _read(ffi, lib, L, mem, size: int, wait: bool, into=None):
         L.wait if wait else ffi.NULL,
     )
     if err != 0:
-        raise RuntimeError(f"clEnqueueReadBuffer returned {err}")
+        raise UnreadableBuffer(f"clEnqueueReadBuffer returned {err}")
     return data if size else bytearray()
 
 
@@ -407,9 +412,11 @@ def pre_launch(ffi, lib, L):
         return 0
     try:
         _snapshot_inputs(ffi, lib, L, rec)
-    except BaseException:
+    except BaseException as exc:
         rec.drop_blobs()  # the launch passes through unrecorded: no scratch file stays
         settle(need, 0)
+        if isinstance(exc, UnreadableBuffer):  # the driver answers the launch with its code
+            return 0
         raise
     # The record is published now, before the launch runs: its snapshots are copies
     # already, project mode's emulation of a kernel that runs for seconds (PolyBench 2mm:

@@ -23,6 +23,13 @@
 
 #define RT_MAGIC 0x636c7072u /* "clpr" */
 
+/* A destructor callback the app set on a buffer or context (called when it is freed). */
+typedef struct rt_dtor {
+    void(CL_CALLBACK *fn)(void *obj, void *user);
+    void *user;
+    struct rt_dtor *next;
+} rt_dtor;
+
 typedef struct rt_obj {
     const cl_icd_dispatch *dispatch; /* must be first: the ICD loader reads it */
     uint32_t magic;
@@ -34,6 +41,7 @@ typedef struct rt_obj {
     uint32_t *argsizes; /* ... accepted by-value sizes (RT_ARG_SIZES each), */
     clproj_karg *argv;  /* ... and the values set (clSetKernelArg) */
     uint64_t setgen;    /* counts clSetKernelArg calls that succeeded */
+    rt_dtor *dtors;     /* buffers, contexts: destructor callbacks, the last set first */
 } rt_obj;
 
 static cl_icd_dispatch rt_table;
@@ -350,16 +358,22 @@ static cl_int rt_clGetPlatformInfo(cl_platform_id p, cl_platform_info param, siz
  * it reports (CL_DEVICE_TYPE: what the cluster's devices are), ALL and DEFAULT. Any other
  * type, 0 and unknown bits included, is CL_DEVICE_NOT_FOUND with *num untouched, as PoCL
  * answers (a bit it knows among unknown ones still matches). */
+/* Whether the virtual device is of `type` (clGetDeviceIDs, clCreateContextFromType): as
+ * PoCL answers, a type it is not (0 and unknown bits included) is CL_DEVICE_NOT_FOUND. */
+static cl_int rt_device_has_type(cl_device_type type) {
+    if (type == CL_DEVICE_TYPE_ALL || (type & CL_DEVICE_TYPE_DEFAULT)) return CL_SUCCESS;
+    cl_device_type mine = 0;
+    cl_int r = rt_info(&rt_device, CL_DEVICE_TYPE, sizeof mine, &mine, NULL, RT_INFO_OBJECT, 0);
+    if (r != CL_SUCCESS) return r;
+    return (mine & type) ? CL_SUCCESS : CL_DEVICE_NOT_FOUND;
+}
+
 static cl_int rt_clGetDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint n,
                                 cl_device_id *devices, cl_uint *num) {
     if (p != NULL && !rt_is(p, RT_PLATFORM)) return CL_INVALID_PLATFORM;
     if ((n == 0 && devices) || (!devices && !num)) return CL_INVALID_VALUE;
-    if (type != CL_DEVICE_TYPE_ALL && !(type & CL_DEVICE_TYPE_DEFAULT)) {
-        cl_device_type mine = 0;
-        cl_int r = rt_info(&rt_device, CL_DEVICE_TYPE, sizeof mine, &mine, NULL, RT_INFO_OBJECT, 0);
-        if (r != CL_SUCCESS) return r;
-        if (!(mine & type)) return CL_DEVICE_NOT_FOUND;
-    }
+    cl_int r = rt_device_has_type(type);
+    if (r != CL_SUCCESS) return r;
     if (devices) devices[0] = (cl_device_id)&rt_device;
     if (num) *num = 1;
     return CL_SUCCESS;
@@ -369,6 +383,13 @@ static cl_int rt_clGetDeviceInfo(cl_device_id d, cl_device_info param, size_t si
                                  size_t *size_ret) {
     if (!rt_is(d, RT_DEVICE)) return CL_INVALID_DEVICE;
     return rt_info(d, param, size, value, size_ret, RT_INFO_OBJECT, 0);
+}
+/* The virtual device reports no partition type (CL_DEVICE_PARTITION_PROPERTIES: 0), so
+ * every partition asked for is one "not supported by the device": CL_INVALID_VALUE. */
+static cl_int rt_clCreateSubDevices(cl_device_id d, const cl_device_partition_property *props,
+                                    cl_uint n, cl_device_id *out, cl_uint *num) {
+    (void)props, (void)n, (void)out, (void)num;
+    return rt_is(d, RT_DEVICE) ? CL_INVALID_VALUE : CL_INVALID_DEVICE;
 }
 static cl_int rt_clRetainDevice(cl_device_id d) { return rt_is(d, RT_DEVICE) ? CL_SUCCESS : CL_INVALID_DEVICE; }
 static cl_int rt_clReleaseDevice(cl_device_id d) { return rt_is(d, RT_DEVICE) ? CL_SUCCESS : CL_INVALID_DEVICE; }
@@ -386,11 +407,44 @@ static cl_int rt_release(void *h, int kind, cl_int bad) {
         clproj_rcall c;
         rt_init_call(&c, RT_OP_RELEASE, h);
         rt_call(&c);
+        /* the object is gone for the app: its destructor callbacks, the last set first */
+        for (rt_dtor *d = OBJ(h)->dtors, *next; d; d = next) {
+            next = d->next;
+            d->fn(h, d->user);
+            free(d);
+        }
         OBJ(h)->magic = 0;
         rt_free_args(OBJ(h));
         free(h);
     }
     return CL_SUCCESS;
+}
+static pthread_mutex_t rt_dtor_lock = PTHREAD_MUTEX_INITIALIZER;
+static cl_int rt_add_dtor(void *h, int kind, cl_int bad, void(CL_CALLBACK *fn)(void *, void *),
+                          void *user) {
+    if (!rt_is(h, kind)) return bad;
+    if (!fn) return CL_INVALID_VALUE;
+    rt_dtor *d = malloc(sizeof *d);
+    if (!d) return CL_OUT_OF_HOST_MEMORY;
+    d->fn = fn;
+    d->user = user;
+    pthread_mutex_lock(&rt_dtor_lock);
+    d->next = OBJ(h)->dtors;
+    OBJ(h)->dtors = d;
+    pthread_mutex_unlock(&rt_dtor_lock);
+    return CL_SUCCESS;
+}
+static cl_int rt_clSetMemObjectDestructorCallback(cl_mem m,
+                                                  void(CL_CALLBACK *fn)(cl_mem, void *),
+                                                  void *user) {
+    return rt_add_dtor(m, RT_MEM, CL_INVALID_MEM_OBJECT, (void(CL_CALLBACK *)(void *, void *))fn,
+                       user);
+}
+static cl_int rt_clSetContextDestructorCallback(cl_context ctx,
+                                                void(CL_CALLBACK *fn)(cl_context, void *),
+                                                void *user) {
+    return rt_add_dtor(ctx, RT_CONTEXT, CL_INVALID_CONTEXT,
+                       (void(CL_CALLBACK *)(void *, void *))fn, user);
 }
 static cl_int rt_refcount_info(void *h, size_t size, void *value, size_t *size_ret) {
     if (value && size < sizeof(cl_uint)) return CL_INVALID_VALUE;
@@ -477,6 +531,11 @@ static cl_context rt_clCreateContext(const cl_context_properties *props, cl_uint
 static cl_context rt_clCreateContextFromType(const cl_context_properties *props, cl_device_type t,
                                              void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *),
                                              void *user_data, cl_int *errcode_ret) {
+    cl_int r = rt_device_has_type(t);
+    if (r != CL_SUCCESS) {
+        SET_ERR(r);
+        return NULL;
+    }
     return rt_new_context(errcode_ret);
 }
 
@@ -1195,12 +1254,13 @@ static void rt_fill_table(void) {
     for (size_t i = 0; i < sizeof rt_table / sizeof(void *); i++) slots[i] = (void *)rt_unsupported;
 #define T(name) rt_table.name = (void *)rt_##name
     T(clGetPlatformIDs); T(clGetPlatformInfo); T(clGetDeviceIDs); T(clGetDeviceInfo);
-    T(clRetainDevice); T(clReleaseDevice);
+    T(clRetainDevice); T(clReleaseDevice); T(clCreateSubDevices);
     T(clCreateContext); T(clCreateContextFromType); T(clRetainContext); T(clReleaseContext);
     T(clGetContextInfo);
     T(clCreateCommandQueue); T(clCreateCommandQueueWithProperties); T(clRetainCommandQueue);
     T(clReleaseCommandQueue); T(clGetCommandQueueInfo);
     T(clCreateBuffer); T(clCreateBufferWithProperties); T(clRetainMemObject);
+    T(clSetMemObjectDestructorCallback); T(clSetContextDestructorCallback);
     T(clReleaseMemObject); T(clGetMemObjectInfo);
     T(clCreateProgramWithSource); T(clCreateProgramWithBinary); T(clRetainProgram);
     T(clReleaseProgram); T(clBuildProgram); T(clCompileProgram); T(clGetProgramInfo);

@@ -30,23 +30,39 @@ def create_buffer(r: Route, c: Any) -> int:
     args = c.u.create_buffer
     flags, size, host = int(args.flags), int(args.size), c.src
     ctx = r.get(c.id, VContext)
-    access = flags & MEM_ACCESS
-    if access & (access - 1) or flags & ~(
-        MEM_ACCESS | MEM_USE_HOST_PTR | MEM_ALLOC_HOST_PTR | MEM_COPY_HOST_PTR | MEM_HOST_ACCESS
+    access, host_access = flags & MEM_ACCESS, flags & MEM_HOST_ACCESS
+    if (
+        access & (access - 1)
+        or host_access & (host_access - 1)  # one CL_MEM_HOST_* at most
+        or flags
+        & ~(
+            MEM_ACCESS | MEM_USE_HOST_PTR | MEM_ALLOC_HOST_PTR | MEM_COPY_HOST_PTR | MEM_HOST_ACCESS
+        )
+        or (flags & MEM_USE_HOST_PTR and flags & (MEM_COPY_HOST_PTR | MEM_ALLOC_HOST_PTR))
     ):
         return C.CL_INVALID_VALUE
     if size == 0 or size > r.vdev.limit("max_mem_alloc_size"):
         return C.CL_INVALID_BUFFER_SIZE
     uses = flags & (MEM_USE_HOST_PTR | MEM_COPY_HOST_PTR)
-    if bool(uses) != (host != r.ffi.NULL) or (
-        flags & MEM_USE_HOST_PTR and flags & (MEM_COPY_HOST_PTR | MEM_ALLOC_HOST_PTR)
-    ):
+    if bool(uses) != (host != r.ffi.NULL):
         return C.CL_INVALID_HOST_PTR
     hostbuf = r.ffi.buffer(host, size) if uses else None
     buf = r.p.create_buffer(size, access or C.CL_MEM_READ_WRITE, hostbuf=hostbuf)
     m = VMem(ctx, flags, size, buf, r.addr(host) if uses else 0)
     c.ret = r.new(r.lib.RT_MEM, m, ctx)
     return C.CL_SUCCESS
+
+
+def _host_access_conflicts(mine: int, parent: int) -> bool:
+    """A sub-buffer's CL_MEM_HOST_* flags that are more than one, or allow what its buffer's
+    forbid (a host read of a host-write-only buffer, any access to a no-access one)."""
+    if mine & (mine - 1):
+        return True
+    if parent == C.CL_MEM_HOST_NO_ACCESS:
+        return bool(mine & (C.CL_MEM_HOST_READ_ONLY | C.CL_MEM_HOST_WRITE_ONLY))
+    if parent == C.CL_MEM_HOST_WRITE_ONLY:
+        return mine == C.CL_MEM_HOST_READ_ONLY
+    return parent == C.CL_MEM_HOST_READ_ONLY and mine == C.CL_MEM_HOST_WRITE_ONLY
 
 
 def create_subbuffer(r: Route, c: Any) -> int:
@@ -60,6 +76,7 @@ def create_subbuffer(r: Route, c: Any) -> int:
     pacc = parent.flags & MEM_ACCESS or C.CL_MEM_READ_WRITE
     if (
         access & (access - 1)
+        or _host_access_conflicts(flags & MEM_HOST_ACCESS, parent.flags & MEM_HOST_ACCESS)
         or flags & (MEM_USE_HOST_PTR | MEM_ALLOC_HOST_PTR | MEM_COPY_HOST_PTR)
         or flags & ~(MEM_ACCESS | MEM_HOST_ACCESS)
         or (pacc == C.CL_MEM_WRITE_ONLY and access & (C.CL_MEM_READ_WRITE | C.CL_MEM_READ_ONLY))

@@ -119,6 +119,16 @@ def _wg_too_large(r: Route, lo: list[int]) -> bool:
     )
 
 
+def _fits_required(k: VKernel, lo: list[int]) -> bool:
+    """A local size the kernel's ``reqd_work_group_size`` allows (every one if it has none):
+    exactly that size, checked at the enqueue as a driver does (the node would refuse it
+    only when the command runs, after the app was told it was enqueued)."""
+    reqd = [int(x) for x in k.meta.wg.get("COMPILE_WORK_GROUP_SIZE") or ()]
+    if not any(reqd):
+        return True
+    return lo == [*reqd, 1, 1, 1][: len(lo)]
+
+
 def launch(r: Route, c: Any) -> int:  # noqa: C901
     """clEnqueueNDRangeKernel."""
     ffi = r.ffi
@@ -138,7 +148,7 @@ def launch(r: Route, c: Any) -> int:  # noqa: C901
     # counts mean all of them; the client's own "argument not set" cannot arise.
     if len(args) != len(k.meta.args):
         return C.CL_INVALID_KERNEL_ARGS
-    if lo is not None and _wg_too_large(r, lo):
+    if lo is not None and (_wg_too_large(r, lo) or not _fits_required(k, lo)):
         return C.CL_INVALID_WORK_GROUP_SIZE
     held = maybe_hold(r, c, q, "launch", launch, lambda: _args_snapshot(k))
     if held is not None:

@@ -153,7 +153,11 @@ def _program_info(r: Route, o: VProgram, param: int, cls: int, c: Any) -> bytes:
 def _kernel_info(r: Route, k: VKernel, param: int, cls: int, arg: int) -> bytes:
     lib = r.lib
     if cls == lib.RT_INFO_KERNEL_WG:
-        v = kernel_wg_info(k.meta, param, r.vdev.limit("max_work_group_size"))
+        argv = k.argv
+        local_args = sum(
+            int(argv[i].size) for i in range(len(k.gens)) if argv[i].kind == lib.RT_SET_LOCAL
+        )
+        v = kernel_wg_info(k.meta, param, r.vdev.limit("max_work_group_size"), local_args)
         if v is None:
             raise CLError(C.CL_INVALID_VALUE, f"clGetKernelWorkGroupInfo param {param:#x}")
         return v

@@ -98,9 +98,11 @@ def kernel_arg_info(a: KArg, param: int) -> bytes:
     return table[param]()
 
 
-def kernel_wg_info(m: KMeta, param: int, max_wg: int) -> bytes | None:
+def kernel_wg_info(m: KMeta, param: int, max_wg: int, local_args: int = 0) -> bytes | None:
     """clGetKernelWorkGroupInfo from the real kernel (None: the driver did not answer).
-    The work-group size is also bounded by the virtual device's (every device's) limit."""
+    The work-group size is also bounded by the virtual device's (every device's) limit;
+    the local memory adds ``local_args``, the bytes of the ``__local`` arguments the app has
+    set (the node described the kernel before any was set; a driver counts them)."""
     wg = m.wg
     if param == C.CL_KERNEL_WORK_GROUP_SIZE:
         return size_t(min(int(wg.get("WORK_GROUP_SIZE") or max_wg), max_wg))
@@ -108,7 +110,7 @@ def kernel_wg_info(m: KMeta, param: int, max_wg: int) -> bytes | None:
         v = wg.get("COMPILE_WORK_GROUP_SIZE") or [0, 0, 0]
         return size_t(*[*list(v), 0, 0, 0][:3])
     if param == C.CL_KERNEL_LOCAL_MEM_SIZE:
-        return u64(wg.get("LOCAL_MEM_SIZE") or 0)
+        return u64(int(wg.get("LOCAL_MEM_SIZE") or 0) + local_args)
     if param == C.CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE:
         return size_t(wg.get("PREFERRED_WORK_GROUP_SIZE_MULTIPLE") or 1)
     if param == C.CL_KERNEL_PRIVATE_MEM_SIZE:

@@ -175,3 +175,35 @@ class Held:
     event: VEvent | None  # the command's event, handed out already (held=True)
     code: int = C.CL_SUCCESS  # what running it returned
     retained: tuple[Any, ...] = ()  # handles it holds a reference to until it has run
+
+
+def context_of(o: object) -> VContext | None:
+    """The context an object belongs to (None: not a context-bound object)."""
+    if isinstance(o, (VQueue, VMem, VProgram)):
+        return o.ctx
+    if isinstance(o, VKernel):
+        return o.prog.ctx
+    if isinstance(o, VEvent):
+        return o.ctx if o.ctx is not None else (o.queue.ctx if o.queue is not None else None)
+    return None
+
+
+def foreign_context(objs: dict[int, Any], queue_id: int, ids: list[int]) -> bool:
+    """Whether a command on queue ``queue_id`` names (kernel, buffers, wait-list events by
+    ``ids``) an object of another context: the driver answers CL_INVALID_CONTEXT, and
+    route mode's one cluster would otherwise run it (its contexts share every device)."""
+    q = objs.get(queue_id)
+    if not isinstance(q, VQueue):
+        return False
+    return any((ctx := context_of(objs.get(i))) is not None and ctx is not q.ctx for i in ids if i)
+
+
+def host_may(m: VMem, read: bool, write: bool) -> bool:
+    """Whether the host may read (``read``) and write (``write``) buffer ``m`` under its
+    CL_MEM_HOST_* flags; a transfer or map it may not do is CL_INVALID_OPERATION."""
+    f = m.flags
+    if f & C.CL_MEM_HOST_NO_ACCESS:
+        return not (read or write)
+    if read and f & C.CL_MEM_HOST_WRITE_ONLY:
+        return False
+    return not (write and f & C.CL_MEM_HOST_READ_ONLY)

@@ -41,7 +41,7 @@ from clproj.runtime.route import (
 from clproj.runtime.route.errors import CLError, log_once
 from clproj.runtime.route.held import Handler
 from clproj.runtime.route.local_cluster import LocalCluster
-from clproj.runtime.route.objects import VContext, VQueue
+from clproj.runtime.route.objects import VContext, VQueue, foreign_context
 from clproj.runtime.route.state import Route, lifetime
 
 _route: Route | None = None
@@ -197,6 +197,8 @@ def post_projection(
     if r is None or r.closed:
         return False
     with r.lock:
+        if r.closed:  # closed at exit while this waited for the lock (a projection thread)
+            return False
         out: dict[str, float | None] = {}
         joules: dict[str, float | None] = {}
         for d in r.p.devices.values():
@@ -246,6 +248,11 @@ def install(ffi: Any, lib: Any) -> None:  # noqa: C901
 
         app_hook.register_route_sink(ProjectionSink())
     done_at_exit = (lib.RT_OP_RELEASE, lib.RT_OP_WAIT, lib.RT_OP_FINISH, lib.RT_OP_FLUSH)
+    commands = {  # enqueues: every object they name is of their queue's context
+        lib.RT_OP_LAUNCH, lib.RT_OP_READ, lib.RT_OP_WRITE, lib.RT_OP_COPY, lib.RT_OP_FILL,
+        lib.RT_OP_MAP, lib.RT_OP_UNMAP, lib.RT_OP_MARKER, lib.RT_OP_READ_RECT,
+        lib.RT_OP_WRITE_RECT, lib.RT_OP_COPY_RECT,
+    }  # fmt: skip
 
     def failed(exc_type: Any, exc: Any, tb: Any) -> None:
         log_once(
@@ -264,6 +271,12 @@ def install(ffi: Any, lib: Any) -> None:  # noqa: C901
 
     signals.watch(clproj_py_route)
 
+    def _foreign(r: Route, c: Any) -> bool:
+        """An enqueue naming an object of another context than its queue's."""
+        waits = list(c.wait_ids[0 : c.n_wait]) if c.n_wait else []
+        qid = int(c.queue) or (int(c.id) if c.kind == lib.RT_QUEUE else 0)  # a marker's
+        return foreign_context(r.objs, qid, [c.id, c.id2, *waits])
+
     def _call(c: Any) -> int:  # noqa: C901
         try:
             if c.op == lib.RT_OP_PRESTART:
@@ -279,6 +292,8 @@ def install(ffi: Any, lib: Any) -> None:  # noqa: C901
                 handler = table.get(c.op)
                 if handler is None:
                     return C.CL_INVALID_OPERATION
+                if c.op in commands and _foreign(r, c):
+                    return C.CL_INVALID_CONTEXT
                 p = r.p
                 p.cork()  # one write per call to each node, however many commands
                 try:

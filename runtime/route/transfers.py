@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from clproj import cl_names as C
 from clproj.runtime.route.events import event
 from clproj.runtime.route.held import maybe_hold
-from clproj.runtime.route.objects import MEM_USE_HOST_PTR, VMem, VQueue
+from clproj.runtime.route.objects import MEM_USE_HOST_PTR, VMem, VQueue, host_may
 
 if TYPE_CHECKING:
     from clproj.runtime.route.state import Route
@@ -79,9 +79,11 @@ def read_write(r: Route, c: Any) -> int:
     m = r.get(c.id, VMem)
     args = c.u.rw
     off, n, blocking = int(args.offset), int(args.size), bool(args.blocking)
+    write = c.op == r.lib.RT_OP_WRITE
+    if not host_may(m, not write, write):
+        return C.CL_INVALID_OPERATION
     if off + n > m.size:
         return C.CL_INVALID_VALUE
-    write = c.op == r.lib.RT_OP_WRITE
     held = maybe_hold(r, c, q, "write" if write else "read", read_write)
     if held is not None:
         return held
@@ -158,6 +160,8 @@ def transfer_rect(r: Route, c: Any) -> int:  # noqa: C901
     if c.op == lib.RT_OP_COPY_RECT:
         return _copy_rect(r, c, q, m, (a_org, b_org, region), a_rows, b_rows)
     read = c.op == lib.RT_OP_READ_RECT
+    if not host_may(m, read, not read):
+        return C.CL_INVALID_OPERATION
     held = maybe_hold(r, c, q, "read_rect" if read else "write_rect", transfer_rect)
     if held is not None:
         return held
@@ -250,6 +254,9 @@ def map_buffer(r: Route, c: Any) -> int:
     m = r.get(c.id, VMem)
     args = c.u.map
     off, n, flags = int(args.offset), int(args.size), int(args.flags)
+    writes = C.CL_MAP_WRITE | C.CL_MAP_WRITE_INVALIDATE_REGION
+    if not host_may(m, bool(flags & C.CL_MAP_READ), bool(flags & writes)):
+        return C.CL_INVALID_OPERATION
     if n == 0 or off + n > m.size:
         return C.CL_INVALID_VALUE
     held = maybe_hold(r, c, q, "map", map_buffer)

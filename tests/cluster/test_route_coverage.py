@@ -241,3 +241,19 @@ def test_a_kernels_printf_reaches_the_apps_stdout(tmp_path):
     plain, routed, err = plain_and_route(tmp_path, exe)
     assert plain == ["before", "kernel says 40", "kernel says 41", "after"]
     assert routed == plain, err[-2000:]
+
+
+@needs_shim
+def test_contexts_host_flags_and_destructors_answer_as_pocl(tmp_path):
+    """``tests/c_apps/app_contexts.c`` under route mode prints what it prints on PoCL: an
+    enqueue naming another context's kernel, buffer or event is CL_INVALID_CONTEXT and
+    changes nothing, a context of a type the device is not is CL_DEVICE_NOT_FOUND,
+    reqd_work_group_size is checked at the enqueue, CL_MEM_HOST_* flags are checked and
+    enforced, a set __local argument counts in CL_KERNEL_LOCAL_MEM_SIZE, destructor
+    callbacks run last set first. The virtual device has no partitions: CL_INVALID_VALUE."""
+    plain, routed, err = plain_and_route(tmp_path, build(tmp_path, "app_contexts"))
+    assert "ctx2.launch -34" in plain and "dtor.order 2 1 3" in plain
+    assert [x for x in routed if not x.startswith("SUBDEV")] == [
+        x for x in plain if not x.startswith("SUBDEV")
+    ], err[-2000:]
+    assert "SUBDEV count -30" in routed

@@ -179,6 +179,19 @@ def test_invalid_calls_return_real_codes(c_app, tmp_path):
     assert "GetEventProfilingInfo.not_enabled -7" in lines
 
 
+def test_calls_across_contexts_and_host_flags_return_real_codes(c_app, tmp_path):
+    """``app_contexts.c`` with every launch recorded: a launch naming another context's
+    buffer is refused by the driver with its own code, and the shim, whose snapshot read
+    of that buffer the driver refused first, says nothing (no "internal error")."""
+    app = c_app("app_contexts")
+    plain, _ = run([app], tmp_path, shim=False)
+    shimmed, _ = run([app], tmp_path, record=str(tmp_path / "r"), which="all")
+    assert plain.returncode == shimmed.returncode == 0
+    assert "ctx2.launch -34" in plain.stdout
+    assert shimmed.stdout == plain.stdout
+    assert "internal error" not in shimmed.stderr, shimmed.stderr[-2000:]
+
+
 @pytest.mark.parametrize("fault", ["launch", "start", "unwritable"])
 def test_internal_failures_pass_through(c_app, tmp_path, fault):
     app = c_app("app_basic")
