@@ -243,6 +243,26 @@ def _cl_step(what: str, fix: str) -> Iterator[None]:
         raise ClprojError(f"{what}: {_cl_error_name(exc)}", fix) from None
 
 
+def set_scalar(kernel: Any, index: int, data: bytes) -> None:
+    """Set a by-value argument from the bytes the app set.
+
+    A three-component vector (``int3``, ``float3``) is as large as a four-component one in
+    OpenCL C, but PoCL also accepts the three components alone (12 bytes for an ``int3``),
+    which Oclgrind and other drivers refuse: such a value is set again padded to the
+    vector's size (the fourth component is undefined in OpenCL C; zeros here)."""
+    import numpy as np
+    import pyopencl as cl
+
+    value = np.frombuffer(data, dtype=np.uint8).copy()
+    try:
+        kernel.set_arg(index, value)
+    except cl.Error as exc:
+        third, rest = divmod(len(data), 3)
+        if exc.code != cl.status_code.INVALID_ARG_SIZE or rest or third not in (1, 2, 4, 8):
+            raise
+        kernel.set_arg(index, np.concatenate([value, np.zeros(third, np.uint8)]))
+
+
 # address qualifier -> record argument kinds the kernel accepts there
 _KINDS_FOR = {"GLOBAL": ("buffer", "null"), "CONSTANT": ("buffer", "null"), "LOCAL": ("local",)}
 _QUALIFIED = {
@@ -404,7 +424,7 @@ def replay(  # noqa: C901
             with _cl_step(
                 step, "the record's scalar size differs from the kernel's parameter type"
             ):
-                kernel.set_arg(a.index, np.frombuffer(a.data or b"", dtype=np.uint8).copy())
+                set_scalar(kernel, a.index, a.data or b"")
         elif kind == "null":
             with _cl_step(step, fix_driver):
                 kernel.set_arg(a.index, None)

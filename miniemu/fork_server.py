@@ -291,7 +291,7 @@ def _template(req: dict, server: int, binaries: str | None, commands: int, repor
 
 def _serve_runs(kernel: Any, template: int, log: str, commands: int, reports: int) -> None:
     """The template's loop: fork a run per request until the server closes the pipe."""
-    import numpy as np
+    from clproj.intercept.replay import set_scalar
 
     kids = Children()
     pending, open_ = bytearray(), True
@@ -302,7 +302,7 @@ def _serve_runs(kernel: Any, template: int, log: str, commands: int, reports: in
         _start(req, template)
         _own_log(log, os.environ.get("OCLGRIND_LOG", ""))
         for index, data in req.get("args", {}).items():
-            kernel.set_arg(int(index), np.frombuffer(bytes.fromhex(data), dtype=np.uint8).copy())
+            set_scalar(kernel, int(index), bytes.fromhex(data))
         # returns into intercept.replay.replay: the launch, then the run's end (_template)
 
     while open_ or kids.ids:

@@ -85,3 +85,20 @@ def test_replay_refuses_unsupported():
     rec.source = None
     with pytest.raises(ClprojError):
         replay(rec)
+
+
+INT3_SRC = """
+__kernel void sum3(__global int *out, int3 v) { out[get_global_id(0)] = v.x + v.y + v.z; }
+"""
+
+
+def test_a_three_component_vector_set_as_its_components_replays_and_emulates(cl_device):
+    """PoCL accepts an ``int3`` set as 12 bytes (its three components); OpenCL C sizes it
+    as an ``int4`` and Oclgrind refuses 12: the replay and the emulation pad it."""
+    from clproj import miniemu
+
+    rec = R.from_arrays(INT3_SRC, "sum3", [np.zeros(4, np.int32), np.int32(0)], 4, 4)
+    rec.args[1].data = np.array([1, 2, 40], np.int32).tobytes()  # 12 bytes, as the app set
+    out = np.frombuffer(replay(rec, cl_device).outputs[0], np.int32)
+    np.testing.assert_array_equal(out, [43] * 4)
+    assert miniemu.emulate(rec).launch["work_items"] == 4
