@@ -11,6 +11,7 @@
  * while it waits when it holds it. cffi's mutex is then only ever taken by the starter, and
  * after the start by calls that never wait inside it. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -35,11 +36,34 @@ static int state = NOT_STARTED;
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t state_done = PTHREAD_COND_INITIALIZER;
 
+/* Standard descriptors (0, 1, 2) the app was started without (`>&-`): noted before main,
+ * while nothing the app or its driver opens can have taken their numbers yet. */
+static int closed_at_start[3];
+__attribute__((constructor)) static void note_standard_fds(void) {
+    for (int fd = 0; fd < 3; fd++) closed_at_start[fd] = fcntl(fd, F_GETFD) == -1;
+}
+int clproj_std_fd_closed_at_start(int fd) { return fd >= 0 && fd < 3 && closed_at_start[fd]; }
+
+/* An app started without a standard descriptor gets no interpreter of ours: the next file
+ * the app or its driver opens takes that number (a directory, an output file), at any time,
+ * and a new interpreter makes what it finds there its sys.stdin/stdout/stderr: a directory
+ * is a fatal error that ended the app (project mode with `>&-`), a file would take
+ * clproj's lines. Checking first and starting after would race the app's own opens. Its
+ * launches pass through unrecorded; an app with its own interpreter (pyopencl) is not
+ * concerned. */
+static int started_without_standard_fd(void) {
+    if (!(closed_at_start[0] || closed_at_start[1] || closed_at_start[2])) return 0;
+    clproj_once_log("closed-std",
+                    "the app started with stdin, stdout or stderr closed: its launches are not "
+                    "recorded or projected (give it /dev/null instead, e.g. >/dev/null)");
+    return 1;
+}
+
 int clproj_python_start(void) {
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s == READY) return 1;
     if (s == FAILED) return 0;
-    if (!clproj_python_load()) {
+    if (!clproj_python_load() || (!Py_IsInitialized() && started_without_standard_fd())) {
         __atomic_store_n(&state, FAILED, __ATOMIC_RELEASE);
         return 0;
     }

@@ -48,6 +48,8 @@ void clproj_reacquire_gil(void *saved);
 
 /* Python callbacks (defined by cffi from shim_api.h). */
 int clproj_py_start(void);
+/* Whether standard descriptor fd (0-2) was closed when the app started (python_start.c). */
+int clproj_std_fd_closed_at_start(int fd);
 int clproj_py_pre_launch(clproj_launch *);
 void clproj_py_post_launch(int, clproj_launch *, int32_t, int64_t);
 

@@ -134,9 +134,11 @@ void clproj_once_log(const char *key, const char *msg) {
         if (strcmp(seen[i], key) == 0) { clproj_unlock(); return; }
     if (n < 32) snprintf(seen[n++], sizeof seen[0], "%s", key);
     clproj_unlock();
-    fprintf(stderr, "clproj: %s\n", msg);
+    clproj_log(msg);
 }
-void clproj_log(const char *msg) { fprintf(stderr, "clproj: %s\n", msg); }
+void clproj_log(const char *msg) {
+    if (!clproj_std_fd_closed_at_start(2)) fprintf(stderr, "clproj: %s\n", msg); /* else: an app's file */
+}
 
 /* ---- per-kernel statistics ---- */
 #define MAX_STATS 1024

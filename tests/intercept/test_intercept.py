@@ -435,3 +435,21 @@ def test_a_failed_user_event_and_a_released_sub_device_run_as_natively(c_app, mo
             + "\n"
         )
     assert p.stdout == want
+
+
+def test_a_c_app_started_with_stdout_closed_runs_as_natively_in_project_mode(c_app):
+    """Started with ``>&-``, the next file the app or its driver opens takes descriptor 1;
+    an interpreter started then made it sys.stdout (a directory: "Fatal Python error:
+    init_sys_streams", exit 1, in 2 of 5 runs). Such an app gets no interpreter: exit 0
+    each time, one line saying its launches are not projected."""
+    app = c_app("app_basic")
+    env = dict(os.environ, POCL_DEVICES="pthread")
+    for _ in range(3):
+        p = subprocess.run(
+            [sys.executable, "-m", "clproj.cli", "run", "--mode", "project", "--", app, "5", "2"],
+            env=env, stderr=subprocess.PIPE, text=True, timeout=120,
+            preexec_fn=lambda: os.close(1),
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "Fatal Python error" not in p.stderr
+        assert "started with stdin, stdout or stderr closed" in p.stderr
