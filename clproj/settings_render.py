@@ -40,7 +40,10 @@ def markdown() -> str:
         "UTF-8, bad TOML, an unknown key, a bad value) is a one-line error naming it, exit "
         "status 2, before any app runs: an app is never run under settings other than the "
         "ones written. Cached files (device profiles, projections under `CLPROJ_CACHE`) are "
-        "checked when read; a bad one is measured or projected again, one line saying so.",
+        "checked when read (a bounded read of regular files only: a FIFO or a link to a "
+        "device is a bad entry, and is replaced); a bad one is measured or projected again, "
+        "one line saying so. A cache folder that cannot be written (read-only, full) costs "
+        "the caching, one line, never a projection or a profile.",
         "",
         "Scopes: " + "; ".join(f"*{k}*: {v}" for k, v in SCOPES.items()) + ".",
         "",

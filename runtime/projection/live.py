@@ -8,6 +8,7 @@ of the same application gets its projections without emulating again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -20,6 +21,7 @@ from typing import Any
 from clproj import native, paths, settings
 from clproj.atomic import write_atomic
 from clproj.errors import ClprojError
+from clproj.untrusted import read_regular_file
 
 FORMAT = "clproj.launch-projection"
 VERSION = 1
@@ -205,24 +207,69 @@ def _cache_problem(doc: Any, record: Any) -> str:  # noqa: C901
     return ""
 
 
+MAX_CACHED_BYTES = 16 << 20  # one projection with its kernel profile: kilobytes
+
+
 def _read_cached(path: str, record: Any) -> dict[str, Any] | None:
     """The cached projection at ``path`` when it is whole and valid for ``record``; else
-    None (projected again), with one line saying why when the file is bad."""
+    None (projected again), with one line saying why when the file is bad. The cache is a
+    folder of files anyone may have touched: the read is bounded and refuses what is not a
+    regular file (a FIFO would block for ever, ``/dev/zero`` never end); a bad entry that
+    is not a folder is removed, so that this projection takes its place."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh, parse_constant=_reject_constant)
+        raw = read_regular_file(path, "cached projection", MAX_CACHED_BYTES)
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
         problem = _cache_problem(doc, record)
-    except OSError:
-        return None  # gone meanwhile (another run replaced it): projected again, quietly
+    except ClprojError as exc:
+        if not os.path.lexists(path):
+            return None  # gone meanwhile (another run replaced it): projected again, quietly
+        problem = exc.cause
     except ValueError as exc:  # not UTF-8, not JSON, NaN or Infinity
         problem = f"not valid JSON ({exc})"
     if not problem:
         return doc
-    print(
-        f"clproj: ignored a bad cached projection {path} ({problem}); projecting again",
-        file=sys.stderr,
-    )
+    print(f"clproj: ignored a bad cached projection ({problem}); projecting again", file=sys.stderr)
+    if not os.path.isdir(path) or os.path.islink(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     return None
+
+
+def _cache_path(name: str) -> str | None:
+    """The projection cache's file ``name``, or None where the cache folder cannot be made
+    (a read-only or full disk): projections are then made and shown, not kept."""
+    try:
+        return os.path.join(cache_dir(), name)
+    except OSError as exc:
+        _cache_unwritable(os.path.join(settings.get("CLPROJ_CACHE"), "projections"), exc)
+        return None
+
+
+_warned_unwritable = False
+
+
+def _cache_unwritable(where: str, exc: OSError) -> None:
+    """One line per process: the projection cache cannot be written (the projections of
+    this run are still made, shown and posted; the next run makes them again)."""
+    global _warned_unwritable
+    if not _warned_unwritable:
+        _warned_unwritable = True
+        print(
+            f"clproj: cannot write the projection cache {where} ({exc.strerror or exc}); "
+            "projections are made but not kept (set CLPROJ_CACHE to a writable folder)",
+            file=sys.stderr,
+        )
+
+
+def _keep(path: str | None, doc: dict[str, Any]) -> None:
+    """Store a projection in the cache, where it can be: a failed write costs the cache
+    entry, never the projection."""
+    if path is None:
+        return
+    try:
+        write_atomic(path, json.dumps(doc).encode())
+    except OSError as exc:
+        _cache_unwritable(path, exc)
 
 
 def _project_record(
@@ -236,12 +283,11 @@ def _project_record(
 ) -> dict[str, Any]:
     from clproj.runtime.projection.model import rank, record_footprint
 
-    path = os.path.join(
-        cache_dir(),
-        f"{record.signature[:32]}-{mode}-{devices_id(devices)}-{model_version()}.json",
+    path = _cache_path(
+        f"{record.signature[:32]}-{mode}-{devices_id(devices)}-{model_version()}.json"
     )
     reused = profile is not None and profile["emulation"].get("method") == "reused"
-    if not reused and use_cache and os.path.exists(path):
+    if not reused and use_cache and path is not None and os.path.lexists(path):
         doc = _read_cached(path, record)
         if doc is not None:
             if doc.get("profile"):  # let later launches of the family reuse it
@@ -311,7 +357,7 @@ def _project_record(
         # Bounded emulation cut short by the wall-clock backstop: its statistics depend on
         # the machine's load, not only on the launch, so they are not cached as its own.
         return doc
-    write_atomic(path, json.dumps(doc).encode())
+    _keep(path, doc)
     return doc
 
 

@@ -95,6 +95,41 @@ def test_bad_cached_projections_are_projected_again(tmp_path):
     assert "ignored a bad cached projection" not in third.stderr
 
 
+def test_cache_entries_that_are_no_files_or_cannot_be_written_cost_no_projection(tmp_path):
+    """A FIFO, a link to /dev/zero and a folder where cached projections were: the run ends
+    (a FIFO hung it for ever, /dev/zero grew it to 18 GB), each is ignored with one line
+    and projected again; the FIFO and the link are replaced, the folder stays and its
+    projection is shown but not kept. A cache that cannot be made at all (``projections``
+    is a file) costs the cache, never a projection (every one was an OSError row)."""
+    cache = tmp_path / "cache"
+    env = own_cache_env(tmp_path)
+    first = run_project(env, "--json")
+    assert first.returncode == 3, first.stderr[-2000:]
+    files = sorted((cache / "projections").glob("*.json"))
+    assert len(files) == 4
+    for f in files[:3]:
+        f.unlink()
+    os.mkfifo(files[0])
+    files[1].symlink_to("/dev/zero")
+    files[2].mkdir()
+    second = run_project(env, "--json")
+    assert second.returncode == 3, second.stderr[-2000:]
+    assert second.stderr.count("ignored a bad cached projection") == 3, second.stderr[-3000:]
+    assert "cannot write the projection cache" in second.stderr
+    doc = json.loads(second.stdout)
+    assert len(doc["projections"]) == 4
+    assert all(p["projections"] and not p.get("error") for p in doc["projections"]), doc
+    assert files[0].is_file() and files[1].is_file() and not files[1].is_symlink()
+    shutil.rmtree(cache / "projections")
+    (cache / "projections").write_text("not a folder")
+    third = run_project(env, "--json")
+    assert third.returncode == 3, third.stderr[-2000:]
+    assert third.stderr.count("cannot write the projection cache") >= 1
+    doc = json.loads(third.stdout)
+    assert len(doc["projections"]) == 4
+    assert all(p["projections"] and not p.get("error") for p in doc["projections"]), doc
+
+
 @pytest.mark.parametrize(
     "content",
     [b"\xff\xfe{", b'{"format": "clproj.device-profile", "version": 1, "key": NaN}'],
