@@ -28,6 +28,7 @@ user of ``clproj run`` expects.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -114,12 +115,18 @@ def _committed(dev: Any) -> DeviceProfile | None:
 
 def _cached(dev: Any) -> tuple[DeviceProfile | None, str]:
     """The cached profile of ``dev``, or (None, why not) for a missing or unusable file."""
-    path = cache_path(dev)
-    if not os.path.exists(path):
+    try:
+        path = cache_path(dev)
+    except OSError:  # no cache folder can be made: nothing cached (_keep says so)
+        return None, ""
+    if not os.path.lexists(path):
         return None, ""
     try:
         prof = load_profile(path)
     except ClprojError as exc:
+        if not os.path.isdir(path) or os.path.islink(path):  # the new one takes its place
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         return None, f"ignored a bad cached profile ({exc.cause})"
     if prof.name.strip() != _ident(dev)[1]:
         return None, f"ignored {path}: it describes {prof.name!r}"
@@ -242,6 +249,24 @@ def generic_profile(dev: Any, reason: str) -> DeviceProfile:
     return DeviceProfile(doc)
 
 
+def _keep(prof: DeviceProfile, dev: Any) -> str | None:
+    """Cache a profile just measured; its path, or None where the cache cannot be written
+    (read-only, full, a folder in the way): one line, and the run uses the profile anyway."""
+    try:
+        path = cache_path(dev)
+        prof.save(path)
+    except OSError as exc:
+        where = os.path.join(settings.get("CLPROJ_CACHE"), "profiles")
+        print(
+            f"clproj: cannot write the profile cache {where} ({exc.strerror or exc}); the "
+            "profile measured now is used but not kept (set CLPROJ_CACHE to a writable folder)",
+            file=sys.stderr,
+        )
+        return None
+    prof.path = path
+    return path
+
+
 def resolve_device(
     dev: Any, index: int, measure_missing: bool, remeasure: bool = False
 ) -> LocalProfile:
@@ -251,8 +276,9 @@ def resolve_device(
     prof = _committed(dev)
     if prof is not None:
         return LocalProfile(index, name, platform, prof, "committed", prof.path)
-    if remeasure and os.path.exists(cache_path(dev)):
-        os.unlink(cache_path(dev))
+    if remeasure:
+        with contextlib.suppress(OSError):
+            os.unlink(cache_path(dev))
     cached, why = _cached(dev)
     mode = settings.get("CLPROJ_COLD_PROFILE")
     loaded = cached.data["source"].get("load_warning", "") if cached is not None else ""
@@ -264,13 +290,11 @@ def resolve_device(
     if measure_missing and mode != "off":
         if why:  # a cached file that cannot be trusted: say so, then measure again
             print(f"clproj: {_label(dev, index)}: {why}; measuring it again", file=sys.stderr)
-        path = cache_path(dev)
         try:
             prof = measure(discovery.as_opencl(dev, index), index, mode, cache_key(dev))
-            prof.save(path)
-            prof.path = path
+            kept = _keep(prof, dev)
             warn = prof.data["source"].get("load_warning", "")
-            return LocalProfile(index, name, platform, prof, "measured", path, warn)
+            return LocalProfile(index, name, platform, prof, "measured", kept, warn)
         except ClprojError as exc:
             note = f"measuring failed: {exc.cause}"
         except Exception as exc:  # a broken driver must not cost the user the run

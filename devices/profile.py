@@ -209,12 +209,15 @@ class DeviceProfile:
         return json.loads(json.dumps(self.data))
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the profile to ``path`` whole or not at all (a full disk leaves no empty
+        file; a FIFO or a link to a device at the path is replaced, not written into)."""
+        from clproj.atomic import write_atomic
         from clproj.devices.profile_check import validate
 
         validate(self.data)
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.data, indent=1) + "\n")
+        write_atomic(str(p), (json.dumps(self.data, indent=1) + "\n").encode())
 
     def __repr__(self) -> str:
         return f"DeviceProfile({self.key!r}, {self.source_kind})"

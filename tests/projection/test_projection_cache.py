@@ -152,6 +152,44 @@ def test_bad_cached_device_profile_is_not_used(tmp_path, monkeypatch, content):
         settings.reload()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "devzero", "folder", "no-cache"])
+def test_a_profile_cache_entry_in_the_way_is_replaced_or_passed_by(tmp_path, monkeypatch, kind):
+    """A FIFO, a link to /dev/zero or a folder at the cached profile's path, or a cache
+    folder that cannot be made: the entry is refused without blocking, the profile
+    measured now is saved in its place (a FIFO hung the save, /dev/zero swallowed it: every
+    run measured again), or, where it cannot be, used anyway with one line (a folder made
+    the measured profile a failure and the run used a generic one)."""
+    from clproj.devices.discovery import opencl_devices
+    from clproj.devices.local import cache_path, resolve_device
+
+    monkeypatch.setenv("CLPROJ_CACHE", str(tmp_path / "c"))
+    monkeypatch.setenv("CLPROJ_COLD_PROFILE", "tiny")
+    monkeypatch.setenv("CLPROJ_FOREIGN_MACHINE", "1")
+    settings.reload()
+    try:
+        dev = opencl_devices()[0]
+        path = cache_path(dev)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "devzero":
+            os.symlink("/dev/zero", path)
+        elif kind == "folder":
+            os.mkdir(path)
+        else:
+            shutil.rmtree(tmp_path / "c")
+            (tmp_path / "c").write_text("not a folder")
+        got = resolve_device(dev, 0, measure_missing=True)
+        assert got.how == "measured"
+        if kind in ("fifo", "devzero"):
+            assert os.path.isfile(path) and not os.path.islink(path)
+            assert resolve_device(dev, 0, measure_missing=True).how == "cached"
+        else:
+            assert got.path is None  # used, not kept
+    finally:
+        monkeypatch.undo()
+        settings.reload()
+
+
 def test_an_unreadable_record_in_the_record_folder_costs_only_itself(tmp_path):
     """`clproj run --record DIR` again over a folder holding an older clproj's record
     (version 1, blobs named by sha256) and a damaged one: both are reported in a line
