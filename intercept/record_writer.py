@@ -154,6 +154,11 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None, after: An
         except ClprojError as exc:  # not recorded (e.g. over the size limit); the app goes on
             print(f"clproj: {exc.cause}", file=sys.stderr)
             return
+        except OSError as exc:  # a full or failing disk: the record is lost, never the app's call
+            print(
+                f"clproj: a launch record was not written: {exc.strerror or exc}", file=sys.stderr
+            )
+            return
         finally:
             if after is not None:
                 after(record)

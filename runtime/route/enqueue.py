@@ -189,7 +189,29 @@ def _settled(r: Route, reqs: list[Any]) -> bool:
     return r.p.settle(reqs) and not any(q.err for q in reqs)
 
 
-def _notify_hooks(  # noqa: C901
+def _snapshot_args(r: Route, args: list[Any], bufs: dict[int, Any], rec: Any) -> None:
+    """Read each buffer argument of a launch to record back from its node, into ``rec``."""
+    from clproj.intercept.last_snapshots import all_zero
+    from clproj.intercept.shim_runtime import SCRATCH_MIN_BYTES
+    from clproj.runtime.cluster.client.platform import SubRegion
+
+    for a in args:
+        if a.index in bufs:
+            b = bufs[a.index]
+            if isinstance(b, SubRegion):
+                data, _ = r.p.enqueue_read(b.buf, offset=b.offset, size=b.size, blocking=True)
+            else:
+                data, _ = r.p.enqueue_read(b, blocking=True)
+            # as project mode records (intercept.shim_runtime): a snapshot of 1 MiB or more
+            # that is all zeros is no blob (read as zeros), neither hashed nor stored; any
+            # other is hashed and written by the record writer, off the app's thread
+            if len(data) >= SCRATCH_MIN_BYTES and all_zero(data):
+                a.blob = None
+            else:
+                a.blob = rec.add_blob(data)
+
+
+def _notify_hooks(
     r: Route, k: VKernel, g: list[int], lo: list[int] | None, off: list[int] | None
 ) -> None:
     """The first launch of a signature, for the hooks (projection in route mode).
@@ -199,10 +221,13 @@ def _notify_hooks(  # noqa: C901
     the hook projects its metadata from the cache's anchors (at most every few
     tens of milliseconds per kernel family)."""
     from clproj.intercept import hooks
-    from clproj.intercept.last_snapshots import all_zero
     from clproj.intercept.record import ArgRecord, LaunchRecord, new_id
     from clproj.intercept.record_writer import save_later
-    from clproj.intercept.shim_runtime import SCRATCH_MIN_BYTES, record_dir
+    from clproj.intercept.shim_runtime import (
+        record_dir,
+        settle,
+        within_record_budget,
+    )
     from clproj.runtime.cluster.client.platform import LocalMemory, RemoteBuffer, SubRegion
 
     args, bufs = [], {}
@@ -234,19 +259,15 @@ def _notify_hooks(  # noqa: C901
     )
     if not hooks.admit("route", rec):
         return
-    for a in args:
-        if a.index in bufs:
-            b = bufs[a.index]
-            if isinstance(b, SubRegion):
-                data, _ = r.p.enqueue_read(b.buf, offset=b.offset, size=b.size, blocking=True)
-            else:
-                data, _ = r.p.enqueue_read(b, blocking=True)
-            # as project mode records (intercept.shim_runtime): a snapshot of 1 MiB or more
-            # that is all zeros is no blob (read as zeros), neither hashed nor stored; any
-            # other is hashed and written by the record writer, off the app's thread
-            if len(data) >= SCRATCH_MIN_BYTES and all_zero(data):
-                a.blob = None
-            else:
-                a.blob = rec.add_blob(data)
+    # the same budget as project mode's records (CLPROJ_RECORD_MAX_BYTES, the disk's free
+    # space floor): a full disk stops recording with one line, never the app's call
+    need = sum(int(a.size or 0) for a in args if a.kind == "buffer")
+    if not within_record_budget(need, record_dir()):
+        return
+    try:
+        _snapshot_args(r, args, bufs, rec)
+    except BaseException:
+        settle(need, 0)
+        raise
     rec.id = new_id(k.name, record_dir())
-    save_later(rec, record_dir(), then=hooks.notify)
+    save_later(rec, record_dir(), then=hooks.notify, after=lambda rr: settle(need, rr.stored_bytes))

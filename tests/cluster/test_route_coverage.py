@@ -257,3 +257,24 @@ def test_contexts_host_flags_and_destructors_answer_as_pocl(tmp_path):
         x for x in plain if not x.startswith("SUBDEV")
     ], err[-2000:]
     assert "SUBDEV count -30" in routed
+
+
+@needs_shim
+def test_route_records_within_the_record_budget(tmp_path):
+    """Route mode records a launch's snapshots under project mode's budget: past
+    CLPROJ_RECORD_MAX_BYTES (or the disk's free-space floor) recording stops with one line
+    and the app runs on with its own output and status (a full disk failed the app's
+    launch with CL_OUT_OF_RESOURCES and exit 1)."""
+    exe = build(tmp_path, "app_basic")
+    env = env_for(tmp_path)
+    plain = subprocess.run(
+        [str(exe), "5", "2"], env=env, capture_output=True, text=True, timeout=60
+    )
+    env["CLPROJ_RECORD_MAX_BYTES"] = "1"
+    p = subprocess.run(
+        [sys.executable, "-m", "clproj.cli", "run", "--mode", "route", "--", str(exe), "5", "2"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == plain.returncode == 0, p.stderr[-2000:]
+    assert sorted(p.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+    assert "recording stopped" in p.stderr, p.stderr[-2000:]
