@@ -24,7 +24,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from clproj.background_thread import background_thread
 
@@ -111,3 +112,40 @@ def watch_parent(
     th = background_thread(run, "clproj-lifeline")
     th.start()
     return th
+
+
+class Signalled(BaseException):
+    """Raised in the main thread by a signal :func:`unwinding_on` turns into an exception."""
+
+    def __init__(self, sig: int) -> None:
+        super().__init__(sig)
+        self.sig = sig
+
+
+@contextlib.contextmanager
+def unwinding_on(*sigs: int) -> Iterator[None]:
+    """Within the block, ``sigs`` (e.g. SIGTERM, SIGHUP) unwind it as an exception, so
+    every ``with`` inside it cleans up (temporary folders, helper processes), and then end
+    the process by that signal (:func:`die_by`). Why: their default action ends the process
+    at once, leaving ``clproj run``'s folders in /tmp when one arrived before the app
+    started or after it ended. A signal the parent had ignored (``nohup``) stays ignored.
+    Main thread only, as Python's signal handlers are."""
+
+    def unwind(sig: int, _frame: Any) -> None:
+        raise Signalled(sig)
+
+    previous = {}
+    for sig in sigs:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, unwind)
+    try:
+        yield
+    except Signalled as exc:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        previous = {}
+        die_by(exc.sig)
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -281,6 +281,38 @@ def test_killing_clproj_run_kills_the_app_and_its_cluster(app, tmp_path):
     assert [n.name for n in tmp_path.iterdir() if n.name.startswith("clproj-")] == []
 
 
+UNWIND = textwrap.dedent(
+    """
+    import os, signal, sys, tempfile, time
+    from clproj.lifeline import unwinding_on
+    if sys.argv[1] == "ignored":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as under nohup
+    with unwinding_on(signal.SIGTERM, signal.SIGHUP):
+        with tempfile.TemporaryDirectory(dir=sys.argv[2]) as d:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            print("still here", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["default", "ignored"])
+def test_a_terminating_signal_unwinds_cleanups_then_ends_by_it(tmp_path, how):
+    """What ``clproj run`` does outside the app's run (before it starts, after it ends): a
+    SIGTERM removes the temporary folders of the ``with`` blocks, then ends the process by
+    SIGTERM (it left /tmp/clproj-run-* behind); one the parent ignored stays ignored."""
+    p = subprocess.run(
+        [sys.executable, "-c", UNWIND, how, str(tmp_path)],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert os.listdir(tmp_path) == []
+    if how == "default":
+        assert p.returncode == -signal.SIGTERM, p.stderr
+        assert "still here" not in p.stdout
+    else:
+        assert p.returncode == 0 and "still here" in p.stdout, p.stderr
+
+
 def test_stale_folders_are_swept_and_live_ones_kept(tmp_path):
     """paths.sweep_stale: a folder named by a process that is gone is removed; one of a
     live process, one of another pid namespace, and one named otherwise stay."""

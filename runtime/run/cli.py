@@ -13,6 +13,7 @@ import contextlib
 import errno
 import importlib
 import os
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from clproj import settings
 from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
 from clproj.intercept.environment import MODES, read_summary, shim_environment
+from clproj.lifeline import unwinding_on
 from clproj.paths import temp_directory
 from clproj.runtime.projection import objective as objectives
 from clproj.runtime.run.prepare import pin_profiles, split_environment
@@ -230,6 +232,13 @@ def _after_app(
 
 
 def run_cmd(args: argparse.Namespace) -> int:
+    # a SIGTERM or SIGHUP for clproj run before the app starts or after it ends removes the
+    # run's folders and helpers first (while the app runs, both are forwarded to it)
+    with unwinding_on(signal.SIGTERM, signal.SIGHUP):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from clproj.intercept.app_process import end_like, run_app
 
     cmd = _command(args)
