@@ -236,3 +236,16 @@ def shape_key(
     if glob is None:
         raise ValueError(f"{kernel}: empty global size")
     return (kernel, glob, pad_ndrange(local_size))
+
+
+def run_tag(run_dir: str) -> str:
+    """``r`` and six hex digits naming one ``clproj run`` (by its run folder, unique while
+    it runs); "" outside one. A record id carries it (``<kernel>-<tag>-<seq>``), so that a
+    run reports the launches it recorded, not the other records of a ``--record`` folder
+    it shares with earlier or concurrent runs."""
+    return "r" + hashlib.sha256(run_dir.encode()).hexdigest()[:6] if run_dir else ""
+
+
+def of_run(record_id: str, tag: str) -> bool:
+    """Whether a record id was made in the run ``tag`` names (every id, for no tag)."""
+    return not tag or record_id.split("-")[1:2] == [tag]

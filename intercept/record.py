@@ -26,6 +26,7 @@ from typing import Any
 
 import msgpack
 
+from clproj import settings
 from clproj.atomic import write_atomic
 from clproj.cl_names import CL_MEM_READ_WRITE
 from clproj.errors import ClprojError
@@ -363,16 +364,14 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def new_id(kernel: str, directory: str | None = None) -> str:
-    """``<kernel>-<seq>``: seq is unique within this process and within ``directory``."""
-    name = _SAFE.sub("_", kernel)[:80] or "kernel"
+    """``<kernel>-<run tag>-<seq>`` (no tag outside ``clproj run``: identity.run_tag): seq
+    is unique within this process and within ``directory``."""
+    tag = identity.run_tag(settings.get("CLPROJ_RUN_DIR"))
+    head = f"{_SAFE.sub('_', kernel)[:80] or 'kernel'}-{tag + '-' if tag else ''}{os.getpid()}"
     with _seq_lock:
-        n = next(_seq)
-        pid = os.getpid()
-        rid = f"{name}-{pid}{n:05d}"
-        if directory is not None:
-            while os.path.exists(os.path.join(directory, RECORDS_SUBDIR, rid + SUFFIX)):
-                n = next(_seq)
-                rid = f"{name}-{pid}{n:05d}"
+        rid = f"{head}{next(_seq):05d}"
+        while directory and os.path.exists(os.path.join(directory, RECORDS_SUBDIR, rid + SUFFIX)):
+            rid = f"{head}{next(_seq):05d}"
     return rid
 
 

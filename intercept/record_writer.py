@@ -138,6 +138,21 @@ def revise_later(record: LaunchRecord, directory: str, withdraw: bool = False) -
         writer.submit(record, directory, kind="withdraw" if withdraw else "update")
 
 
+_said_unwritten = False
+
+
+def _unwritten_once(directory: str, exc: OSError) -> None:
+    """One line per process for records the disk refuses (every later one fails alike)."""
+    global _said_unwritten
+    if not _said_unwritten:
+        _said_unwritten = True
+        print(
+            f"clproj: launch records cannot be written to {directory} ({exc.strerror or exc}); "
+            "later launches run but are not recorded (record elsewhere: --record DIR)",
+            file=sys.stderr,
+        )
+
+
 def save_later(record: LaunchRecord, directory: str, then: Any = None, after: Any = None) -> None:
     """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit.
     ``then(record)`` runs once the record is saved, ``after(record)`` once it is saved or
@@ -155,9 +170,7 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None, after: An
             print(f"clproj: {exc.cause}", file=sys.stderr)
             return
         except OSError as exc:  # a full or failing disk: the record is lost, never the app's call
-            print(
-                f"clproj: a launch record was not written: {exc.strerror or exc}", file=sys.stderr
-            )
+            _unwritten_once(directory, exc)
             return
         finally:
             if after is not None:

@@ -368,9 +368,12 @@ def complete_run(
     mode: str | None = None,
     objective: str = "time",
     live: Any = None,
+    run_tag: str = "",
 ) -> list[dict[str, Any]]:
     """After the app exited: project every record not projected while it ran, and every
-    launch the app left to the reuse cache (``deferred_file``).
+    launch the app left to the reuse cache (``deferred_file``). With ``run_tag``
+    (intercept.identity.run_tag) only this run's records count: others in a shared
+    ``--record`` folder are an earlier or another run's.
 
     ``live`` (a :class:`runtime.projection.live_run.LiveProjector`, started before the
     app) has emulated and projected records while the app ran; it finishes the rest one
@@ -382,8 +385,9 @@ def complete_run(
     :func:`emulation_mode`, as in the app. ``recommended`` is each launch's choice by
     ``objective`` (time, energy or edp).
     """
+    from clproj.intercept.identity import of_run
     from clproj.intercept.live_view import remove_live_files
-    from clproj.intercept.record import list_records, load
+    from clproj.intercept.record import SUFFIX, list_records, load
     from clproj.runtime.projection import device_set
 
     mode = mode or emulation_mode()
@@ -402,7 +406,11 @@ def complete_run(
             remove_live_files(record_dir)
         during = live.during_app
     try:
-        paths = list_records(record_dir)
+        paths = [
+            p
+            for p in list_records(record_dir)
+            if of_run(os.path.basename(p).removesuffix(SUFFIX), run_tag)
+        ]
     except ClprojError:
         paths = []
     records = []

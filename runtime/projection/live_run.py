@@ -72,10 +72,13 @@ class LiveProjector:
     (``miniemu.worker --parent-pid``), so nothing outlives ``clproj run``.
     """
 
-    def __init__(self, record_dir: str, devices_spec: str, mode: str, policy: str) -> None:
+    def __init__(
+        self, record_dir: str, devices_spec: str, mode: str, policy: str, run_tag: str = ""
+    ) -> None:
         from clproj.miniemu.reuse import ReuseCache
 
         self.record_dir = record_dir
+        self.run_tag = run_tag  # only this run's records (intercept.identity.run_tag)
         self.devices_spec = devices_spec
         self.mode = mode
         self.policy = policy  # "1": at once (at nice 19); "auto": only on an idle core
@@ -134,6 +137,7 @@ class LiveProjector:
         record (``.live``: its buffers read from the app while it copies them) goes before
         the record proper of its launch, which is emulated only if the live one fails."""
         from clproj.errors import ClprojError
+        from clproj.intercept.identity import of_run
         from clproj.intercept.live_view import LIVE_SUFFIX
         from clproj.intercept.record import RECORDS_SUBDIR, SUFFIX, load
 
@@ -151,6 +155,8 @@ class LiveProjector:
                 self._seen.add(name)
                 path = os.path.join(folder, name)
                 rid = name[: -len(LIVE_SUFFIX if name.endswith(LIVE_SUFFIX) else SUFFIX)]
+                if not of_run(rid, self.run_tag):
+                    continue  # another run's, in a --record folder they share
                 with self._cond:
                     if name.endswith(SUFFIX) and self._live.get(rid) == "on":
                         self._finals[rid] = path  # emulated only if the live one fails
@@ -317,10 +323,12 @@ def policy() -> str:
     return str(settings.get("CLPROJ_LIVE_EMULATION"))
 
 
-def maybe_start(record_dir: str, devices_spec: str, mode: str) -> LiveProjector | None:
+def maybe_start(
+    record_dir: str, devices_spec: str, mode: str, run_tag: str = ""
+) -> LiveProjector | None:
     """The scheduler for this run, started; None with ``CLPROJ_LIVE_EMULATION=0``."""
     if policy() == "0":
         return None
-    live = LiveProjector(record_dir, devices_spec, mode, policy())
+    live = LiveProjector(record_dir, devices_spec, mode, policy(), run_tag)
     live.start()
     return live

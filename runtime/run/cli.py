@@ -21,6 +21,7 @@ from clproj import settings
 from clproj.background_thread import background_thread
 from clproj.errors import ClprojError
 from clproj.intercept.environment import MODES, read_summary, shim_environment
+from clproj.intercept.identity import run_tag
 from clproj.lifeline import unwinding_on
 from clproj.paths import temp_directory
 from clproj.runtime.projection import objective as objectives
@@ -223,6 +224,7 @@ def _after_app(
                 devices_spec=run.devices_spec or "local",
                 objective=run.objective.name,
                 live=live,
+                run_tag=run_tag(run.tmp),
             )
             objectives.constrain(projections, run.objective)
         return rows, splits, projections
@@ -259,7 +261,9 @@ def _run(args: argparse.Namespace) -> int:
             # imports overlap the app's start instead of delaying each kernel's projection
             hold.enter_context(shared_server())
             # emulates and projects each record as soon as it is written (at nice 19)
-            live = maybe_start(run.record_dir, run.devices_spec or "local", emulation_mode())
+            live = maybe_start(
+                run.record_dir, run.devices_spec or "local", emulation_mode(), run_tag(tmp)
+            )
         # --json: the document alone on stdout; the app's own output goes to stderr
         app = run_app(cmd, run.env, stdout=sys.stderr.fileno() if args.json else None)
         rc = app.status

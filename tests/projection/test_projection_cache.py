@@ -182,7 +182,9 @@ def test_a_profile_cache_entry_in_the_way_is_replaced_or_passed_by(tmp_path, mon
         assert got.how == "measured"
         if kind in ("fifo", "devzero"):
             assert os.path.isfile(path) and not os.path.islink(path)
-            assert resolve_device(dev, 0, measure_missing=True).how == "cached"
+            # served from the cache now (or measured again into it, where the first was
+            # measured on a busy machine that is quiet now: devices.local)
+            assert resolve_device(dev, 0, measure_missing=True).path == path
         else:
             assert got.path is None  # used, not kept
     finally:
@@ -190,10 +192,12 @@ def test_a_profile_cache_entry_in_the_way_is_replaced_or_passed_by(tmp_path, mon
         settings.reload()
 
 
-def test_an_unreadable_record_in_the_record_folder_costs_only_itself(tmp_path):
-    """`clproj run --record DIR` again over a folder holding an older clproj's record
-    (version 1, blobs named by sha256) and a damaged one: both are reported in a line
-    each, and this run's four launches are projected."""
+def test_a_record_folder_shared_with_other_runs_reports_this_runs_launches(tmp_path):
+    """`clproj run --record DIR` again over a folder holding the first run's records, an
+    older clproj's (version 1, blobs named by sha256) and a damaged one: this run reports
+    and projects its own four launches only (a run reported every record of the folder:
+    two apps recording into one folder each showed the other's kernels), and the others
+    cost it nothing, not even a line; `clproj records` still lists the whole folder."""
     import msgpack
 
     from clproj.intercept.record import RECORDS_SUBDIR
@@ -210,10 +214,8 @@ def test_an_unreadable_record_in_the_record_folder_costs_only_itself(tmp_path):
     shutil.rmtree(tmp_path / "cache" / "projections")  # this run projects its launches again
     second = run_project(env, "--json", "--record", str(rec))
     assert second.returncode == 3, second.stderr[-2000:]
-    assert "Traceback" not in second.stderr
-    lines = [x for x in second.stderr.splitlines() if x.startswith("clproj: not projected:")]
-    assert len(lines) == 2, second.stderr[-3000:]
-    assert any("'version' is 1 (its blobs are named by sha256)" in x for x in lines)
+    assert "Traceback" not in second.stderr and "not projected" not in second.stderr
     doc = json.loads(second.stdout)
-    assert {p["kernel"] for p in doc["projections"]} == {"k0", "k1", "k2", "k3"}
+    assert sorted(p["kernel"] for p in doc["projections"]) == ["k0", "k1", "k2", "k3"]
     assert all(p["projections"] for p in doc["projections"])
+    assert len(list((rec / RECORDS_SUBDIR).glob("*.clrec"))) == 10
