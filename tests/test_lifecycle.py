@@ -456,3 +456,26 @@ def test_registration_is_all_or_nothing(tmp_path):
         sock.close(0)
         broker.terminate()
         broker.wait(10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_broker_stopped_by_a_signal_cleans_up_and_dies_by_it(tmp_path, sig):
+    """`clproj broker` told to stop by Ctrl-C or SIGTERM closes its socket, removes its
+    ipc:// file (it was left behind) and then ends by that signal, as a shell loop and a
+    supervisor expect (it exited 0)."""
+    sock = tmp_path / "b.sock"
+    p = subprocess.Popen(
+        [*CLI, "broker", "--bind", f"ipc://{sock}", "--curve", "off"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    try:
+        # its line comes after the bind and the signal handlers (or EOF if it failed)
+        assert "clproj broker on" in p.stderr.readline()
+        assert sock.exists()
+        p.send_signal(sig)
+        p.wait(30)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == -sig, p.stderr.read()[-2000:]
+    assert not sock.exists()

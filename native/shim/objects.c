@@ -133,7 +133,8 @@ CL_API_ENTRY cl_event CL_API_CALL clCreateUserEvent(cl_context ctx, cl_int *errc
 CL_API_ENTRY cl_int CL_API_CALL clSetUserEventStatus(cl_event e, cl_int status) {
     REAL(clSetUserEventStatus, FAIL_INT);
     cl_int err = real_clSetUserEventStatus(e, status);
-    if (err == CL_SUCCESS && !PASS) __atomic_sub_fetch(&clproj_pending_user_events, 1, __ATOMIC_RELEASE);
+    if (err == CL_SUCCESS && !PASS)
+        __atomic_sub_fetch(&clproj_pending_user_events, 1, __ATOMIC_RELEASE);
     return err;
 }
 

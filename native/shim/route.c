@@ -356,10 +356,9 @@ static cl_int rt_clGetPlatformInfo(cl_platform_id p, cl_platform_info param, siz
 
 /* The one virtual device stands for every device of the cluster; it matches the types
  * it reports (CL_DEVICE_TYPE: what the cluster's devices are), ALL and DEFAULT. Any other
- * type, 0 and unknown bits included, is CL_DEVICE_NOT_FOUND with *num untouched, as PoCL
- * answers (a bit it knows among unknown ones still matches). */
-/* Whether the virtual device is of `type` (clGetDeviceIDs, clCreateContextFromType): as
- * PoCL answers, a type it is not (0 and unknown bits included) is CL_DEVICE_NOT_FOUND. */
+ * type, 0 and unknown bits included, is CL_DEVICE_NOT_FOUND (clGetDeviceIDs: with *num
+ * untouched; clCreateContextFromType too), as PoCL answers (a bit it knows among unknown
+ * ones still matches). */
 static cl_int rt_device_has_type(cl_device_type type) {
     if (type == CL_DEVICE_TYPE_ALL || (type & CL_DEVICE_TYPE_DEFAULT)) return CL_SUCCESS;
     cl_device_type mine = 0;

@@ -23,8 +23,10 @@ so a node on a loaded machine, whose answers come late but come, is slow, not de
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -153,6 +155,9 @@ class Broker:
         self.sock.close(0)
         if self.auth:
             self.auth.stop()
+        if self.endpoint.startswith("ipc://"):  # the socket file goes with the broker
+            with contextlib.suppress(OSError):
+                os.unlink(self.endpoint[len("ipc://") :])
 
     def run(self, until: float | None = None) -> None:
         """Serve until :meth:`stop` or the UNIX time ``until``; always bounded."""

@@ -124,14 +124,33 @@ def _keys_for(endpoint: str, args: argparse.Namespace, role: str) -> keys_mod.Ke
     return keys_mod.load(args.keys, role) if keys_mod.needs_curve(endpoint, args.curve) else None
 
 
+_stopped_by: list[int] = []  # the signal that stopped the broker or node, if one did
+
+
 def _stop_on_signal(obj: Any, args: argparse.Namespace) -> None:
-    """Stop on SIGTERM / SIGINT, and when ``--parent-pid`` exits (clproj.lifeline)."""
-    signal.signal(signal.SIGTERM, lambda *_: obj.stop())
-    signal.signal(signal.SIGINT, lambda *_: obj.stop())
+    """Stop on SIGTERM / SIGINT / SIGHUP (cleanly: sockets closed, files removed, then
+    :func:`_end_like_the_signal`), and when ``--parent-pid`` exits (clproj.lifeline)."""
+
+    def stop(sig: int, _frame: Any) -> None:
+        _stopped_by.append(sig)
+        obj.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: stays ignored
+            signal.signal(sig, stop)
     if args.parent_pid is not None:
         from clproj.lifeline import watch_parent
 
         watch_parent(args.parent_pid, obj.stop)
+
+
+def _end_like_the_signal() -> None:
+    """After a clean stop by a signal, end by it (lifeline.die_by): a shell loop stops at
+    Ctrl-C, a supervisor sees a death by SIGTERM, not an exit status of 0."""
+    if _stopped_by:
+        from clproj.lifeline import die_by
+
+        die_by(_stopped_by[0])
 
 
 def _until(lifetime: float | None) -> float | None:
@@ -166,6 +185,7 @@ def run_broker(args: argparse.Namespace) -> int:
     else:
         stderr.print(f"clproj broker on {broker.endpoint} (CURVE {'on' if broker.keys else 'off'})")
     broker.run(until=_until(args.lifetime))
+    _end_like_the_signal()
     return 0
 
 
@@ -204,6 +224,7 @@ def run_node(args: argparse.Namespace) -> int:
             f"clproj node {node.name}: {len(node.devs)} device(s) -> {args.broker}{direct}"
         )
     node.run(until=_until(args.lifetime))
+    _end_like_the_signal()
     if node.fatal:
         from clproj.runtime.cluster.node.server import CURVE_FIX
 
