@@ -15,11 +15,7 @@ int main(void) {
     cl_command_queue q;
     cl_int err;
     cl_context ctx = test_context(&dev, &q);
-    cl_program prog = clCreateProgramWithSource(ctx, 1, &SRC, NULL, &err);
-    CHECK(err);
-    CHECK(clBuildProgram(prog, 1, &dev, NULL, NULL, NULL));
-    cl_kernel k = clCreateKernel(prog, "spin", &err);
-    CHECK(err);
+    cl_kernel k = test_kernel(ctx, dev, SRC, "spin");
     int zero[2] = {0, 0};
     cl_mem flag = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero,
                                  zero, &err);

@@ -21,11 +21,7 @@ static void launch(const char *who) {
     cl_device_id device;
     cl_command_queue q;
     cl_context ctx = test_context(&device, &q);
-    cl_program p = clCreateProgramWithSource(ctx, 1, &SRC, NULL, &err);
-    CHECK(err);
-    CHECK(clBuildProgram(p, 1, &device, "", NULL, NULL));
-    cl_kernel k = clCreateKernel(p, "scale", &err);
-    CHECK(err);
+    cl_kernel k = test_kernel(ctx, device, SRC, "scale");
     float data[256];
     for (int i = 0; i < 256; i++) data[i] = (float)(i % 11);
     cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof data, data, &err);
@@ -42,7 +38,6 @@ static void launch(const char *who) {
     fflush(stdout);
     clReleaseMemObject(b);
     clReleaseKernel(k);
-    clReleaseProgram(p);
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);
 }

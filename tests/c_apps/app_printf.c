@@ -9,13 +9,8 @@ static const char *SRC =
 int main(void) {
     cl_device_id dev;
     cl_command_queue q;
-    cl_int err;
     cl_context ctx = test_context(&dev, &q);
-    cl_program prog = clCreateProgramWithSource(ctx, 1, &SRC, NULL, &err);
-    CHECK(err);
-    CHECK(clBuildProgram(prog, 1, &dev, NULL, NULL, NULL));
-    cl_kernel k = clCreateKernel(prog, "say", &err);
-    CHECK(err);
+    cl_kernel k = test_kernel(ctx, dev, SRC, "say");
     int base = 40;
     CHECK(clSetKernelArg(k, 0, sizeof base, &base));
     printf("before\n");

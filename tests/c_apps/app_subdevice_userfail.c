@@ -12,23 +12,12 @@
 
 static const char *SRC = "__kernel void inc(__global int *o) { o[get_global_id(0)] += 1; }\n";
 
-static cl_kernel build(cl_context ctx, cl_device_id dev) {
-    cl_int err;
-    cl_program prog = clCreateProgramWithSource(ctx, 1, &SRC, NULL, &err);
-    CHECK(err);
-    CHECK(clBuildProgram(prog, 1, &dev, NULL, NULL, NULL));
-    cl_kernel k = clCreateKernel(prog, "inc", &err);
-    CHECK(err);
-    clReleaseProgram(prog);
-    return k;
-}
-
 static void user_event_fails(void) {
     cl_device_id dev;
     cl_command_queue q;
     cl_int err, status;
     cl_context ctx = test_context(&dev, &q);
-    cl_kernel k = build(ctx, dev);
+    cl_kernel k = test_kernel(ctx, dev, SRC, "inc");
     cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1024, NULL, &err);
     CHECK(err);
     CHECK(clSetKernelArg(k, 0, sizeof buf, &buf));
@@ -63,7 +52,7 @@ static void subdevice_released(void) {
     CHECK(err);
     cl_command_queue sq = clCreateCommandQueue(ctx, sub, 0, &err);
     CHECK(err);
-    cl_kernel k = build(ctx, sub);
+    cl_kernel k = test_kernel(ctx, sub, SRC, "inc");
     int host[64];
     memset(host, 0, sizeof host);
     cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof host, host,

@@ -23,4 +23,18 @@ static cl_context test_context(cl_device_id *dev, cl_command_queue *q) {
     CHECK(err);
     return ctx;
 }
+
+/* Kernel `name` of `src`, built for `dev` in `ctx` (the program's reference is the
+ * kernel's: released with it). */
+static inline cl_kernel test_kernel(cl_context ctx, cl_device_id dev, const char *src,
+                                    const char *name) {
+    cl_int err;
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    CHECK(err);
+    CHECK(clBuildProgram(prog, 1, &dev, NULL, NULL, NULL));
+    cl_kernel k = clCreateKernel(prog, name, &err);
+    CHECK(err);
+    clReleaseProgram(prog);
+    return k;
+}
 #endif
