@@ -129,15 +129,19 @@ _stopped_by: list[int] = []  # the signal that stopped the broker or node, if on
 
 def _stop_on_signal(obj: Any, args: argparse.Namespace) -> None:
     """Stop on SIGTERM / SIGINT / SIGHUP (cleanly: sockets closed, files removed, then
-    :func:`_end_like_the_signal`), and when ``--parent-pid`` exits (clproj.lifeline)."""
+    :func:`_end_like_the_signal`), and when ``--parent-pid`` exits (clproj.lifeline).
+    SIGTERM and SIGINT stop it even where the starter ignored them (a shell script's
+    background job ignores SIGINT, and `kill -INT` of a broker is still meant to stop it);
+    a SIGHUP ignored by the starter (``nohup``) stays ignored."""
 
     def stop(sig: int, _frame: Any) -> None:
         _stopped_by.append(sig)
         obj.stop()
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: stays ignored
-            signal.signal(sig, stop)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, stop)
     if args.parent_pid is not None:
         from clproj.lifeline import watch_parent
 

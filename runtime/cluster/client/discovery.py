@@ -92,6 +92,7 @@ class Directory:
         """Ask the broker for the live devices (waits up to ``wait_s`` for at least one)."""
         p = self.p
         deadline = time.monotonic() + max(wait_s, 0.0)
+        answered = False  # any welcome in this refresh: the broker is there
         while True:
             self.welcome = None
             p.transport.to_broker(protocol.pack("hello", client=p.transport.routing_id.hex()))
@@ -103,6 +104,7 @@ class Directory:
             while self.welcome is None and time.monotonic() < t_end:
                 p.pump(50)
             if self.welcome is not None:
+                answered = True
                 self.epoch = max(self.epoch, self.welcome["epoch"])
                 self.devices = {
                     d["id"]: _device(d)
@@ -114,7 +116,7 @@ class Directory:
                 if self.devices:
                     return list(self.devices.values())
             if time.monotonic() >= deadline:
-                if self.welcome is None:
+                if not answered:  # (a last hello sent at the deadline is not its fault)
                     raise ClprojError(
                         "broker did not answer", "start `clproj broker` or check --broker/keys"
                     )
