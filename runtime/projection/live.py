@@ -435,7 +435,8 @@ def complete_run(
         _complete(records, missing, deferred, done, devices, mode)
     except KeyboardInterrupt:  # Ctrl-C after the app: keep what is projected so far
         print("clproj: interrupted; showing the launches projected so far", file=sys.stderr)
-    _summary(done, during, after + len(missing), time.perf_counter() - start)
+    emulated = sum(1 for r in missing if r.signature in done)  # all, unless interrupted
+    _summary(done, during, after + emulated, time.perf_counter() - start)
     return choose(list(done.values()), objective)
 
 
