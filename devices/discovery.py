@@ -7,6 +7,7 @@ of the interface. The same list is printed by ``clproj devices``.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -124,8 +125,37 @@ def opencl_devices() -> list[Any]:
         except Exception:
             continue  # a platform with no devices of any type
     if not devices:
+        pocl = any("Portable Computing Language" in p.name for p in platforms)
+        cache = _pocl_cache_dir()
+        if pocl and cache and not _writable_here(cache):
+            raise ClprojError(
+                f"PoCL exposes no device: its kernel cache {cache} cannot be written (a "
+                "read-only HOME, or a file in the way?)",
+                "set POCL_CACHE_DIR (or HOME) to a writable folder",
+            )
         raise ClprojError("OpenCL platforms exist but expose no device", NO_DEVICE_FIX)
     return devices
+
+
+def _pocl_cache_dir() -> str:
+    """Where PoCL keeps its compiled kernels: POCL_CACHE_DIR, else XDG_CACHE_HOME/pocl,
+    else ~/.cache/pocl. PoCL offers no device when it cannot write there."""
+    explicit = os.environ.get("POCL_CACHE_DIR") or ""
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "pocl")
+
+
+def _writable_here(path: str) -> bool:
+    """Whether ``path``, or the nearest name above it that exists, is a folder that can be
+    written (a file in the way, or a read-only file system, is not)."""
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return bool(path) and os.path.isdir(path) and os.access(path, os.W_OK)
 
 
 def device_identities() -> list[Any]:

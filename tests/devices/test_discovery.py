@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,20 @@ def test_add_host_l1_sets_or_clears_the_field_and_its_provenance(monkeypatch):
     monkeypatch.setattr(discovery, "host_l1_data_bytes", lambda: None)
     discovery.add_host_l1(memory, prov)  # unknown here: another core's value must not stay
     assert "l1_data_bytes" not in memory and "memory.l1_data_bytes" not in prov
+
+
+def test_pocl_without_a_writable_kernel_cache_is_named_as_the_cause(tmp_path):
+    """PoCL offers no device when it cannot write its kernel cache (a read-only HOME, a
+    file in the way): the error names that and its fix, not "install OpenCL"."""
+    import subprocess
+    import sys
+
+    (tmp_path / "file").write_text("x")
+    env = dict(os.environ, POCL_CACHE_DIR=str(tmp_path / "file" / "pocl"), POCL_DEVICES="pthread")
+    p = subprocess.run(
+        [sys.executable, "-m", "clproj.cli", "devices"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    assert "its kernel cache" in p.stderr and "POCL_CACHE_DIR" in p.stderr
+    assert "install an OpenCL implementation" not in p.stderr
