@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 # The exit status of a command that failed with a ClprojError.
 ERROR_STATUS = 2
 # What a shell, ``env`` and ``timeout`` exit with when the program to start does not exist
@@ -23,3 +26,19 @@ class ClprojError(Exception):
 
     def __str__(self) -> str:
         return self.cause if not self.fix else f"{self.cause}\n  fix: {self.fix}"
+
+
+_said: set[str] = set()
+_said_lock = threading.Lock()
+
+
+def say_once(key: str, message: str) -> None:
+    """Print ``clproj: message`` to stderr the first time ``key`` is seen in this process.
+    Why one set for the process: a condition that holds for every later call (a full
+    disk, a cache that cannot be written, a call route mode cannot make) is worth one line,
+    whichever module meets it first; keys name the condition, e.g. ``route:exit``."""
+    with _said_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    print(f"clproj: {message}", file=sys.stderr)

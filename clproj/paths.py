@@ -3,6 +3,7 @@ and its scratch folders."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -17,6 +18,24 @@ def cache_dir(kind: str) -> str:
     path = os.path.join(base, kind)
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def nearest_existing(path: str) -> str:
+    """``path``, or the nearest name above it that exists: where a folder that is not made
+    yet would be made, so whose file system, space and permissions it would have."""
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def discard_cache_entry(path: str) -> None:
+    """Remove a bad cache entry (a torn file, a FIFO, a link to a device) so that the next
+    write puts a good one in its place; a real folder there is left alone (it may be a
+    user's), and a failure is ignored (the caller caches nothing then)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def scratch_parent() -> str | None:

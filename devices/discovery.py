@@ -15,6 +15,7 @@ from typing import Any
 
 from clproj.cl_names import CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU
 from clproj.errors import ClprojError
+from clproj.paths import nearest_existing
 
 NO_DEVICE_FIX = (
     "install an OpenCL implementation, e.g. `apt-get install pocl-opencl-icd` (or run `make setup`), "
@@ -150,12 +151,8 @@ def _pocl_cache_dir() -> str:
 def _writable_here(path: str) -> bool:
     """Whether ``path``, or the nearest name above it that exists, is a folder that can be
     written (a file in the way, or a read-only file system, is not)."""
-    while path and not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return bool(path) and os.path.isdir(path) and os.access(path, os.W_OK)
+    path = nearest_existing(path)
+    return os.path.isdir(path) and os.access(path, os.W_OK)
 
 
 def device_identities() -> list[Any]:

@@ -124,9 +124,7 @@ def _cached(dev: Any) -> tuple[DeviceProfile | None, str]:
     try:
         prof = load_profile(path)
     except ClprojError as exc:
-        if not os.path.isdir(path) or os.path.islink(path):  # the new one takes its place
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        paths.discard_cache_entry(path)  # the profile measured now takes its place
         return None, f"ignored a bad cached profile ({exc.cause})"
     if prof.name.strip() != _ident(dev)[1]:
         return None, f"ignored {path}: it describes {prof.name!r}"

@@ -17,7 +17,7 @@ from typing import Any
 
 from clproj import settings
 from clproj.background_thread import background_thread
-from clproj.errors import ClprojError
+from clproj.errors import ClprojError, say_once
 from clproj.intercept.hooks import at_exit
 from clproj.intercept.record import LaunchRecord, save
 
@@ -138,21 +138,6 @@ def revise_later(record: LaunchRecord, directory: str, withdraw: bool = False) -
         writer.submit(record, directory, kind="withdraw" if withdraw else "update")
 
 
-_said_unwritten = False
-
-
-def _unwritten_once(directory: str, exc: OSError) -> None:
-    """One line per process for records the disk refuses (every later one fails alike)."""
-    global _said_unwritten
-    if not _said_unwritten:
-        _said_unwritten = True
-        print(
-            f"clproj: launch records cannot be written to {directory} ({exc.strerror or exc}); "
-            "later launches run but are not recorded (record elsewhere: --record DIR)",
-            file=sys.stderr,
-        )
-
-
 def save_later(record: LaunchRecord, directory: str, then: Any = None, after: Any = None) -> None:
     """:func:`save` on the process-wide :class:`RecordWriter`, drained at process exit.
     ``then(record)`` runs once the record is saved, ``after(record)`` once it is saved or
@@ -170,7 +155,12 @@ def save_later(record: LaunchRecord, directory: str, then: Any = None, after: An
             print(f"clproj: {exc.cause}", file=sys.stderr)
             return
         except OSError as exc:  # a full or failing disk: the record is lost, never the app's call
-            _unwritten_once(directory, exc)
+            # one line per process: every later record fails alike
+            say_once(
+                "records-unwritten",
+                f"launch records cannot be written to {directory} ({exc.strerror or exc}); "
+                "later launches run but are not recorded (record elsewhere: --record DIR)",
+            )
             return
         finally:
             if after is not None:

@@ -17,7 +17,6 @@ import contextlib
 import itertools
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,9 +24,10 @@ from typing import Any
 
 from clproj import cl_names as cl
 from clproj import settings
+from clproj.errors import say_once
 from clproj.intercept import size_queries
+from clproj.paths import nearest_existing
 
-_reported: set[str] = set()
 _lock = threading.Lock()
 _dir_lock = threading.Lock()  # record_dir's folder made once
 _pending: dict[int, tuple[object, int, bool]] = {}  # handle -> (record, bytes reserved, published)
@@ -56,12 +56,6 @@ CL_DEVICE_TYPE_NAMES = {
     cl.CL_DEVICE_TYPE_CUSTOM: "CUSTOM",
 }
 KINDS = {0: "scalar", 1: "buffer", 2: "local", 3: "null", 4: "unsupported"}
-
-
-def _log_once(key: str, message: str) -> None:
-    if key not in _reported:
-        _reported.add(key)
-        print(f"clproj: {message}", file=sys.stderr)
 
 
 def record_dir() -> str:
@@ -299,22 +293,16 @@ def _metadata(ffi, lib, L):
     )
 
 
-def _nearest_existing(path: str) -> str:
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    return path
-
-
 def free_bytes(path: str) -> int:
     """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
-    return shutil.disk_usage(_nearest_existing(path)).free
+    return shutil.disk_usage(nearest_existing(path)).free
 
 
 def writable(path: str) -> bool:
     """Whether records can be written at ``path`` (or made under its nearest existing
     parent). Checked before the free space: a read-only file system reports little or no
     space free, and "less than 1 GiB free" would name the wrong cause."""
-    return os.access(_nearest_existing(path), os.W_OK)
+    return os.access(nearest_existing(path), os.W_OK)
 
 
 def within_record_budget(need: int, directory: str) -> bool:
@@ -334,7 +322,7 @@ def within_record_budget(need: int, directory: str) -> bool:
                 lambda: _snapshot_bytes + need <= limit or not _unwritten, SETTLE_WAIT_S
             )
         if limit and _snapshot_bytes + need > limit:
-            _log_once(
+            say_once(
                 "budget",
                 f"recording stopped: {_snapshot_bytes >> 20} MiB of buffer snapshots reached "
                 f"CLPROJ_RECORD_MAX_BYTES ({limit >> 20} MiB); later launches run, are counted "
@@ -342,7 +330,7 @@ def within_record_budget(need: int, directory: str) -> bool:
             )
             return False
         if not writable(directory):
-            _log_once(
+            say_once(
                 "disk",
                 f"recording stopped: {directory} is not writable (a read-only folder or file "
                 "system); later launches run, are counted and timed but not recorded (record "
@@ -350,7 +338,7 @@ def within_record_budget(need: int, directory: str) -> bool:
             )
             return False
         if free_bytes(directory) - need < FREE_SPACE_FLOOR:
-            _log_once(
+            say_once(
                 "disk",
                 f"recording stopped: {directory} would have less than "
                 f"{FREE_SPACE_FLOOR >> 30} GiB free; later launches run, are counted and timed "
@@ -394,7 +382,7 @@ def _snapshot_inputs(ffi, lib, L, rec) -> None:
         rec.device = _device_info(ffi, lib, L.device)
         rec.id = new_id(rec.kernel, record_dir())
         if view is not None and view.copies:
-            copy_live(rec, view, _log_once)
+            copy_live(rec, view, say_once)
 
 
 def pre_launch(ffi, lib, L):
@@ -513,12 +501,12 @@ def install(ffi, lib) -> None:
 
     def onerror(key):
         def handler(exc_type, exc, tb):
-            _log_once(key, f"internal error ({key}), the launch passes through unchanged: {exc!r}")
+            say_once(key, f"internal error ({key}), the launch passes through unchanged: {exc!r}")
 
         return handler
 
     def start_failed(exc_type, exc, tb):
-        _log_once("start", f"recording disabled, calls pass through unchanged: {exc!r}")
+        say_once("start", f"recording disabled, calls pass through unchanged: {exc!r}")
 
     @ffi.def_extern(onerror=start_failed)
     def clproj_py_start():

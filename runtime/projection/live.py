@@ -8,7 +8,6 @@ of the same application gets its projections without emulating again.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -20,7 +19,7 @@ from typing import Any
 
 from clproj import native, paths, settings
 from clproj.atomic import write_atomic
-from clproj.errors import ClprojError
+from clproj.errors import ClprojError, say_once
 from clproj.untrusted import read_regular_file
 
 FORMAT = "clproj.launch-projection"
@@ -229,9 +228,7 @@ def _read_cached(path: str, record: Any) -> dict[str, Any] | None:
     if not problem:
         return doc
     print(f"clproj: ignored a bad cached projection ({problem}); projecting again", file=sys.stderr)
-    if not os.path.isdir(path) or os.path.islink(path):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    paths.discard_cache_entry(path)
     return None
 
 
@@ -245,20 +242,14 @@ def _cache_path(name: str) -> str | None:
         return None
 
 
-_warned_unwritable = False
-
-
 def _cache_unwritable(where: str, exc: OSError) -> None:
     """One line per process: the projection cache cannot be written (the projections of
     this run are still made, shown and posted; the next run makes them again)."""
-    global _warned_unwritable
-    if not _warned_unwritable:
-        _warned_unwritable = True
-        print(
-            f"clproj: cannot write the projection cache {where} ({exc.strerror or exc}); "
-            "projections are made but not kept (set CLPROJ_CACHE to a writable folder)",
-            file=sys.stderr,
-        )
+    say_once(
+        "projection-cache",
+        f"cannot write the projection cache {where} ({exc.strerror or exc}); "
+        "projections are made but not kept (set CLPROJ_CACHE to a writable folder)",
+    )
 
 
 def _keep(path: str | None, doc: dict[str, Any]) -> None:

@@ -7,16 +7,13 @@ repeats on every call must not flood its stderr.
 
 from __future__ import annotations
 
-import sys
-
-_reported: set[str] = set()
+from clproj.errors import say_once
 
 
 def log_once(key: str, message: str) -> None:
-    """Print ``message`` to stderr the first time ``key`` is seen in this process."""
-    if key not in _reported:
-        _reported.add(key)
-        print(f"clproj: route: {message}", file=sys.stderr)
+    """Print ``route: message`` to stderr the first time ``key`` is seen in this process
+    (:func:`clproj.errors.say_once`, keys of route mode's own)."""
+    say_once(f"route:{key}", f"route: {message}")
 
 
 class CLError(Exception):
